@@ -1,0 +1,411 @@
+//! The configuration document: the product's public contract.
+//!
+//! One JSON document (what Terraform's `jsonencode` writes). Field names are camelCase like
+//! Kubernetes and nodeadm's `NodeConfig`. Unknown fields are errors that name their JSON path.
+//! Nothing in here does I/O beyond reading the document; checks live in `validate`.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the agent reads its configuration when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config {path}: line {line}, column {column}: {message}")]
+    Syntax {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("config {path}: field `{field}`: {message}")]
+    Field {
+        path: String,
+        field: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    pub cluster: Cluster,
+    pub node_group: NodeGroup,
+    /// Labels merged over the role preset's labels. A `null` value removes a preset label.
+    #[serde(default)]
+    pub labels: BTreeMap<String, Option<String>>,
+    /// Taints as `key[=value]:Effect`. When present, replaces the role preset's taints
+    /// (an empty list removes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taints: Option<Vec<String>>,
+    /// Node-level sysctls: set live and persisted under /etc/sysctl.d.
+    #[serde(default)]
+    pub sysctls: BTreeMap<String, SysctlValue>,
+    #[serde(default)]
+    pub kubelet: KubeletSettings,
+    #[serde(default)]
+    pub logind: LogindSettings,
+    #[serde(default)]
+    pub handoff: HandoffSettings,
+    #[serde(default)]
+    pub tagging: TaggingSettings,
+    #[serde(default)]
+    pub imds: ImdsSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cluster {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_server_endpoint: Option<String>,
+    /// Base64 of the cluster CA bundle. A secret: never logged, redacted in plans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_authority: Option<String>,
+    /// The service CIDR (bootstrap.sh `--service-ipv4-cidr`, NodeConfig `cidr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cidr: Option<String>,
+    #[serde(default = "default_runtime")]
+    pub container_runtime: String,
+}
+
+fn default_runtime() -> String {
+    "containerd".to_string()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeGroup {
+    /// Prefix of the instance's Name tag. When absent, the ASG name is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Role {
+    /// Always-on capacity for system pods: tainted so only pods that tolerate
+    /// `CriticalAddonsOnly` land there.
+    Master,
+    /// Autoscaled, spot-friendly capacity for workloads.
+    Scaler,
+    /// No preset: only what the config says.
+    #[default]
+    None,
+}
+
+/// A sysctl value as written in JSON: a string (`"1024 65000"`) or a number (`524288`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum SysctlValue {
+    Int(i64),
+    Str(String),
+}
+
+impl SysctlValue {
+    pub fn as_string(&self) -> String {
+        match self {
+            SysctlValue::Int(i) => i.to_string(),
+            SysctlValue::Str(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletSettings {
+    #[serde(
+        default,
+        rename = "imageGCHighThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_high_threshold_percent: Option<i64>,
+    #[serde(
+        default,
+        rename = "imageGCLowThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_low_threshold_percent: Option<i64>,
+    /// Kubernetes duration, e.g. `"90s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_period: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_period_critical_pods: Option<String>,
+    /// Replace values the operator already set in the kubelet config. Default: never.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// The AL2 kubelet config file (inside `--root`).
+    #[serde(default = "default_kubelet_config_path")]
+    pub config_path: PathBuf,
+    /// Extra kubelet flags in `--flag=value` form, passed through bootstrap.sh's
+    /// `--kubelet-extra-args` (AL2) or NodeConfig `kubelet.flags` (AL2023).
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+}
+
+impl Default for KubeletSettings {
+    fn default() -> Self {
+        KubeletSettings {
+            image_gc_high_threshold_percent: None,
+            image_gc_low_threshold_percent: None,
+            shutdown_grace_period: None,
+            shutdown_grace_period_critical_pods: None,
+            overwrite: false,
+            config_path: default_kubelet_config_path(),
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+pub fn default_kubelet_config_path() -> PathBuf {
+    PathBuf::from("/etc/kubernetes/kubelet/kubelet-config.json")
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogindSettings {
+    /// Seconds; defaults to the kubelet shutdownGracePeriod (rounded up). Must be ≥ it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inhibit_delay_max_sec: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum HandoffMode {
+    #[default]
+    Auto,
+    Al2,
+    Al2023,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandoffSettings {
+    #[serde(default)]
+    pub mode: HandoffMode,
+    #[serde(default = "default_bootstrap_path")]
+    pub bootstrap_path: PathBuf,
+    #[serde(default = "default_nodeadm_path")]
+    pub nodeadm_path: PathBuf,
+    /// Extra bootstrap.sh arguments, each flag and value as separate elements:
+    /// `["--use-max-pods", "false"]`. The `--flag=value` form is refused.
+    #[serde(default)]
+    pub extra_bootstrap_args: Vec<String>,
+}
+
+impl Default for HandoffSettings {
+    fn default() -> Self {
+        HandoffSettings {
+            mode: HandoffMode::Auto,
+            bootstrap_path: default_bootstrap_path(),
+            nodeadm_path: default_nodeadm_path(),
+            extra_bootstrap_args: Vec::new(),
+        }
+    }
+}
+
+pub fn default_bootstrap_path() -> PathBuf {
+    PathBuf::from("/etc/eks/bootstrap.sh")
+}
+pub fn default_nodeadm_path() -> PathBuf {
+    PathBuf::from("/usr/bin/nodeadm")
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaggingSettings {
+    /// Set the instance's Name tag at all.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Fail the boot when the tag cannot be set. Default: tagging never blocks the join.
+    #[serde(default)]
+    pub required: bool,
+    /// How long the hand-off may wait for tagging, in milliseconds.
+    #[serde(default = "default_sync_budget_ms")]
+    pub sync_budget_ms: u64,
+    /// How long a background continuation keeps retrying, in seconds.
+    #[serde(default = "default_background_deadline_sec")]
+    pub background_deadline_sec: u64,
+    /// EC2 API endpoint override (else `AWS_ENDPOINT_URL_EC2` / the SDK default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ec2_endpoint: Option<String>,
+}
+
+impl Default for TaggingSettings {
+    fn default() -> Self {
+        TaggingSettings {
+            enabled: true,
+            required: false,
+            sync_budget_ms: default_sync_budget_ms(),
+            background_deadline_sec: default_background_deadline_sec(),
+            ec2_endpoint: None,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_sync_budget_ms() -> u64 {
+    3000
+}
+fn default_background_deadline_sec() -> u64 {
+    600
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImdsSettings {
+    /// IMDS endpoint (else `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else http://169.254.169.254).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Allow IMDSv1 (no token) when the token PUT is refused. Default: IMDSv2 only.
+    #[serde(default)]
+    pub allow_v1_fallback: bool,
+    /// Total deadline for all metadata reads, in milliseconds.
+    #[serde(default = "default_imds_deadline_ms")]
+    pub deadline_ms: u64,
+}
+
+impl Default for ImdsSettings {
+    fn default() -> Self {
+        ImdsSettings {
+            endpoint: None,
+            allow_v1_fallback: false,
+            deadline_ms: default_imds_deadline_ms(),
+        }
+    }
+}
+
+fn default_imds_deadline_ms() -> u64 {
+    10_000
+}
+
+/// Parse a config document. `path` is only used in messages.
+pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let result: Result<Config, _> = serde_path_to_error::deserialize(de);
+    match result {
+        Ok(c) => Ok(c),
+        Err(e) => {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_syntax() || inner.is_eof() || field == "." {
+                Err(ConfigError::Syntax {
+                    path: path.to_string(),
+                    line: inner.line(),
+                    column: inner.column(),
+                    message: strip_position(&inner.to_string()),
+                })
+            } else {
+                Err(ConfigError::Field {
+                    path: path.to_string(),
+                    field,
+                    message: format!(
+                        "{} (line {}, column {})",
+                        strip_position(&inner.to_string()),
+                        inner.line(),
+                        inner.column()
+                    ),
+                })
+            }
+        }
+    }
+}
+
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Load the config from a file, or from standard input when `path` is `-`.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let shown = path.display().to_string();
+    let text = if path == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|source| ConfigError::Read {
+                path: "<stdin>".into(),
+                source,
+            })?;
+        s
+    } else {
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?
+    };
+    parse(
+        &text,
+        if path == Path::new("-") {
+            "<stdin>"
+        } else {
+            &shown
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_field_names_its_path() {
+        let err = parse(
+            r#"{"cluster":{"name":"c"},"nodeGroup":{"role":"scaler"},"kubelet":{"imageGCHigh":80}}"#,
+            "c.json",
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("field `kubelet.imageGCHigh`"), "{msg}");
+        assert!(msg.contains("unknown field `imageGCHigh`"), "{msg}");
+    }
+
+    #[test]
+    fn syntax_error_has_line_and_column() {
+        let err = parse("{\n  \"cluster\": {\"name\": \"c\",}\n}", "c.json").unwrap_err();
+        match err {
+            ConfigError::Syntax { line, column, .. } => {
+                assert_eq!(line, 2);
+                assert!(column > 10);
+            }
+            other => panic!("expected syntax error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn defaults_fill_in() {
+        let c = parse(r#"{"cluster":{"name":"c"},"nodeGroup":{}}"#, "c.json").unwrap();
+        assert_eq!(c.cluster.container_runtime, "containerd");
+        assert_eq!(c.node_group.role, Role::None);
+        assert!(c.tagging.enabled);
+        assert!(!c.kubelet.overwrite);
+        assert_eq!(c.handoff.mode, HandoffMode::Auto);
+    }
+
+    #[test]
+    fn sysctl_values_accept_numbers_and_strings() {
+        let c = parse(
+            r#"{"cluster":{"name":"c"},"nodeGroup":{},"sysctls":{"a.b":5,"c.d":"1 2"}}"#,
+            "c.json",
+        )
+        .unwrap();
+        assert_eq!(c.sysctls["a.b"].as_string(), "5");
+        assert_eq!(c.sysctls["c.d"].as_string(), "1 2");
+    }
+}

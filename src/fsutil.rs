@@ -1,0 +1,138 @@
+//! Paths under `--root` and atomic file writes.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Join an absolute node path (`/etc/sysctl.d/x.conf`) under `root`.
+pub fn under(root: &Path, path: impl AsRef<Path>) -> PathBuf {
+    let mut out = root.to_path_buf();
+    for c in path.as_ref().components() {
+        match c {
+            Component::Normal(p) => out.push(p),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            // Config paths are validated to hold no `..`; drop it defensively anyway.
+            Component::ParentDir => {}
+        }
+    }
+    out
+}
+
+/// Read a file that may be absent.
+pub fn read_optional(path: &Path) -> Result<Option<String>, FsError> {
+    match fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(FsError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Write `content` to `path` atomically: a temp file in the same directory, fsync, rename over
+/// the target, fsync the directory. An existing file's mode and owner are kept; a new file
+/// gets `new_mode`. Parent directories are created (0755).
+pub fn write_atomic(path: &Path, content: &[u8], new_mode: u32) -> Result<(), FsError> {
+    let werr = |source| FsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .ok_or_else(|| werr(std::io::Error::other("no parent directory")))?;
+    fs::create_dir_all(dir).map_err(werr)?;
+    let existing = fs::metadata(path).ok();
+    let mode = existing
+        .as_ref()
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(new_mode);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.eks-nodeinit.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        f.write_all(content)?;
+        // The umask may have narrowed the mode: set it exactly.
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        if let Some(m) = &existing {
+            if m.uid() != nix::unistd::geteuid().as_raw()
+                || m.gid() != nix::unistd::getegid().as_raw()
+            {
+                std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
+            }
+        }
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(werr)
+}
+
+/// File mode for the plan: the existing file's, else the default for a new one.
+pub fn mode_of(path: &Path) -> Option<u32> {
+    fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn under_keeps_paths_inside_root() {
+        let r = Path::new("/tmp/r");
+        assert_eq!(under(r, "/etc/x"), PathBuf::from("/tmp/r/etc/x"));
+        assert_eq!(
+            under(r, "/../../etc/passwd"),
+            PathBuf::from("/tmp/r/etc/passwd")
+        );
+        assert_eq!(under(Path::new("/"), "/etc/x"), PathBuf::from("/etc/x"));
+    }
+
+    #[test]
+    fn atomic_write_keeps_mode_and_leaves_no_temp() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a/b.conf");
+        write_atomic(&p, b"one\n", 0o644).unwrap();
+        assert_eq!(mode_of(&p), Some(0o644));
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic(&p, b"two\n", 0o644).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "two\n");
+        assert_eq!(mode_of(&p), Some(0o600));
+        let names: Vec<_> = fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+}

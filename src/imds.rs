@@ -1,0 +1,362 @@
+//! EC2 instance metadata over IMDSv2.
+//!
+//! One HTTP client for all reads; one session token (PUT with a TTL) cached and shared by
+//! concurrent reads; a 401 drops the token and the retry fetches a new one; 404 is "absent";
+//! 5xx, refused connections and timeouts retry with capped, jittered backoff; every read runs
+//! under one total deadline. IMDSv1 (no token) only when the config opts in.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::metadata::Metadata;
+
+pub const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
+pub const ENDPOINT_ENV: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
+/// The metadata API version all paths use.
+pub const API_VERSION: &str = "latest";
+pub const TOKEN_TTL_SECONDS: u32 = 21_600;
+const TOKEN_HEADER: &str = "x-aws-ec2-metadata-token";
+const TOKEN_TTL_HEADER: &str = "x-aws-ec2-metadata-token-ttl-seconds";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImdsError {
+    #[error("instance metadata at {endpoint} did not answer within {deadline_ms} ms ({last}); not on EC2? On a dev box pass --metadata FILE (see examples/metadata.json)")]
+    Deadline {
+        endpoint: String,
+        deadline_ms: u128,
+        last: String,
+    },
+    #[error("instance metadata {path}: HTTP {status}")]
+    Status { path: String, status: u16 },
+    #[error("IMDSv2 token request refused with HTTP {status} at {endpoint}; if this instance only offers IMDSv1, set imds.allowV1Fallback (not recommended)")]
+    TokenRefused { endpoint: String, status: u16 },
+    #[error("instance metadata {path} is required but absent (404)")]
+    Missing { path: String },
+    #[error("bad IMDS endpoint `{0}`: use a URL like http://169.254.169.254")]
+    Endpoint(String),
+}
+
+/// Why an attempt failed, and whether to try again.
+enum Attempt {
+    Retry(String),
+    Unauthorized,
+    Fatal(ImdsError),
+}
+
+pub struct ImdsClient {
+    endpoint: String,
+    http: Client<HttpConnector, Full<Bytes>>,
+    token: Mutex<Option<(String, Instant)>>,
+    allow_v1: bool,
+    attempt_timeout: Duration,
+    /// Counters for tests and logs.
+    pub token_puts: std::sync::atomic::AtomicUsize,
+}
+
+/// The endpoint to use: the config's, else the environment's, else the link-local address.
+pub fn resolve_endpoint(config: Option<&str>) -> String {
+    config
+        .map(String::from)
+        .or_else(|| std::env::var(ENDPOINT_ENV).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
+        .trim_end_matches('/')
+        .to_string()
+}
+
+impl ImdsClient {
+    pub fn new(endpoint: &str, allow_v1: bool) -> Result<Self, ImdsError> {
+        if !(endpoint.starts_with("http://")) || endpoint.parse::<hyper::Uri>().is_err() {
+            return Err(ImdsError::Endpoint(endpoint.to_string()));
+        }
+        let mut conn = HttpConnector::new();
+        conn.set_connect_timeout(Some(Duration::from_millis(500)));
+        conn.set_nodelay(true);
+        let http = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(5))
+            .build(conn);
+        Ok(ImdsClient {
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            http,
+            token: Mutex::new(None),
+            allow_v1,
+            attempt_timeout: Duration::from_secs(1),
+            token_puts: Default::default(),
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(StatusCode, String), String> {
+        let mut b = Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.endpoint, path));
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let req = b.body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
+        let fut = async {
+            let resp = self.http.request(req).await.map_err(|e| {
+                let mut s = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(x) = src {
+                    s = format!("{s}: {x}");
+                    src = x.source();
+                }
+                s
+            })?;
+            let status = resp.status();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            Ok((status, String::from_utf8_lossy(&body).into_owned()))
+        };
+        match tokio::time::timeout(self.attempt_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {:?}", self.attempt_timeout)),
+        }
+    }
+
+    /// The session token, fetched once and shared; `None` in IMDSv1 fallback.
+    async fn token(&self) -> Result<Option<String>, Attempt> {
+        let mut guard = self.token.lock().await;
+        if let Some((t, exp)) = guard.as_ref() {
+            if Instant::now() + Duration::from_secs(60) < *exp {
+                return Ok(Some(t.clone()));
+            }
+        }
+        self.token_puts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ttl = TOKEN_TTL_SECONDS.to_string();
+        match self
+            .send(
+                Method::PUT,
+                &format!("/{API_VERSION}/api/token"),
+                &[(TOKEN_TTL_HEADER, &ttl)],
+            )
+            .await
+        {
+            Ok((s, body)) if s.is_success() => {
+                let exp = Instant::now() + Duration::from_secs(u64::from(TOKEN_TTL_SECONDS));
+                *guard = Some((body.trim().to_string(), exp));
+                Ok(Some(body.trim().to_string()))
+            }
+            Ok((s, _)) if s.is_server_error() => {
+                Err(Attempt::Retry(format!("token PUT: HTTP {s}")))
+            }
+            Ok((s, _)) if self.allow_v1 && matches!(s.as_u16(), 403..=405) => {
+                tracing::warn!(
+                    status = s.as_u16(),
+                    "IMDSv2 token refused; using IMDSv1 as imds.allowV1Fallback permits"
+                );
+                Ok(None)
+            }
+            Ok((s, _)) => Err(Attempt::Fatal(ImdsError::TokenRefused {
+                endpoint: self.endpoint.clone(),
+                status: s.as_u16(),
+            })),
+            Err(e) => Err(Attempt::Retry(format!("token PUT: {e}"))),
+        }
+    }
+
+    async fn attempt(&self, path: &str) -> Result<Option<String>, Attempt> {
+        let token = self.token().await?;
+        let headers: Vec<(&str, &str)> = match &token {
+            Some(t) => vec![(TOKEN_HEADER, t.as_str())],
+            None => vec![],
+        };
+        match self.send(Method::GET, path, &headers).await {
+            Ok((s, body)) if s.is_success() => Ok(Some(body)),
+            Ok((StatusCode::NOT_FOUND, _)) => Ok(None),
+            Ok((StatusCode::UNAUTHORIZED, _)) => Err(Attempt::Unauthorized),
+            Ok((s, _)) if s.is_server_error() => Err(Attempt::Retry(format!("{path}: HTTP {s}"))),
+            Ok((s, _)) => Err(Attempt::Fatal(ImdsError::Status {
+                path: path.to_string(),
+                status: s.as_u16(),
+            })),
+            Err(e) => Err(Attempt::Retry(format!("{path}: {e}"))),
+        }
+    }
+
+    /// GET a metadata path (`/latest/meta-data/...`); `Ok(None)` on 404. Retries until the
+    /// caller's deadline (the caller wraps the whole read in one timeout).
+    pub fn get<'a>(
+        &'a self,
+        path: &str,
+    ) -> impl std::future::Future<Output = Result<Option<String>, ImdsError>> + 'a {
+        let path = path.to_string();
+        async move { self.get_owned(&path).await }
+    }
+
+    async fn get_owned(&self, path: &str) -> Result<Option<String>, ImdsError> {
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+        let mut refreshed = false;
+        loop {
+            match self.attempt(path).await {
+                Ok(v) => return Ok(v),
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Unauthorized) if !refreshed => {
+                    // Token expired or revoked: drop it; the next attempt fetches a new one.
+                    refreshed = true;
+                    *self.token.lock().await = None;
+                    tracing::debug!(path, "IMDS answered 401; refreshing the token");
+                }
+                Err(Attempt::Unauthorized) => {
+                    *self.token.lock().await = None;
+                    tracing::debug!(path, "IMDS answered 401 again");
+                    *LAST_ERROR.lock().unwrap() = format!("{path}: HTTP 401 after a token refresh");
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                Err(Attempt::Retry(why)) => {
+                    tracing::debug!(path, %why, "IMDS read failed; retrying");
+                    *LAST_ERROR.lock().unwrap() = why;
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+            }
+        }
+    }
+}
+
+static LAST_ERROR: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// Capped exponential backoff with full jitter.
+pub struct Backoff {
+    base: Duration,
+    cap: Duration,
+    n: u32,
+}
+
+impl Backoff {
+    pub fn new(base: Duration, cap: Duration) -> Self {
+        Backoff { base, cap, n: 0 }
+    }
+    pub fn next_delay(&mut self) -> Duration {
+        let exp = self.base.saturating_mul(1u32 << self.n.min(16));
+        self.n += 1;
+        let ceiling = exp.min(self.cap);
+        let ms = ceiling.as_millis().max(1) as u64;
+        Duration::from_millis(rand::random_range(ms / 2..=ms))
+    }
+}
+
+fn md(path: &str) -> String {
+    format!("/{API_VERSION}/meta-data/{path}")
+}
+
+/// Read everything the agent needs, concurrently, under one total deadline.
+pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, ImdsError> {
+    LAST_ERROR.lock().unwrap().clear();
+    let work = async {
+        let (id, v4, v6, itype, region, az, tag_keys) = tokio::join!(
+            client.get(&md("instance-id")),
+            client.get(&md("local-ipv4")),
+            client.get(&md("ipv6")),
+            client.get(&md("instance-type")),
+            client.get(&md("placement/region")),
+            client.get(&md("placement/availability-zone")),
+            client.get(&md("tags/instance")),
+        );
+        let need = |v: Result<Option<String>, ImdsError>, p: &str| -> Result<String, ImdsError> {
+            v?.map(|s| s.trim().to_string())
+                .ok_or_else(|| ImdsError::Missing { path: md(p) })
+        };
+        let tags = match tag_keys? {
+            None => None,
+            Some(list) => {
+                let keys: Vec<String> = list
+                    .lines()
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                    .map(String::from)
+                    .collect();
+                let values = futures_join_all(
+                    keys.iter()
+                        .map(|k| client.get(&md(&format!("tags/instance/{k}")))),
+                )
+                .await;
+                let mut m = BTreeMap::new();
+                for (k, v) in keys.into_iter().zip(values) {
+                    if let Some(v) = v? {
+                        m.insert(k, v);
+                    }
+                }
+                Some(m)
+            }
+        };
+        Ok(Metadata {
+            instance_id: need(id, "instance-id")?,
+            private_ipv4: v4?.map(|s| s.trim().to_string()),
+            ipv6: v6?.map(|s| s.lines().next().unwrap_or("").trim().to_string()),
+            instance_type: need(itype, "instance-type")?,
+            region: need(region, "placement/region")?,
+            availability_zone: need(az, "placement/availability-zone")?,
+            autoscaling_group_name: tags.as_ref().and_then(|t: &BTreeMap<String, String>| {
+                t.get("aws:autoscaling:groupName").cloned()
+            }),
+            tags,
+        })
+    };
+    match tokio::time::timeout(deadline, work).await {
+        Ok(r) => r,
+        Err(_) => Err(ImdsError::Deadline {
+            endpoint: client.endpoint().to_string(),
+            deadline_ms: deadline.as_millis(),
+            last: {
+                let l = LAST_ERROR.lock().unwrap().clone();
+                if l.is_empty() {
+                    "no answer".into()
+                } else {
+                    l
+                }
+            },
+        }),
+    }
+}
+
+/// Run futures concurrently and collect their outputs in order.
+async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    join_vec(futs.map(Box::pin).collect()).await
+}
+
+async fn join_vec<F: std::future::Future + Unpin>(mut futs: Vec<F>) -> Vec<F::Output> {
+    use std::future::poll_fn;
+    use std::task::Poll;
+    let mut outs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in futs.iter_mut().enumerate() {
+            if outs[i].is_none() {
+                match std::pin::Pin::new(&mut *f).poll(cx) {
+                    Poll::Ready(v) => outs[i] = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outs.into_iter()
+        .map(|o| o.expect("every future completed"))
+        .collect()
+}

@@ -1,0 +1,272 @@
+//! systemd-logind: the `InhibitDelayMaxSec` drop-in and telling logind to take it over D-Bus.
+//!
+//! kubelet's graceful node shutdown holds a delay inhibitor lock for `shutdownGracePeriod`;
+//! logind caps every delay lock at `InhibitDelayMaxSec` (default 5 s). kubelet may write its own
+//! `/etc/systemd/logind.conf.d/99-kubelet.conf`; drop-ins apply in file-name order across
+//! /etc, /run and /usr/lib and the last one wins, so the agent's file is named to sort after it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use zbus::zvariant::OwnedValue;
+
+use crate::fsutil::under;
+
+/// `99-zz-` sorts after kubelet's `99-kubelet.conf`.
+pub const DROPIN_PATH: &str = "/etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf";
+const DROPIN_DIRS: [&str; 4] = [
+    "/etc/systemd/logind.conf.d",
+    "/run/systemd/logind.conf.d",
+    "/usr/local/lib/systemd/logind.conf.d",
+    "/usr/lib/systemd/logind.conf.d",
+];
+/// logind's built-in default.
+pub const DEFAULT_INHIBIT_DELAY_MAX_SEC: f64 = 5.0;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogindError {
+    #[error("cannot connect to the system D-Bus ({address}): {source}")]
+    Connect {
+        address: String,
+        #[source]
+        source: zbus::Error,
+    },
+    #[error("systemd refused to restart systemd-logind.service over D-Bus: {0}")]
+    Restart(#[source] zbus::Error),
+    #[error("cannot read InhibitDelayMaxUSec from org.freedesktop.login1: {0}")]
+    Read(String),
+}
+
+pub fn dropin_content(sec: u64) -> String {
+    format!(
+        "# Written by eks-nodeinit: lets kubelet's graceful node shutdown hold the shutdown for\n# its whole shutdownGracePeriod. Named to sort after kubelet's 99-kubelet.conf.\n[Login]\nInhibitDelayMaxSec={sec}\n"
+    )
+}
+
+/// Parse a systemd time span as logind.conf takes it (`90`, `90s`, `1min 30s`, `infinity`)
+/// into seconds.
+pub fn parse_timespan(s: &str) -> Option<f64> {
+    let s = s.trim();
+    if s == "infinity" {
+        return Some(f64::INFINITY);
+    }
+    if let Ok(n) = s.parse::<f64>() {
+        return Some(n);
+    }
+    let mut total = 0.0;
+    let mut rest = s;
+    while !rest.trim_start().is_empty() {
+        rest = rest.trim_start();
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let n: f64 = rest[..end].parse().ok()?;
+        rest = rest[end..].trim_start();
+        let uend = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let scale = match &rest[..uend] {
+            "" | "s" | "sec" | "second" | "seconds" => 1.0,
+            "us" | "usec" => 1e-6,
+            "ms" | "msec" => 1e-3,
+            "m" | "min" | "minute" | "minutes" => 60.0,
+            "h" | "hr" | "hour" | "hours" => 3600.0,
+            "d" | "day" | "days" => 86400.0,
+            _ => return None,
+        };
+        total += n * scale;
+        rest = &rest[uend..];
+    }
+    Some(total)
+}
+
+/// One `InhibitDelayMaxSec=` setting found on disk.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Setting {
+    pub file: PathBuf,
+    pub seconds: f64,
+}
+
+fn inhibit_setting(text: &str) -> Option<f64> {
+    let mut in_login = false;
+    let mut found = None;
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            in_login = l == "[Login]";
+            continue;
+        }
+        if !in_login || l.starts_with('#') || l.starts_with(';') {
+            continue;
+        }
+        if let Some((k, v)) = l.split_once('=') {
+            if k.trim() == "InhibitDelayMaxSec" {
+                found = parse_timespan(v).or(found);
+            }
+        }
+    }
+    found
+}
+
+/// The settings logind will apply, in the order it applies them (the last wins): the main
+/// logind.conf, then drop-ins by file name, a name in /etc masking the same name in /run and
+/// /usr/lib. `replace` stands in for the agent's own drop-in (planned content).
+pub fn effective_settings(root: &Path, own: Option<&str>) -> Vec<Setting> {
+    let mut out = Vec::new();
+    let main = under(root, "/etc/systemd/logind.conf");
+    if let Some(s) = std::fs::read_to_string(&main)
+        .ok()
+        .as_deref()
+        .and_then(inhibit_setting)
+    {
+        out.push(Setting {
+            file: PathBuf::from("/etc/systemd/logind.conf"),
+            seconds: s,
+        });
+    }
+    let mut by_name: std::collections::BTreeMap<String, PathBuf> = Default::default();
+    for dir in DROPIN_DIRS.iter().rev() {
+        if let Ok(rd) = std::fs::read_dir(under(root, dir)) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".conf") {
+                    by_name.insert(name.clone(), Path::new(dir).join(&name));
+                }
+            }
+        }
+    }
+    let own_name = Path::new(DROPIN_PATH)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    if own.is_some() {
+        by_name.insert(own_name.clone(), PathBuf::from(DROPIN_PATH));
+    }
+    for (name, path) in by_name {
+        let text = if name == own_name && path == Path::new(DROPIN_PATH) && own.is_some() {
+            own.map(String::from)
+        } else {
+            std::fs::read_to_string(under(root, &path)).ok()
+        };
+        if let Some(s) = text.as_deref().and_then(inhibit_setting) {
+            out.push(Setting {
+                file: path,
+                seconds: s,
+            });
+        }
+    }
+    out
+}
+
+/// The address the agent would use for the system bus.
+pub fn system_bus_address() -> String {
+    std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
+        .unwrap_or_else(|_| "unix:path=/var/run/dbus/system_bus_socket".to_string())
+}
+
+/// Connect to a bus by address.
+pub async fn connect(address: &str) -> Result<zbus::Connection, LogindError> {
+    let err = |source| LogindError::Connect {
+        address: address.to_string(),
+        source,
+    };
+    zbus::connection::Builder::address(address)
+        .map_err(err)?
+        .build()
+        .await
+        .map_err(err)
+}
+
+/// Restart systemd-logind through systemd's manager so it rereads its drop-ins, then read the
+/// effective `InhibitDelayMaxUSec` back from logind, waiting up to `wait` for it to reach
+/// `expected_usec`. Returns the value logind reports.
+pub async fn restart_and_read(
+    conn: &zbus::Connection,
+    expected_usec: u64,
+    wait: Duration,
+) -> Result<u64, LogindError> {
+    conn.call_method(
+        Some("org.freedesktop.systemd1"),
+        "/org/freedesktop/systemd1",
+        Some("org.freedesktop.systemd1.Manager"),
+        "RestartUnit",
+        &("systemd-logind.service", "replace"),
+    )
+    .await
+    .map_err(LogindError::Restart)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let last = read_inhibit_delay(conn).await;
+        match &last {
+            Ok(v) if *v == expected_usec => return last,
+            _ if tokio::time::Instant::now() >= deadline => return last,
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Read `InhibitDelayMaxUSec` from org.freedesktop.login1 (no property cache).
+pub async fn read_inhibit_delay(conn: &zbus::Connection) -> Result<u64, LogindError> {
+    let reply = conn
+        .call_method(
+            Some("org.freedesktop.login1"),
+            "/org/freedesktop/login1",
+            Some("org.freedesktop.DBus.Properties"),
+            "Get",
+            &("org.freedesktop.login1.Manager", "InhibitDelayMaxUSec"),
+        )
+        .await
+        .map_err(|e| LogindError::Read(e.to_string()))?;
+    let v: OwnedValue = reply
+        .body()
+        .deserialize()
+        .map_err(|e| LogindError::Read(e.to_string()))?;
+    u64::try_from(v).map_err(|e| LogindError::Read(format!("not a u64: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timespans() {
+        assert_eq!(parse_timespan("90"), Some(90.0));
+        assert_eq!(parse_timespan("90s"), Some(90.0));
+        assert_eq!(parse_timespan("1min 30s"), Some(90.0));
+        assert_eq!(parse_timespan("2m"), Some(120.0));
+        assert_eq!(parse_timespan("bogus"), None);
+    }
+
+    #[test]
+    fn later_dropin_wins_and_etc_masks_usr() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::create_dir_all(r.join("etc/systemd/logind.conf.d")).unwrap();
+        std::fs::create_dir_all(r.join("usr/lib/systemd/logind.conf.d")).unwrap();
+        std::fs::write(
+            r.join("etc/systemd/logind.conf"),
+            "[Login]\nInhibitDelayMaxSec=5\n",
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("etc/systemd/logind.conf.d/99-kubelet.conf"),
+            "[Login]\nInhibitDelayMaxSec=30\n",
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("usr/lib/systemd/logind.conf.d/zzz.conf"),
+            "[Login]\nInhibitDelayMaxSec=1\n",
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("etc/systemd/logind.conf.d/zzz.conf"),
+            "[Login]\nKillUserProcesses=no\n",
+        )
+        .unwrap();
+        let s = effective_settings(r, Some(&dropin_content(90)));
+        let secs: Vec<f64> = s.iter().map(|x| x.seconds).collect();
+        // main 5, 99-kubelet 30, ours 90; /usr/lib/zzz.conf masked by /etc/zzz.conf (no setting)
+        assert_eq!(secs, vec![5.0, 30.0, 90.0]);
+    }
+}

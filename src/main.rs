@@ -1,0 +1,71 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use eks_nodeinit::cli::{Cli, Command, LogFormat};
+use eks_nodeinit::{config::ConfigError, run, validate::Invalid};
+
+/// Exit codes: 0 success, 1 failure, 2 usage (clap), 3 invalid config.
+const EXIT_INVALID: u8 = 3;
+
+fn init_logging(cli: &Cli) {
+    let level = if cli.quiet {
+        "warn"
+    } else {
+        match cli.verbose {
+            0 => "info",
+            1 => "debug",
+            _ => "trace",
+        }
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("EKS_NODEINIT_LOG").unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(format!("eks_nodeinit={level},warn"))
+        });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    match cli.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match &cli.command {
+            Command::Init(a) => run::init(a).await,
+            Command::Validate(a) => run::validate_cmd(&a.config),
+            Command::TagContinue(a) => run::tag_continue(a).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The chain, printed once.
+            let mut msg = format!("error: {e}");
+            for cause in e.chain().skip(1) {
+                msg.push_str(&format!("\n  caused by: {cause}"));
+            }
+            eprintln!("{msg}");
+            if e.downcast_ref::<Invalid>().is_some() || e.downcast_ref::<ConfigError>().is_some() {
+                ExitCode::from(EXIT_INVALID)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
