@@ -40,13 +40,20 @@ pub enum ImdsError {
     TokenRefused { endpoint: String, status: u16 },
     #[error("instance metadata {path} is required but absent (404)")]
     Missing { path: String },
+    #[error("instance metadata at {endpoint} is unreachable ({last}); not on EC2? On a dev box pass --metadata FILE (see examples/metadata.json)")]
+    Unreachable { endpoint: String, last: String },
     #[error("bad IMDS endpoint `{0}`: use a URL like http://169.254.169.254")]
     Endpoint(String),
 }
 
+/// How long to keep trying when IMDS has never answered at all (a dev box, not EC2).
+pub const UNREACHABLE_AFTER: Duration = Duration::from_secs(2);
+
 /// Why an attempt failed, and whether to try again.
 enum Attempt {
     Retry(String),
+    /// Could not connect at all.
+    NoConnection(String),
     Unauthorized,
     Fatal(ImdsError),
 }
@@ -57,6 +64,8 @@ pub struct ImdsClient {
     token: Mutex<Option<(String, Instant)>>,
     allow_v1: bool,
     attempt_timeout: Duration,
+    created: Instant,
+    ever_connected: std::sync::atomic::AtomicBool,
     /// Counters for tests and logs.
     pub token_puts: std::sync::atomic::AtomicUsize,
 }
@@ -88,6 +97,8 @@ impl ImdsClient {
             token: Mutex::new(None),
             allow_v1,
             attempt_timeout: Duration::from_secs(1),
+            created: Instant::now(),
+            ever_connected: Default::default(),
             token_puts: Default::default(),
         })
     }
@@ -101,14 +112,16 @@ impl ImdsClient {
         method: Method,
         path: &str,
         headers: &[(&str, &str)],
-    ) -> Result<(StatusCode, String), String> {
+    ) -> Result<(StatusCode, String), (bool, String)> {
         let mut b = Request::builder()
             .method(method)
             .uri(format!("{}{}", self.endpoint, path));
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
-        let req = b.body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
+        let req = b
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| (false, e.to_string()))?;
         let fut = async {
             let resp = self.http.request(req).await.map_err(|e| {
                 let mut s = e.to_string();
@@ -117,20 +130,25 @@ impl ImdsClient {
                     s = format!("{s}: {x}");
                     src = x.source();
                 }
-                s
+                (e.is_connect(), s)
             })?;
+            self.ever_connected
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             let status = resp.status();
             let body = resp
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(|e| (false, e.to_string()))?
                 .to_bytes();
             Ok((status, String::from_utf8_lossy(&body).into_owned()))
         };
         match tokio::time::timeout(self.attempt_timeout, fut).await {
             Ok(r) => r,
-            Err(_) => Err(format!("no answer within {:?}", self.attempt_timeout)),
+            Err(_) => Err((
+                false,
+                format!("no answer within {:?}", self.attempt_timeout),
+            )),
         }
     }
 
@@ -172,7 +190,8 @@ impl ImdsClient {
                 endpoint: self.endpoint.clone(),
                 status: s.as_u16(),
             })),
-            Err(e) => Err(Attempt::Retry(format!("token PUT: {e}"))),
+            Err((true, e)) => Err(Attempt::NoConnection(format!("token PUT: {e}"))),
+            Err((false, e)) => Err(Attempt::Retry(format!("token PUT: {e}"))),
         }
     }
 
@@ -191,7 +210,8 @@ impl ImdsClient {
                 path: path.to_string(),
                 status: s.as_u16(),
             })),
-            Err(e) => Err(Attempt::Retry(format!("{path}: {e}"))),
+            Err((true, e)) => Err(Attempt::NoConnection(format!("{path}: {e}"))),
+            Err((false, e)) => Err(Attempt::Retry(format!("{path}: {e}"))),
         }
     }
 
@@ -224,7 +244,18 @@ impl ImdsClient {
                     *LAST_ERROR.lock().unwrap() = format!("{path}: HTTP 401 after a token refresh");
                     tokio::time::sleep(backoff.next_delay()).await;
                 }
-                Err(Attempt::Retry(why)) => {
+                Err(Attempt::NoConnection(why))
+                    if !self
+                        .ever_connected
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        && self.created.elapsed() >= UNREACHABLE_AFTER =>
+                {
+                    return Err(ImdsError::Unreachable {
+                        endpoint: self.endpoint.clone(),
+                        last: why,
+                    });
+                }
+                Err(Attempt::Retry(why)) | Err(Attempt::NoConnection(why)) => {
                     tracing::debug!(path, %why, "IMDS read failed; retrying");
                     *LAST_ERROR.lock().unwrap() = why;
                     tokio::time::sleep(backoff.next_delay()).await;

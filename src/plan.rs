@@ -91,6 +91,18 @@ impl Step {
 /// Build the plan. Reads the node's files under `root`; writes nothing. All problems with the
 /// config, static or found on the node, come back together.
 pub fn build(root: &Path, c: &Config, md: &Metadata) -> Result<Plan, Invalid> {
+    build_with(root, c, Some(md))
+}
+
+/// Every finding for this config on this node, without instance metadata (no tag step).
+pub fn check(root: &Path, c: &Config) -> Vec<Finding> {
+    match build_with(root, c, None) {
+        Ok(_) => Vec::new(),
+        Err(Invalid(f)) => f,
+    }
+}
+
+fn build_with(root: &Path, c: &Config, md: Option<&Metadata>) -> Result<Plan, Invalid> {
     let mut findings = validate::check_config(c);
     let mut steps = Vec::new();
     let mut warnings = Vec::new();
@@ -108,7 +120,7 @@ pub fn build(root: &Path, c: &Config, md: &Metadata) -> Result<Plan, Invalid> {
     };
 
     // 1. Name tag
-    if c.tagging.enabled {
+    if let (true, Some(md)) = (c.tagging.enabled, md) {
         match metadata::name_tag(c.node_group.name.as_deref(), md) {
             Ok(value) => {
                 let current = md.tags.as_ref().map(|t| t.get("Name").cloned());
@@ -128,7 +140,7 @@ pub fn build(root: &Path, c: &Config, md: &Metadata) -> Result<Plan, Invalid> {
             }),
         }
     }
-    if let Some(tags) = &md.tags {
+    if let Some(tags) = md.and_then(|m| m.tags.as_ref()) {
         let key = format!("kubernetes.io/cluster/{}", c.cluster.name);
         if !tags.contains_key(&key) {
             warnings.push(format!(
@@ -338,6 +350,7 @@ pub fn build(root: &Path, c: &Config, md: &Metadata) -> Result<Plan, Invalid> {
         return Err(Invalid(findings));
     }
     let secrets = c.cluster.certificate_authority.iter().cloned().collect();
+    let md = md.cloned().unwrap_or_default();
     Ok(Plan {
         instance: Instance {
             instance_id: md.instance_id.clone(),

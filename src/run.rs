@@ -61,7 +61,11 @@ enum TagState {
 }
 
 pub async fn init(args: &InitArgs) -> Result<()> {
-    let c = load_config(&args.config)?;
+    let c = config::load(&args.config)?;
+    // Invalid config: report every problem, static and on this node, before touching IMDS.
+    if !validate::check_config(&c).is_empty() {
+        return Err(Invalid(plan::check(&args.root, &c)).into());
+    }
     let (mut md, from_imds) = read_metadata(args, &c).await?;
     tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
 

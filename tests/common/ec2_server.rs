@@ -1,0 +1,192 @@
+//! A local EC2 Query API server for the failure paths moto cannot produce: it answers
+//! DescribeTags and CreateTags, with scripted errors (RequestLimitExceeded, AccessDenied,
+//! InvalidInstanceID.NotFound) and a record of every call. Also the small HTTP plumbing the
+//! IMDS server shares.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+/// Serve `handler` on 127.0.0.1 (a free port) from a runtime on its own thread, so both
+/// blocking and async tests can use it.
+pub fn serve<S, F, Fut>(state: Arc<Mutex<S>>, handler: F) -> SocketAddr
+where
+    S: Send + 'static,
+    F: Fn(Arc<Mutex<S>>, Request<hyper::body::Incoming>, Bytes) -> Fut
+        + Send
+        + Sync
+        + Copy
+        + 'static,
+    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let state = state.clone();
+                        async move {
+                            // Body is read inside the handler call below for POSTs.
+                            handler(state, req, Bytes::new()).await
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+    });
+    addr
+}
+
+#[derive(Default)]
+pub struct Ec2State {
+    /// Errors to answer CreateTags with, in order, before succeeding: (HTTP status, code).
+    pub create_errors: VecDeque<(u16, &'static str)>,
+    pub describe_errors: VecDeque<(u16, &'static str)>,
+    pub tags: BTreeMap<String, BTreeMap<String, String>>,
+    /// Every call: (action, decoded form fields).
+    pub calls: Vec<(String, BTreeMap<String, String>)>,
+    pub create_delay: std::time::Duration,
+}
+
+impl Ec2State {
+    pub fn count(&self, action: &str) -> usize {
+        self.calls.iter().filter(|(a, _)| a == action).count()
+    }
+}
+
+pub struct Ec2Server {
+    pub addr: SocketAddr,
+    pub state: Arc<Mutex<Ec2State>>,
+}
+
+impl Ec2Server {
+    pub fn start(state: Ec2State) -> Ec2Server {
+        let state = Arc::new(Mutex::new(state));
+        let addr = serve(state.clone(), handle);
+        Ec2Server { addr, state }
+    }
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let h = std::str::from_utf8(&b[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(h, 16).unwrap());
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+pub fn parse_form(body: &str) -> BTreeMap<String, String> {
+    body.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn xml(status: u16, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap())
+        .header("content-type", "text/xml;charset=UTF-8")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
+}
+
+fn error(status: u16, code: &str) -> Response<Full<Bytes>> {
+    xml(
+        status,
+        format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>{code}</Code><Message>injected {code}</Message></Error></Errors><RequestID>req-1</RequestID></Response>"),
+    )
+}
+
+async fn handle(
+    state: Arc<Mutex<Ec2State>>,
+    req: Request<hyper::body::Incoming>,
+    _: Bytes,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let form = parse_form(&String::from_utf8_lossy(&body));
+    let action = form.get("Action").cloned().unwrap_or_default();
+    let delay = {
+        let mut s = state.lock().unwrap();
+        s.calls.push((action.clone(), form.clone()));
+        s.create_delay
+    };
+    if action == "CreateTags" && !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let mut s = state.lock().unwrap();
+    match action.as_str() {
+        "CreateTags" => {
+            if let Some((st, code)) = s.create_errors.pop_front() {
+                return Ok(error(st, code));
+            }
+            let id = form.get("ResourceId.1").cloned().unwrap_or_default();
+            let k = form.get("Tag.1.Key").cloned().unwrap_or_default();
+            let v = form.get("Tag.1.Value").cloned().unwrap_or_default();
+            s.tags.entry(id).or_default().insert(k, v);
+            Ok(xml(200, "<CreateTagsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>req-2</requestId><return>true</return></CreateTagsResponse>".into()))
+        }
+        "DescribeTags" => {
+            if let Some((st, code)) = s.describe_errors.pop_front() {
+                return Ok(error(st, code));
+            }
+            let id = form.get("Filter.1.Value.1").cloned().unwrap_or_default();
+            let items: String = s
+                .tags
+                .get(&id)
+                .map(|t| {
+                    t.iter()
+                        .map(|(k, v)| format!("<item><resourceId>{id}</resourceId><resourceType>instance</resourceType><key>{k}</key><value>{v}</value></item>"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok(xml(200, format!("<DescribeTagsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>req-3</requestId><tagSet>{items}</tagSet></DescribeTagsResponse>")))
+        }
+        _ => Ok(error(400, "InvalidAction")),
+    }
+}

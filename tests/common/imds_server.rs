@@ -1,0 +1,163 @@
+//! An IMDSv2 server that behaves like the real one where the agent can tell: token PUT with a
+//! TTL header (1..=21600, else 400), GETs without a valid token 401, expired tokens 401,
+//! unknown paths 404, tags 404 when instance-metadata tags are off; plus fault injection.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode};
+
+#[derive(Default)]
+pub struct State {
+    pub data: BTreeMap<String, String>,
+    /// `None`: instance-metadata tags are off.
+    pub tags: Option<BTreeMap<String, String>>,
+    /// Answer 500 to this many requests first.
+    pub fail_first: usize,
+    /// Delay every answer by this much.
+    pub delay: Duration,
+    /// After this many successful GETs, expire every token once.
+    pub expire_tokens_after_gets: Option<usize>,
+    tokens: HashMap<String, Instant>,
+    pub puts: usize,
+    pub gets: usize,
+    pub unauthorized: usize,
+    pub server_errors: usize,
+    pub paths: Vec<String>,
+}
+
+pub struct ImdsServer {
+    pub addr: SocketAddr,
+    pub state: Arc<Mutex<State>>,
+}
+
+impl ImdsServer {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A server for a typical instance.
+    pub fn start() -> ImdsServer {
+        let mut s = State::default();
+        for (k, v) in [
+            ("instance-id", "i-0123456789abcdef0"),
+            ("local-ipv4", "10.0.12.34"),
+            ("instance-type", "m6i.large"),
+            ("placement/region", "eu-west-1"),
+            ("placement/availability-zone", "eu-west-1a"),
+        ] {
+            s.data.insert(k.to_string(), v.to_string());
+        }
+        s.tags = Some(BTreeMap::from([
+            (
+                "aws:autoscaling:groupName".to_string(),
+                "eks-scaler-asg".to_string(),
+            ),
+            (
+                "kubernetes.io/cluster/prod-eu".to_string(),
+                "owned".to_string(),
+            ),
+        ]));
+        Self::start_with(s)
+    }
+
+    pub fn start_with(state: State) -> ImdsServer {
+        let state = Arc::new(Mutex::new(state));
+        let addr = super::ec2_server::serve(state.clone(), handle);
+        ImdsServer { addr, state }
+    }
+}
+
+fn reply(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "text/plain")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+async fn handle(
+    state: Arc<Mutex<State>>,
+    req: Request<hyper::body::Incoming>,
+    _body: Bytes,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let delay = {
+        let mut s = state.lock().unwrap();
+        s.paths
+            .push(format!("{} {}", req.method(), req.uri().path()));
+        if s.fail_first > 0 {
+            s.fail_first -= 1;
+            s.server_errors += 1;
+            return Ok(reply(StatusCode::INTERNAL_SERVER_ERROR, "injected fault"));
+        }
+        s.delay
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let mut s = state.lock().unwrap();
+    let path = req.uri().path().to_string();
+    if path == "/latest/api/token" {
+        if req.method() != hyper::Method::PUT {
+            return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, ""));
+        }
+        let ttl = req
+            .headers()
+            .get("x-aws-ec2-metadata-token-ttl-seconds")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let Some(ttl) = ttl.filter(|t| (1..=21600).contains(t)) else {
+            return Ok(reply(StatusCode::BAD_REQUEST, "bad ttl"));
+        };
+        s.puts += 1;
+        let token = format!("token-{}", s.puts);
+        s.tokens
+            .insert(token.clone(), Instant::now() + Duration::from_secs(ttl));
+        return Ok(reply(StatusCode::OK, &token));
+    }
+    if req.method() != hyper::Method::GET {
+        return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, ""));
+    }
+    let valid = req
+        .headers()
+        .get("x-aws-ec2-metadata-token")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| s.tokens.get(t))
+        .is_some_and(|exp| *exp > Instant::now());
+    if !valid {
+        s.unauthorized += 1;
+        return Ok(reply(StatusCode::UNAUTHORIZED, ""));
+    }
+    s.gets += 1;
+    if s.expire_tokens_after_gets == Some(s.gets) {
+        s.tokens.clear();
+        s.expire_tokens_after_gets = None;
+    }
+    let Some(rest) = path.strip_prefix("/latest/meta-data/") else {
+        return Ok(reply(StatusCode::NOT_FOUND, ""));
+    };
+    if rest == "tags/instance" {
+        return Ok(match &s.tags {
+            Some(t) => reply(
+                StatusCode::OK,
+                &t.keys().cloned().collect::<Vec<_>>().join("\n"),
+            ),
+            None => reply(StatusCode::NOT_FOUND, ""),
+        });
+    }
+    if let Some(k) = rest.strip_prefix("tags/instance/") {
+        return Ok(match s.tags.as_ref().and_then(|t| t.get(k)) {
+            Some(v) => reply(StatusCode::OK, v),
+            None => reply(StatusCode::NOT_FOUND, ""),
+        });
+    }
+    Ok(match s.data.get(rest) {
+        Some(v) => reply(StatusCode::OK, v),
+        None => reply(StatusCode::NOT_FOUND, ""),
+    })
+}

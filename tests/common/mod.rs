@@ -1,0 +1,121 @@
+//! Helpers shared by the integration tests: sample node roots, running the binary with a
+//! clean environment, and small real HTTP peers (an IMDSv2 server, an EC2 Query API server).
+#![allow(dead_code)]
+
+pub mod ec2_server;
+pub mod imds_server;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_eks-nodeinit"))
+}
+
+pub fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        let ft = e.file_type().unwrap();
+        if ft.is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// A temp copy of one of the sample node roots under examples/.
+pub fn sample_root(name: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    copy_tree(&manifest_dir().join("examples").join(name), d.path());
+    d
+}
+
+/// Replace bootstrap.sh with one that records its argv, one word per line, in `argv.txt`
+/// beside it.
+pub fn recording_bootstrap(root: &Path) -> PathBuf {
+    let p = root.join("etc/eks/bootstrap.sh");
+    std::fs::write(
+        &p,
+        "#!/bin/sh\nout=\"$(dirname \"$0\")/argv.txt\"\n: > \"$out\"\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> \"$out\"; done\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    root.join("etc/eks/argv.txt")
+}
+
+/// Every regular file under `root` with its bytes: to prove nothing changed.
+pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    fn walk(base: &Path, dir: &Path, m: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                walk(base, &p, m);
+            } else if e.file_type().unwrap().is_file() {
+                m.insert(
+                    p.strip_prefix(base).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    walk(root, root, &mut m);
+    m
+}
+
+/// The binary with a clean environment (no AWS settings from the developer's shell).
+pub fn cmd() -> Command {
+    let mut c = Command::new(bin());
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .current_dir(manifest_dir())
+        .stdin(Stdio::null());
+    c
+}
+
+pub fn run(c: &mut Command) -> Output {
+    let out = c.output().expect("the binary runs");
+    eprintln!(
+        "--- exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A config document for tests: the scaler example with changes applied.
+pub fn config_with(root: &Path, name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let text = std::fs::read_to_string(manifest_dir().join("examples/scaler.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut v);
+    let p = root.join(name);
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    p
+}
+
+pub fn example(p: &str) -> PathBuf {
+    manifest_dir().join("examples").join(p)
+}

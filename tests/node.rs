@@ -1,0 +1,399 @@
+//! The agent against sample node roots: dry-run, apply, a second run, operator values,
+//! malformed input, the lock, and both hand-offs.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn no_tagging(v: &mut Value) {
+    v["tagging"] = serde_json::json!({"enabled": false});
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let root = sample_root("al2-root");
+    let before = snapshot(root.path());
+    let out = run(cmd()
+        .args(["init", "--dry-run", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(example("scaler.json"))
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("sysctl fs.inotify.max_user_watches: 8192 -> 524288"));
+    assert_eq!(
+        before,
+        snapshot(root.path()),
+        "a dry run must not change a byte"
+    );
+}
+
+#[test]
+fn apply_al2_then_second_run_plans_nothing() {
+    let root = sample_root("al2-root");
+    let argv_file = recording_bootstrap(root.path());
+    let cfg = config_with(root.path(), "c.json", no_tagging);
+    let original_kubelet = std::fs::read_to_string(
+        root.path()
+            .join("etc/kubernetes/kubelet/kubelet-config.json"),
+    )
+    .unwrap();
+
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    let r = root.path();
+
+    // live sysctls
+    assert_eq!(
+        std::fs::read_to_string(r.join("proc/sys/fs/inotify/max_user_watches")).unwrap(),
+        "524288\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.join("proc/sys/vm/max_map_count")).unwrap(),
+        "262144\n"
+    );
+    // persisted, one file, rewritten whole
+    let persisted =
+        std::fs::read_to_string(r.join("etc/sysctl.d/99-zz-eks-nodeinit.conf")).unwrap();
+    let lines: Vec<&str> = persisted.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        lines,
+        [
+            "fs.inotify.max_user_instances = 8192",
+            "fs.inotify.max_user_watches = 524288",
+            "vm.max_map_count = 262144"
+        ]
+    );
+    // kubelet config: keys added, everything else kept, one-time backup
+    let k: Value = serde_json::from_str(
+        &std::fs::read_to_string(r.join("etc/kubernetes/kubelet/kubelet-config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(k["imageGCHighThresholdPercent"], 80);
+    assert_eq!(k["imageGCLowThresholdPercent"], 60);
+    assert_eq!(k["shutdownGracePeriod"], "90s");
+    assert_eq!(k["shutdownGracePeriodCriticalPods"], "30s");
+    assert_eq!(k["protectKernelDefaults"], true);
+    assert_eq!(k["tlsCipherSuites"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        std::fs::read_to_string(r.join("etc/kubernetes/kubelet/kubelet-config.json.orig")).unwrap(),
+        original_kubelet
+    );
+    // logind drop-in
+    assert_eq!(
+        std::fs::read_to_string(r.join("etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>(),
+        ["[Login]", "InhibitDelayMaxSec=90"]
+    );
+    // the report
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(r.join("var/lib/eks-nodeinit/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["instanceId"], "i-0a1b2c3d4e5f67890");
+    assert_eq!(report["family"], "al2");
+    let outcomes: Vec<String> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["outcome"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        outcomes.iter().any(|o| o.starts_with("skipped: --root is")),
+        "{outcomes:?}"
+    );
+    let report_text = std::fs::read_to_string(r.join("var/lib/eks-nodeinit/report.json")).unwrap();
+    let ca = serde_json::from_str::<Value>(&std::fs::read_to_string(&cfg).unwrap()).unwrap()
+        ["cluster"]["certificateAuthority"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !report_text.contains(&ca),
+        "the CA must never land in the report"
+    );
+    assert!(
+        !stdout(&out).contains(&ca) && !stderr(&out).contains(&ca),
+        "the CA must never be printed"
+    );
+
+    // the hand-off: bootstrap.sh got exactly these words
+    let argv = std::fs::read_to_string(&argv_file).unwrap();
+    let words: Vec<&str> = argv.lines().collect();
+    assert_eq!(words, [
+        "prod-eu",
+        "--b64-cluster-ca", ca.as_str(),
+        "--apiserver-endpoint", "https://0123456789ABCDEF0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com",
+        "--service-ipv4-cidr", "172.20.0.0/16",
+        "--container-runtime", "containerd",
+        "--kubelet-extra-args", "--node-labels=example.com/team=platform,node.kubernetes.io/lifecycle=spot,node.kubernetes.io/role=scaler",
+    ]);
+
+    // second run: nothing but the hand-off
+    let out = run(cmd()
+        .args(["init", "--dry-run", "--output", "json", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(r));
+    assert!(out.status.success());
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 0, "{plan:#}");
+    let kinds: Vec<&str> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["execBootstrap"]);
+}
+
+#[test]
+fn operator_set_kubelet_values_are_kept() {
+    let root = sample_root("al2-root");
+    recording_bootstrap(root.path());
+    let kpath = root
+        .path()
+        .join("etc/kubernetes/kubelet/kubelet-config.json");
+    let mut k: Value = serde_json::from_str(&std::fs::read_to_string(&kpath).unwrap()).unwrap();
+    k["shutdownGracePeriod"] = "2m".into();
+    k["imageGCHighThresholdPercent"] = 90.into();
+    std::fs::write(&kpath, serde_json::to_string_pretty(&k).unwrap()).unwrap();
+    let cfg = config_with(root.path(), "c.json", no_tagging);
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    let k: Value = serde_json::from_str(&std::fs::read_to_string(&kpath).unwrap()).unwrap();
+    assert_eq!(k["shutdownGracePeriod"], "2m");
+    assert_eq!(k["imageGCHighThresholdPercent"], 90);
+    assert_eq!(k["imageGCLowThresholdPercent"], 60);
+    assert!(stdout(&out).contains("keeps the operator's shutdownGracePeriod = \"2m\""));
+
+    // with overwrite on, the config's values win
+    let cfg = config_with(root.path(), "c2.json", |v| {
+        no_tagging(v);
+        v["kubelet"]["overwrite"] = true.into();
+    });
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    let k: Value = serde_json::from_str(&std::fs::read_to_string(&kpath).unwrap()).unwrap();
+    assert_eq!(k["shutdownGracePeriod"], "90s");
+    assert_eq!(k["imageGCHighThresholdPercent"], 80);
+}
+
+#[test]
+fn malformed_kubelet_json_changes_nothing() {
+    let root = sample_root("al2-root");
+    let argv_file = recording_bootstrap(root.path());
+    let kpath = root
+        .path()
+        .join("etc/kubernetes/kubelet/kubelet-config.json");
+    let text = std::fs::read_to_string(&kpath)
+        .unwrap()
+        .replace("\"readOnlyPort\": 0,", "\"readOnlyPort\": 0,,");
+    std::fs::write(&kpath, text).unwrap();
+    let cfg = config_with(root.path(), "c.json", no_tagging);
+    let before = snapshot(root.path());
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(
+        err.contains("kubelet-config.json is not valid JSON: line 26"),
+        "{err}"
+    );
+    assert_eq!(
+        before,
+        snapshot(root.path()),
+        "every file must stay byte-identical"
+    );
+    assert!(!argv_file.exists(), "no hand-off after a failed validation");
+}
+
+#[test]
+fn invalid_config_reports_every_problem_and_changes_nothing() {
+    let root = sample_root("al2-root");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["labels"]["kubernetes.io/role"] = "master".into();
+        v["taints"] = serde_json::json!(["dedicated=infra:NoSchedul"]);
+        v["sysctls"]["../../etc/passwd"] = "x".into();
+        v["sysctls"]["vm.overcommit_memory"] = 0.into();
+        v["kubelet"]["imageGCLowThresholdPercent"] = 90.into();
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--use-max-pods=false"]});
+    });
+    let before = snapshot(root.path());
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    for needle in [
+        "labels[\"kubernetes.io/role\"]: kubelet refuses to start",
+        "use `node.kubernetes.io/role=master` instead",
+        "taints[0]: effect `NoSchedul` is not one of",
+        "sysctls[\"../../etc/passwd\"]: `../../etc/passwd` holds `/`",
+        "sysctls[\"vm.overcommit_memory\"]: 0 contradicts kubelet's protectKernelDefaults",
+        "kubelet.imageGCLowThresholdPercent: low (90) must be below high (80)",
+        "handoff.extraBootstrapArgs[0]: `--use-max-pods=false`: bootstrap.sh takes `--flag value` only",
+        "6 problems",
+    ] {
+        assert!(err.contains(needle), "missing `{needle}` in:\n{err}");
+    }
+    assert_eq!(before, snapshot(root.path()));
+}
+
+#[test]
+fn al2023_writes_nodeconfig_and_leaves_kubelet_config_alone() {
+    let root = sample_root("al2023-root");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        no_tagging(v);
+        v["nodeGroup"]["role"] = "master".into();
+    });
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    let nc: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("etc/eks/nodeadm.d/10-eks-nodeinit.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(nc["apiVersion"], "node.eks.aws/v1alpha1");
+    assert_eq!(nc["kind"], "NodeConfig");
+    assert_eq!(nc["spec"]["cluster"]["name"], "prod-eu");
+    assert_eq!(nc["spec"]["cluster"]["cidr"], "172.20.0.0/16");
+    assert_eq!(
+        nc["spec"]["kubelet"]["config"]["shutdownGracePeriod"],
+        "90s"
+    );
+    assert_eq!(
+        nc["spec"]["kubelet"]["config"]["imageGCLowThresholdPercent"],
+        60
+    );
+    assert_eq!(nc["spec"]["kubelet"]["flags"], serde_json::json!([
+        "--node-labels=example.com/team=platform,node.kubernetes.io/lifecycle=spot,node.kubernetes.io/role=master",
+        "--register-with-taints=CriticalAddonsOnly=true:NoSchedule"
+    ]));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(root.path().join("etc/eks/nodeadm.d/10-eks-nodeinit.json"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "the drop-in carries the cluster CA");
+    assert!(
+        !root.path().join("etc/kubernetes").exists(),
+        "nodeadm owns the kubelet config on AL2023"
+    );
+    assert!(stdout(&out).contains(
+        "Amazon Linux 2023, hand-off to nodeadm (auto: found nodeadm at /usr/bin/nodeadm)"
+    ));
+}
+
+#[test]
+fn config_from_stdin() {
+    let root = sample_root("al2023-root");
+    let text = std::fs::read_to_string(example("scaler.json")).unwrap();
+    let mut child = cmd()
+        .args(["init", "--dry-run", "--config", "-", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--root")
+        .arg(root.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("create /etc/eks/nodeadm.d/10-eks-nodeinit.json"));
+}
+
+#[test]
+fn a_second_run_at_once_is_refused() {
+    let root = sample_root("al2023-root");
+    let cfg = config_with(root.path(), "c.json", no_tagging);
+    std::fs::create_dir_all(root.path().join("run/lock")).unwrap();
+    let f = std::fs::File::create(root.path().join("run/lock/eks-nodeinit.lock")).unwrap();
+    let held = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("another eks-nodeinit run holds"));
+    assert!(!root.path().join("etc/eks/nodeadm.d").exists());
+    drop(held);
+}
+
+#[test]
+fn validate_command_exit_codes() {
+    let out = run(cmd()
+        .args(["validate", "--config"])
+        .arg(example("master.json")));
+    assert_eq!(out.status.code(), Some(0));
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join("bad.json");
+    std::fs::write(&bad, "{\n  \"cluster\": {\"name\": \"c\"},\n  \"nodeGroup\": {},\n  \"labels\": {\"node-role.kubernetes.io/worker\": \"\"}\n}").unwrap();
+    let out = run(cmd().args(["validate", "--config"]).arg(&bad));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("use `node.kubernetes.io/role=worker` instead"));
+    std::fs::write(
+        &bad,
+        "{\n  \"cluster\": {\"name\": \"c\"},\n  \"nodeGroup\": {\"rol\": \"x\"}\n}",
+    )
+    .unwrap();
+    let out = run(cmd().args(["validate", "--config"]).arg(&bad));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("field `nodeGroup.rol`: unknown field `rol`"),
+        "{}",
+        stderr(&out)
+    );
+}

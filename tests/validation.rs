@@ -1,0 +1,309 @@
+//! The validation table: every rule, with good and bad cases, checked through the public API.
+
+use eks_nodeinit::config::parse;
+use eks_nodeinit::validate::{
+    check_config, check_kubelet_self_label, check_qualified_name, check_sysctl_key, parse_taint,
+};
+
+fn base() -> serde_json::Value {
+    serde_json::json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g", "role": "scaler"}})
+}
+
+/// Findings for the base config with `edit` applied, as "field: message" lines.
+fn findings(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<String> {
+    let mut v = base();
+    edit(&mut v);
+    let c = parse(&v.to_string(), "t.json").expect("parses");
+    check_config(&c).iter().map(|f| f.to_string()).collect()
+}
+
+fn assert_one(f: &[String], field: &str, needle: &str) {
+    assert!(
+        f.iter().any(|x| x.starts_with(field) && x.contains(needle)),
+        "expected a finding on {field} containing `{needle}`, got {f:#?}"
+    );
+}
+
+#[test]
+fn base_config_is_valid() {
+    assert_eq!(findings(|_| {}), Vec::<String>::new());
+}
+
+#[test]
+fn kubelet_self_labels() {
+    let allowed = [
+        "node.kubernetes.io/role",
+        "node.kubernetes.io/lifecycle",
+        "kubelet.kubernetes.io/x",
+        "foo.node.kubernetes.io/x",
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/arch",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "example.com/team",
+        "team",
+    ];
+    for k in allowed {
+        assert!(
+            check_kubelet_self_label(k, "v").is_ok(),
+            "{k} should be allowed"
+        );
+    }
+    let refused = [
+        ("kubernetes.io/role", "node.kubernetes.io/role=master"),
+        (
+            "node-role.kubernetes.io/master",
+            "node.kubernetes.io/role=master",
+        ),
+        (
+            "node-role.kubernetes.io/worker",
+            "node.kubernetes.io/role=worker",
+        ),
+        ("k8s.io/foo", "node.kubernetes.io/foo"),
+        ("something.k8s.io/foo", "node.kubernetes.io/foo"),
+        ("example.kubernetes.io/x", "node.kubernetes.io/x"),
+        ("node-restriction.kubernetes.io/pool", "NodeRestriction"),
+    ];
+    for (k, hint) in refused {
+        let e = check_kubelet_self_label(k, "master").unwrap_err();
+        assert!(e.contains(hint), "{k}: {e}");
+    }
+    // through the config, the common mistake
+    let f = findings(|v| v["labels"] = serde_json::json!({"kubernetes.io/role": "master"}));
+    assert_one(
+        &f,
+        "labels[\"kubernetes.io/role\"]",
+        "kubelet refuses to start",
+    );
+}
+
+#[test]
+fn label_syntax() {
+    for good in ["a", "a-b_c.d", "example.com/x", &"a".repeat(63)] {
+        assert!(check_qualified_name(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "",
+        "-a",
+        "a-",
+        "a b",
+        "Example.com/x",
+        "a/b/c",
+        &"a".repeat(64),
+        "/x",
+        "x/",
+        "a\nb",
+    ] {
+        assert!(
+            check_qualified_name(bad).is_err(),
+            "{bad:?} should be refused"
+        );
+    }
+    let f = findings(|v| v["labels"] = serde_json::json!({"example.com/x": "bad value"}));
+    assert_one(&f, "labels[\"example.com/x\"]", "must start and end");
+    let f = findings(|v| v["labels"] = serde_json::json!({"example.com/x": "a".repeat(64)}));
+    assert_one(&f, "labels[\"example.com/x\"]", "at most 63");
+    // null removes a preset label
+    let mut v = base();
+    v["labels"] = serde_json::json!({"node.kubernetes.io/role": null});
+    let c = parse(&v.to_string(), "t").unwrap();
+    assert!(eks_nodeinit::validate::effective_labels(&c).is_empty());
+}
+
+#[test]
+fn taints() {
+    assert_eq!(
+        parse_taint("dedicated=infra:NoSchedule").unwrap(),
+        ("dedicated".into(), "infra".into(), "NoSchedule".into())
+    );
+    assert_eq!(parse_taint("CriticalAddonsOnly:NoExecute").unwrap().1, "");
+    assert!(parse_taint("k=v:PreferNoSchedule").is_ok());
+    for bad in [
+        "k=v",
+        "k=v:noschedule",
+        "k=v:",
+        ":NoSchedule",
+        "k=bad value:NoSchedule",
+        "k,x=v:NoSchedule",
+    ] {
+        assert!(parse_taint(bad).is_err(), "{bad} should be refused");
+    }
+    let f = findings(|v| v["taints"] = serde_json::json!(["a=b:NoSchedule", "a=c:NoSchedule"]));
+    assert_one(&f, "taints[1]", "duplicate taint `a:NoSchedule`");
+    // the master preset's taint is valid and an empty list removes it
+    let f = findings(|v| v["nodeGroup"]["role"] = "master".into());
+    assert!(f.is_empty(), "{f:?}");
+    let mut v = base();
+    v["nodeGroup"]["role"] = "master".into();
+    v["taints"] = serde_json::json!([]);
+    assert!(
+        eks_nodeinit::validate::effective_taints(&parse(&v.to_string(), "t").unwrap()).is_empty()
+    );
+}
+
+#[test]
+fn sysctl_keys_and_values() {
+    for good in [
+        "fs.inotify.max_user_watches",
+        "net.ipv4.ip_local_port_range",
+        "kernel.pid_max",
+        "net.ipv4.conf.eth0.rp_filter",
+    ] {
+        assert!(check_sysctl_key(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "../../etc/passwd",
+        "fs/inotify",
+        "fs..x",
+        ".fs",
+        "fs.",
+        "",
+        "fs.x y",
+        "fs.x=1",
+    ] {
+        assert!(check_sysctl_key(bad).is_err(), "{bad:?} should be refused");
+    }
+    let f = findings(|v| v["sysctls"] = serde_json::json!({"../../etc/passwd": "x"}));
+    assert_one(&f, "sysctls[\"../../etc/passwd\"]", "holds `/`");
+    let f = findings(|v| v["sysctls"] = serde_json::json!({"fs.x": "1\nkernel.panic = 0"}));
+    assert_one(&f, "sysctls[\"fs.x\"]", "control character");
+}
+
+#[test]
+fn kubelet_settings() {
+    let f = findings(|v| {
+        v["kubelet"] =
+            serde_json::json!({"imageGCHighThresholdPercent": 60, "imageGCLowThresholdPercent": 60})
+    });
+    assert_one(
+        &f,
+        "kubelet.imageGCLowThresholdPercent",
+        "must be below high",
+    );
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"imageGCHighThresholdPercent": 101}));
+    assert_one(&f, "kubelet.imageGCHighThresholdPercent", "outside 0..100");
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"imageGCLowThresholdPercent": 85}));
+    assert_one(
+        &f,
+        "kubelet.imageGCLowThresholdPercent",
+        "kubelet's default high",
+    );
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "90"}));
+    assert_one(
+        &f,
+        "kubelet.shutdownGracePeriod",
+        "not a Kubernetes duration",
+    );
+    let f = findings(|v| {
+        v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "30s", "shutdownGracePeriodCriticalPods": "1m"})
+    });
+    assert_one(
+        &f,
+        "kubelet.shutdownGracePeriodCriticalPods",
+        "longer than shutdownGracePeriod",
+    );
+    let f =
+        findings(|v| v["kubelet"] = serde_json::json!({"shutdownGracePeriodCriticalPods": "10s"}));
+    assert_one(
+        &f,
+        "kubelet.shutdownGracePeriodCriticalPods",
+        "without kubelet.shutdownGracePeriod",
+    );
+    let f = findings(|v| {
+        v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "90s"});
+        v["logind"] = serde_json::json!({"inhibitDelayMaxSec": 30});
+    });
+    assert_one(
+        &f,
+        "logind.inhibitDelayMaxSec",
+        "below kubelet.shutdownGracePeriod",
+    );
+    let ok = findings(
+        |v| v["kubelet"] = serde_json::json!({"imageGCHighThresholdPercent": 85, "imageGCLowThresholdPercent": 80, "shutdownGracePeriod": "1m30s", "shutdownGracePeriodCriticalPods": "90s"}),
+    );
+    assert!(ok.is_empty(), "{ok:?}");
+}
+
+#[test]
+fn values_that_would_break_a_dropin_or_bootstrap() {
+    let f =
+        findings(|v| v["kubelet"] = serde_json::json!({"extraArgs": ["--max-pods=110 --foo=bar"]}));
+    assert_one(
+        &f,
+        "kubelet.extraArgs[0]",
+        "would break the kubelet's systemd drop-in",
+    );
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"extraArgs": ["--max-pods='110'"]}));
+    assert_one(&f, "kubelet.extraArgs[0]", "would break");
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"extraArgs": ["--node-labels=a=b"]}));
+    assert_one(&f, "kubelet.extraArgs[0]", "`labels` and `taints` fields");
+    let f = findings(|v| {
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--use-max-pods=false"]})
+    });
+    assert_one(
+        &f,
+        "handoff.extraBootstrapArgs[0]",
+        "\"--use-max-pods\", \"false\" as two elements",
+    );
+    let f = findings(|v| {
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--kubelet-extra-args", "x"]})
+    });
+    assert_one(&f, "handoff.extraBootstrapArgs[0]", "set by eks-nodeinit");
+    let f = findings(|v| {
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--use-max-pods", "false\n"]})
+    });
+    assert_one(&f, "handoff.extraBootstrapArgs[1]", "control character");
+    let f = findings(|v| v["cluster"]["apiServerEndpoint"] = "https://x'y".into());
+    assert_one(&f, "cluster.apiServerEndpoint", "https:// URL");
+    let ok = findings(|v| {
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--use-max-pods", "false"]})
+    });
+    assert!(ok.is_empty(), "{ok:?}");
+}
+
+#[test]
+fn cluster_fields() {
+    let f = findings(|v| v["cluster"]["name"] = "bad name".into());
+    assert_one(&f, "cluster.name", "not an EKS cluster name");
+    let f = findings(|v| v["cluster"]["certificateAuthority"] = "not base64!".into());
+    assert_one(&f, "cluster.certificateAuthority", "not valid base64");
+    assert!(
+        !f.iter().any(|x| x.contains("not base64!")),
+        "the CA value must not be echoed"
+    );
+    let f = findings(|v| v["cluster"]["cidr"] = "10.100.0.0/33".into());
+    assert_one(&f, "cluster.cidr", "not an IP network");
+    let f = findings(|v| v["cluster"]["containerRuntime"] = "dockerd".into());
+    assert_one(&f, "cluster.containerRuntime", "containerd only");
+}
+
+#[test]
+fn unknown_fields_and_syntax_errors() {
+    let e = parse(
+        r#"{"cluster":{"name":"c","endpoint":"x"},"nodeGroup":{}}"#,
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("field `cluster.endpoint`: unknown field `endpoint`"),
+        "{e}"
+    );
+    let e = parse(
+        "{\"cluster\": {\"name\": \"c\"},\n\"nodeGroup\": {}\n,}",
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("line 3, column"), "{e}");
+    let e = parse(
+        r#"{"cluster":{"name":"c"},"nodeGroup":{"role":"boss"}}"#,
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("nodeGroup.role") && e.contains("unknown variant `boss`"),
+        "{e}"
+    );
+}
