@@ -54,7 +54,8 @@ enum Attempt {
     Retry(String),
     /// Could not connect at all.
     NoConnection(String),
-    Unauthorized,
+    /// 401 for the request that carried this token.
+    Unauthorized(Option<String>),
     Fatal(ImdsError),
 }
 
@@ -204,7 +205,7 @@ impl ImdsClient {
         match self.send(Method::GET, path, &headers).await {
             Ok((s, body)) if s.is_success() => Ok(Some(body)),
             Ok((StatusCode::NOT_FOUND, _)) => Ok(None),
-            Ok((StatusCode::UNAUTHORIZED, _)) => Err(Attempt::Unauthorized),
+            Ok((StatusCode::UNAUTHORIZED, _)) => Err(Attempt::Unauthorized(token)),
             Ok((s, _)) if s.is_server_error() => Err(Attempt::Retry(format!("{path}: HTTP {s}"))),
             Ok((s, _)) => Err(Attempt::Fatal(ImdsError::Status {
                 path: path.to_string(),
@@ -212,6 +213,13 @@ impl ImdsClient {
             })),
             Err((true, e)) => Err(Attempt::NoConnection(format!("{path}: {e}"))),
             Err((false, e)) => Err(Attempt::Retry(format!("{path}: {e}"))),
+        }
+    }
+
+    async fn drop_token(&self, used: Option<&str>) {
+        let mut g = self.token.lock().await;
+        if g.as_ref().map(|(t, _)| t.as_str()) == used {
+            *g = None;
         }
     }
 
@@ -232,14 +240,15 @@ impl ImdsClient {
             match self.attempt(path).await {
                 Ok(v) => return Ok(v),
                 Err(Attempt::Fatal(e)) => return Err(e),
-                Err(Attempt::Unauthorized) if !refreshed => {
-                    // Token expired or revoked: drop it; the next attempt fetches a new one.
+                Err(Attempt::Unauthorized(used)) if !refreshed => {
+                    // Token expired or revoked: drop it (unless a concurrent read already
+                    // replaced it); the next attempt uses or fetches a new one.
                     refreshed = true;
-                    *self.token.lock().await = None;
+                    self.drop_token(used.as_deref()).await;
                     tracing::debug!(path, "IMDS answered 401; refreshing the token");
                 }
-                Err(Attempt::Unauthorized) => {
-                    *self.token.lock().await = None;
+                Err(Attempt::Unauthorized(used)) => {
+                    self.drop_token(used.as_deref()).await;
                     tracing::debug!(path, "IMDS answered 401 again");
                     *LAST_ERROR.lock().unwrap() = format!("{path}: HTTP 401 after a token refresh");
                     tokio::time::sleep(backoff.next_delay()).await;

@@ -51,6 +51,8 @@ pub enum Step {
         key: String,
         value: String,
         current: Option<String>,
+        /// Whether `current` was read (IMDS tags or DescribeTags) or is unknown.
+        current_known: bool,
     },
     #[serde(rename_all = "camelCase")]
     Sysctl {
@@ -130,6 +132,7 @@ fn build_with(root: &Path, c: &Config, md: Option<&Metadata>) -> Result<Plan, In
                         instance_id: md.instance_id.clone(),
                         key: "Name".into(),
                         value,
+                        current_known: other.is_some(),
                         current: other.flatten(),
                     }),
                 }
@@ -442,10 +445,12 @@ impl Plan {
                     key,
                     value,
                     current,
+                    current_known,
                 } => {
-                    let cur = match current {
-                        Some(c) => format!("currently `{c}`"),
-                        None => "current tags not visible in IMDS: DescribeTags first, CreateTags only if different".into(),
+                    let cur = match (current, current_known) {
+                        (Some(c), _) => format!("currently `{c}`"),
+                        (None, true) => "currently unset".into(),
+                        (None, false) => "current tags not visible in IMDS: DescribeTags first, CreateTags only if different".into(),
                     };
                     let _ = writeln!(o, "\n[{n}] tag {instance_id}: {key} = {value} ({cur})");
                 }

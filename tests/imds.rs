@@ -1,0 +1,165 @@
+//! The IMDSv2 client against a server that behaves like the real one, with faults.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::imds_server::{ImdsServer, State};
+use eks_nodeinit::imds::{fetch, ImdsClient, ImdsError};
+
+fn client(s: &ImdsServer) -> ImdsClient {
+    ImdsClient::new(&s.url(), false).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_everything_with_one_token() {
+    let s = ImdsServer::start();
+    let c = client(&s);
+    let md = fetch(&c, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(md.instance_id, "i-0123456789abcdef0");
+    assert_eq!(md.private_ipv4.as_deref(), Some("10.0.12.34"));
+    assert_eq!(md.ipv6, None, "404 is absent, not an error");
+    assert_eq!(md.instance_type, "m6i.large");
+    assert_eq!(md.region, "eu-west-1");
+    assert_eq!(md.availability_zone, "eu-west-1a");
+    assert_eq!(md.autoscaling_group_name.as_deref(), Some("eks-scaler-asg"));
+    assert_eq!(
+        md.tags.as_ref().unwrap()["kubernetes.io/cluster/prod-eu"],
+        "owned"
+    );
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.puts, 1, "one token PUT for all reads: {:?}", st.paths);
+    assert_eq!(st.unauthorized, 0);
+    // 7 metadata paths + 2 tag values
+    assert_eq!(st.gets, 9, "{:?}", st.paths);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_off_and_ipv6_only() {
+    let mut st = State::default();
+    for (k, v) in [
+        ("instance-id", "i-1"),
+        ("ipv6", "2600:1f18::1"),
+        ("instance-type", "t3.small"),
+        ("placement/region", "us-east-1"),
+        ("placement/availability-zone", "us-east-1a"),
+    ] {
+        st.data.insert(k.into(), v.into());
+    }
+    let s = ImdsServer::start_with(st);
+    let md = fetch(&client(&s), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(md.tags, None);
+    assert_eq!(md.autoscaling_group_name, None);
+    assert_eq!(md.private_ipv4, None);
+    assert_eq!(
+        eks_nodeinit::metadata::name_tag(Some("g"), &md).unwrap(),
+        "g-2600x1f18xx1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_token_is_refreshed_once() {
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().expire_tokens_after_gets = Some(1);
+    let md = fetch(&client(&s), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(md.instance_id, "i-0123456789abcdef0");
+    let st = s.state.lock().unwrap();
+    assert!(st.unauthorized >= 1, "the server expired the token");
+    assert_eq!(st.puts, 2, "exactly one refresh: {:?}", st.paths);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_are_retried() {
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().fail_first = 3;
+    let md = fetch(&client(&s), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(md.region, "eu-west-1");
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.server_errors, 3);
+    assert_eq!(st.puts, 1, "{:?}", st.paths);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_server_hits_the_total_deadline() {
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().delay = Duration::from_secs(3);
+    let t = Instant::now();
+    let e = fetch(&client(&s), Duration::from_millis(1500))
+        .await
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(e, ImdsError::Deadline { .. }), "{e}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the deadline bounds the whole read: {took:?}"
+    );
+    assert!(e.to_string().contains("--metadata"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connection_fails_fast_off_ec2() {
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), false).unwrap();
+    let t = Instant::now();
+    let e = fetch(&c, Duration::from_secs(10)).await.unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(e, ImdsError::Unreachable { .. }), "{e}");
+    assert!(
+        took < Duration::from_millis(3500),
+        "off EC2 it gives up in about 2 s: {took:?}"
+    );
+    assert!(e.to_string().contains("pass --metadata FILE"));
+}
+
+#[test]
+fn the_server_refuses_a_token_put_without_a_valid_ttl() {
+    // The peer is strict like IMDS: a PUT without the TTL header, or with 0 or 21601, is a 400;
+    // the client's own PUTs (every other test) always succeed.
+    let s = ImdsServer::start();
+    for header in ["", "0", "21601"] {
+        let script = format!(
+            "import urllib.request as u\nr = u.Request('{}/latest/api/token', method='PUT')\nif '{header}': r.add_header('X-aws-ec2-metadata-token-ttl-seconds', '{header}')\ntry:\n  u.urlopen(r); print(200)\nexcept Exception as e: print(e.code)",
+            s.url()
+        );
+        let o = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            "400",
+            "ttl {header:?}"
+        );
+    }
+    assert_eq!(s.state.lock().unwrap().puts, 0);
+}
+
+#[test]
+fn dry_run_reads_imds_from_the_environment_endpoint() {
+    let s = ImdsServer::start();
+    let root = common::sample_root("al2023-root");
+    let out = common::run(
+        common::cmd()
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
+            .args(["init", "--dry-run", "--config"])
+            .arg(common::example("scaler.json"))
+            .arg("--root")
+            .arg(root.path()),
+    );
+    assert!(out.status.success());
+    let o = common::stdout(&out);
+    assert!(
+        o.contains("eks-nodeinit plan for i-0123456789abcdef0 (m6i.large, 10.0.12.34, eu-west-1a)"),
+        "{o}"
+    );
+    assert!(
+        o.contains("Name = scaler-10x0x12x34 (currently unset)"),
+        "{o}"
+    );
+    assert_eq!(s.state.lock().unwrap().puts, 1);
+}

@@ -1,0 +1,293 @@
+//! The logind step against a real dbus-daemon on a private bus. A small service on that bus
+//! implements the two methods the agent uses, the way systemd and logind do: systemd1's
+//! `Manager.RestartUnit` (which makes the logind side re-read its drop-ins from the node root)
+//! and login1's `InhibitDelayMaxUSec` property.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use zbus::zvariant::OwnedObjectPath;
+
+struct Bus {
+    child: Child,
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Bus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start a private dbus-daemon. In CI it must exist; on a developer box without it, say so.
+fn start_bus() -> Option<Bus> {
+    if Command::new("dbus-daemon")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "dbus-daemon is required in CI (apt-get install dbus)"
+        );
+        eprintln!("SKIP: dbus-daemon not installed");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("bus");
+    let conf = dir.path().join("bus.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>custom</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"#,
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", conf.display()))
+        .args(["--nofork", "--print-address=1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    Some(Bus {
+        child,
+        address: line.trim().to_string(),
+        _dir: dir,
+    })
+}
+
+#[derive(Default)]
+struct Calls {
+    restarts: Vec<(String, String)>,
+}
+
+/// What logind would take from the node root: the last InhibitDelayMaxSec in the drop-ins
+/// under etc/systemd/logind.conf.d, in file-name order; 5 s by default.
+fn logind_delay_usec(root: &Path) -> u64 {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(root.join("etc/systemd/logind.conf.d"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let mut sec = 5u64;
+    for n in names {
+        for l in std::fs::read_to_string(n).unwrap().lines() {
+            if let Some(v) = l.strip_prefix("InhibitDelayMaxSec=") {
+                sec = v.trim().parse().unwrap();
+            }
+        }
+    }
+    sec * 1_000_000
+}
+
+struct Systemd {
+    root: PathBuf,
+    calls: Arc<Mutex<Calls>>,
+    delay: Arc<Mutex<u64>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
+impl Systemd {
+    async fn restart_unit(&self, name: String, mode: String) -> zbus::fdo::Result<OwnedObjectPath> {
+        self.calls
+            .lock()
+            .unwrap()
+            .restarts
+            .push((name.clone(), mode));
+        if name != "systemd-logind.service" {
+            return Err(zbus::fdo::Error::Failed(format!("unit {name} not loaded")));
+        }
+        *self.delay.lock().unwrap() = logind_delay_usec(&self.root);
+        Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/42").unwrap())
+    }
+}
+
+struct Login {
+    delay: Arc<Mutex<u64>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.login1.Manager")]
+impl Login {
+    #[zbus(property(emits_changed_signal = "false"), name = "InhibitDelayMaxUSec")]
+    async fn inhibit_delay_max_usec(&self) -> u64 {
+        *self.delay.lock().unwrap()
+    }
+}
+
+/// Run the fake systemd + logind on the bus from a thread of its own.
+fn start_services(address: String, root: PathBuf) -> Arc<Mutex<Calls>> {
+    let calls = Arc::new(Mutex::new(Calls::default()));
+    let c2 = calls.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let delay = Arc::new(Mutex::new(5_000_000u64));
+            let _conn = zbus::connection::Builder::address(address.as_str())
+                .unwrap()
+                .name("org.freedesktop.systemd1")
+                .unwrap()
+                .name("org.freedesktop.login1")
+                .unwrap()
+                .serve_at(
+                    "/org/freedesktop/systemd1",
+                    Systemd {
+                        root,
+                        calls: c2,
+                        delay: delay.clone(),
+                    },
+                )
+                .unwrap()
+                .serve_at("/org/freedesktop/login1", Login { delay })
+                .unwrap()
+                .build()
+                .await
+                .unwrap();
+            tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().unwrap();
+    calls
+}
+
+fn config(root: &Path) -> PathBuf {
+    config_with(root, "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false})
+    })
+}
+
+#[test]
+fn logind_takes_the_dropin_over_dbus() {
+    let Some(bus) = start_bus() else { return };
+    let root = sample_root("al2023-root");
+    let calls = start_services(bus.address.clone(), root.path().to_path_buf());
+    let cfg = config(root.path());
+    let out = run(cmd()
+        .args(["init", "--system-bus-address", &bus.address, "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    assert_eq!(
+        calls.lock().unwrap().restarts,
+        [("systemd-logind.service".to_string(), "replace".to_string())]
+    );
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["logindInhibitDelayMaxUsec"], 90_000_000u64);
+    assert!(report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["outcome"] == "done: InhibitDelayMaxUSec=90000000"));
+
+    // A second run: the drop-in is in place, logind is not restarted again.
+    let out = run(cmd()
+        .args(["init", "--system-bus-address", &bus.address, "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    assert_eq!(calls.lock().unwrap().restarts.len(), 1);
+}
+
+#[test]
+fn a_later_dropin_with_a_smaller_value_is_reported() {
+    let Some(bus) = start_bus() else { return };
+    let root = sample_root("al2023-root");
+    let d = root.path().join("etc/systemd/logind.conf.d");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("zzz-override.conf"),
+        "[Login]\nInhibitDelayMaxSec=10\n",
+    )
+    .unwrap();
+    let calls = start_services(bus.address.clone(), root.path().to_path_buf());
+    let out = run(cmd()
+        .args(["init", "--system-bus-address", &bus.address, "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(config(root.path()))
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    assert_eq!(calls.lock().unwrap().restarts.len(), 1);
+    assert!(
+        stdout(&out).contains("/etc/systemd/logind.conf.d/zzz-override.conf sorts after"),
+        "the plan warns"
+    );
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["logindInhibitDelayMaxUsec"], 10_000_000u64);
+    assert!(report["warnings"]
+        .to_string()
+        .contains("logind reports InhibitDelayMaxUSec=10000000, expected 90000000"));
+}
+
+#[test]
+fn no_bus_skips_only_the_notification() {
+    let root = sample_root("al2023-root");
+    let out = run(cmd()
+        .args([
+            "init",
+            "--system-bus-address",
+            "unix:path=/nonexistent/bus",
+            "--metadata",
+        ])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(config(root.path()))
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success(), "a missing bus must not fail the boot");
+    assert!(root
+        .path()
+        .join("etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf")
+        .exists());
+    assert!(root
+        .path()
+        .join("etc/eks/nodeadm.d/10-eks-nodeinit.json")
+        .exists());
+    assert!(stderr(&out).contains("not notifying systemd-logind: cannot connect to the system D-Bus (unix:path=/nonexistent/bus)"));
+}
