@@ -1,0 +1,193 @@
+//! Tagging against moto's EC2 server (started here on 127.0.0.1 with a free port): a
+//! run-instances instance gets its Name; DescribeTags shows it; a second run makes no
+//! CreateTags call.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+struct Moto {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_moto() -> Option<Moto> {
+    let have = Command::new("python3")
+        .args(["-c", "import moto.server"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !have {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "moto[server] is required in CI (make deps)"
+        );
+        eprintln!("SKIP: moto[server] not installed (run `make deps`)");
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(30), "moto did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(Moto {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    })
+}
+
+async fn client(url: &str) -> aws_sdk_ec2::Client {
+    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .endpoint_url(url)
+        .load()
+        .await;
+    aws_sdk_ec2::Client::new(&conf)
+}
+
+#[test]
+fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
+    let Some(moto) = start_moto() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ec2 = rt.block_on(client(&moto.url));
+    let image = rt.block_on(ec2.describe_images().send()).unwrap().images()[0]
+        .image_id()
+        .unwrap()
+        .to_string();
+    let ran = rt
+        .block_on(
+            ec2.run_instances()
+                .image_id(image)
+                .instance_type(aws_sdk_ec2::types::InstanceType::M6iLarge)
+                .min_count(1)
+                .max_count(1)
+                .send(),
+        )
+        .unwrap();
+    let inst = &ran.instances()[0];
+    let id = inst.instance_id().unwrap().to_string();
+    let ip = inst.private_ip_address().unwrap().to_string();
+
+    let root = sample_root("al2023-root");
+    let md = root.path().join("md.json");
+    std::fs::write(
+        &md,
+        serde_json::json!({
+            "instanceId": id, "privateIpv4": ip, "instanceType": "m6i.large",
+            "region": "us-east-1", "availabilityZone": "us-east-1a"
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"ec2Endpoint": moto.url, "syncBudgetMs": 10000})
+    });
+
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(&md)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    let want = format!("scaler-{}", ip.replace('.', "x"));
+    let tags = rt
+        .block_on(
+            ec2.describe_tags()
+                .filters(
+                    aws_sdk_ec2::types::Filter::builder()
+                        .name("resource-id")
+                        .values(&id)
+                        .build(),
+                )
+                .send(),
+        )
+        .unwrap();
+    let name: Vec<_> = tags
+        .tags()
+        .iter()
+        .filter(|t| t.key() == Some("Name"))
+        .map(|t| t.value().unwrap().to_string())
+        .collect();
+    assert_eq!(name, [want.clone()]);
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["tagging"]["result"]["outcome"], "created");
+    assert_eq!(
+        report["tagging"]["calls"],
+        serde_json::json!({"describeTags": 1, "createTags": 1})
+    );
+
+    // Second run: the tag is there; DescribeTags only.
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(&md)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["tagging"]["result"]["outcome"], "alreadySet");
+    assert_eq!(
+        report["tagging"]["calls"],
+        serde_json::json!({"describeTags": 1, "createTags": 0})
+    );
+
+    // With the tags known (as IMDS shows them when instance-metadata tags are on), not even
+    // DescribeTags: the plan has no tag step at all.
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&md).unwrap()).unwrap();
+    m["tags"] = serde_json::json!({"Name": want});
+    std::fs::write(&md, m.to_string()).unwrap();
+    let out = run(cmd()
+        .args(["init", "--dry-run", "--output", "json", "--metadata"])
+        .arg(&md)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 0, "{plan:#}");
+    assert!(
+        stdout(&out).contains("kubernetes.io/cluster/prod-eu"),
+        "the missing cluster tag is warned about"
+    );
+}

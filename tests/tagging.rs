@@ -1,0 +1,275 @@
+//! Tagging against a local EC2 Query API server that scripts the failures moto cannot produce:
+//! throttling, AccessDenied, eventual consistency; and the background continuation.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::ec2_server::{Ec2Server, Ec2State};
+use common::*;
+use eks_nodeinit::ec2::{Ec2, RetryPolicy, TagError, TagOutcome};
+
+const ID: &str = "i-0a1b2c3d4e5f67890";
+
+fn fast() -> RetryPolicy {
+    RetryPolicy {
+        base: Duration::from_millis(20),
+        cap: Duration::from_millis(200),
+    }
+}
+
+fn deadline() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(10)
+}
+
+async fn ec2(s: &Ec2Server) -> Ec2 {
+    // SAFETY: tests in this file set the same values; no other thread reads them concurrently
+    // in a way that matters.
+    unsafe {
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+    }
+    Ec2::new("eu-west-1", Some(&s.url())).await
+}
+
+#[tokio::test]
+async fn throttling_is_retried_until_it_lands() {
+    let s = Ec2Server::start(Ec2State {
+        create_errors: vec![(503, "RequestLimitExceeded"); 3].into(),
+        ..Default::default()
+    });
+    let mut c = ec2(&s).await;
+    let known = BTreeMap::new();
+    let r = c
+        .ensure_tag(
+            ID,
+            "Name",
+            "scaler-10x0x12x34",
+            Some(&known),
+            fast(),
+            deadline(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r, TagOutcome::Created);
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.count("CreateTags"), 4);
+    assert_eq!(st.count("DescribeTags"), 0, "known tags: no DescribeTags");
+    let last = &st.calls.last().unwrap().1;
+    assert_eq!(last["ResourceId.1"], ID);
+    assert_eq!(last["Tag.1.Key"], "Name");
+    assert_eq!(last["Tag.1.Value"], "scaler-10x0x12x34");
+    assert_eq!(c.calls.create_tags, 4);
+}
+
+#[tokio::test]
+async fn access_denied_is_not_retried_and_names_the_permission() {
+    let s = Ec2Server::start(Ec2State {
+        create_errors: vec![(403, "UnauthorizedOperation")].into(),
+        ..Default::default()
+    });
+    let mut c = ec2(&s).await;
+    let e = c
+        .ensure_tag(ID, "Name", "v", Some(&BTreeMap::new()), fast(), deadline())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, TagError::Denied { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("\"Action\":\"ec2:CreateTags\""), "{msg}");
+    assert!(msg.contains(&format!("instance/{ID}")), "{msg}");
+    assert_eq!(
+        s.state.lock().unwrap().count("CreateTags"),
+        1,
+        "no retry on AccessDenied"
+    );
+}
+
+#[tokio::test]
+async fn instance_not_found_yet_is_retried() {
+    let s = Ec2Server::start(Ec2State {
+        create_errors: vec![(400, "InvalidInstanceID.NotFound"); 2].into(),
+        ..Default::default()
+    });
+    let mut c = ec2(&s).await;
+    let r = c
+        .ensure_tag(ID, "Name", "v", Some(&BTreeMap::new()), fast(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(r, TagOutcome::Created);
+    assert_eq!(s.state.lock().unwrap().count("CreateTags"), 3);
+}
+
+#[tokio::test]
+async fn an_existing_tag_means_no_create_call() {
+    let mut tags = BTreeMap::new();
+    tags.insert(
+        ID.to_string(),
+        BTreeMap::from([("Name".to_string(), "v".to_string())]),
+    );
+    let s = Ec2Server::start(Ec2State {
+        tags,
+        ..Default::default()
+    });
+    let mut c = ec2(&s).await;
+    let r = c
+        .ensure_tag(ID, "Name", "v", None, fast(), deadline())
+        .await
+        .unwrap();
+    assert_eq!(r, TagOutcome::AlreadySet);
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.count("DescribeTags"), 1);
+    assert_eq!(st.count("CreateTags"), 0);
+    assert_eq!(st.calls[0].1["Filter.1.Name"], "resource-id");
+}
+
+#[tokio::test]
+async fn the_deadline_bounds_retries() {
+    let s = Ec2Server::start(Ec2State {
+        create_errors: vec![(503, "RequestLimitExceeded"); 1000].into(),
+        ..Default::default()
+    });
+    let mut c = ec2(&s).await;
+    let t = Instant::now();
+    let e = c
+        .ensure_tag(
+            ID,
+            "Name",
+            "v",
+            Some(&BTreeMap::new()),
+            fast(),
+            tokio::time::Instant::now() + Duration::from_millis(800),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, TagError::Deadline { .. }), "{e}");
+    assert!(
+        t.elapsed() < Duration::from_millis(1200),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+fn tagging_config(
+    root: &std::path::Path,
+    url: &str,
+    extra: serde_json::Value,
+) -> std::path::PathBuf {
+    config_with(root, "c.json", |v| {
+        let mut t = serde_json::json!({"ec2Endpoint": url, "syncBudgetMs": 500});
+        for (k, x) in extra.as_object().unwrap() {
+            t[k] = x.clone();
+        }
+        v["tagging"] = t;
+    })
+}
+
+#[test]
+fn hand_off_does_not_wait_for_a_throttled_tag() {
+    let s = Ec2Server::start(Ec2State {
+        create_errors: vec![(503, "RequestLimitExceeded"); 4].into(),
+        ..Default::default()
+    });
+    let root = sample_root("al2-root");
+    let argv = recording_bootstrap(root.path());
+    let cfg = tagging_config(
+        root.path(),
+        &s.url(),
+        serde_json::json!({"backgroundDeadlineSec": 60}),
+    );
+    let t = Instant::now();
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    let took = t.elapsed();
+    assert!(out.status.success());
+    assert!(argv.exists(), "bootstrap.sh ran");
+    assert!(
+        took < Duration::from_millis(2500),
+        "hand-off within the 500 ms budget plus start-up: {took:?}"
+    );
+    let report_path = root.path().join("var/lib/eks-nodeinit/report.json");
+    let first: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    assert_eq!(
+        first["tagging"]["result"]["outcome"], "background",
+        "{first:#}"
+    );
+
+    // The continuation lands the tag later and records it.
+    let t = Instant::now();
+    loop {
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+        if r["tagging"]["background"] == true {
+            assert_eq!(r["tagging"]["result"]["outcome"], "created", "{r:#}");
+            assert_eq!(r["tagging"]["value"], "scaler-10x0x12x34");
+            assert_eq!(r["instanceId"], ID, "the rest of the report is kept");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the background continuation never reported"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.tags[ID]["Name"], "scaler-10x0x12x34");
+    assert!(st.count("CreateTags") >= 5);
+    let log =
+        std::fs::read_to_string(root.path().join("var/log/eks-nodeinit-tagging.log")).unwrap();
+    assert!(log.contains("Name tag in place (background)"), "{log}");
+}
+
+#[test]
+fn required_tagging_fails_the_boot_on_access_denied() {
+    let s = Ec2Server::start(Ec2State {
+        describe_errors: vec![(403, "UnauthorizedOperation")].into(),
+        ..Default::default()
+    });
+    let root = sample_root("al2-root");
+    let argv = recording_bootstrap(root.path());
+    let cfg = tagging_config(root.path(), &s.url(), serde_json::json!({"required": true}));
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("\"Action\":\"ec2:DescribeTags\""),
+        "the IAM statement is printed"
+    );
+    assert!(!argv.exists(), "no hand-off when required tagging failed");
+    assert_eq!(s.state.lock().unwrap().count("DescribeTags"), 1);
+}
+
+#[test]
+fn access_denied_without_required_still_hands_off() {
+    let s = Ec2Server::start(Ec2State {
+        create_errors: vec![(403, "UnauthorizedOperation")].into(),
+        ..Default::default()
+    });
+    let root = sample_root("al2-root");
+    let argv = recording_bootstrap(root.path());
+    let cfg = tagging_config(root.path(), &s.url(), serde_json::json!({}));
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert!(out.status.success());
+    assert!(argv.exists());
+    assert!(stderr(&out).contains("\"Action\":\"ec2:CreateTags\""));
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.count("CreateTags"), 1);
+}
