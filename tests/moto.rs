@@ -141,7 +141,7 @@ fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
         .filter(|t| t.key() == Some("Name"))
         .map(|t| t.value().unwrap().to_string())
         .collect();
-    assert_eq!(name, [want.clone()]);
+    assert_eq!(name, std::slice::from_ref(&want));
     let report: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
     )
