@@ -149,7 +149,18 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     });
 
     let bus = bus_for(args);
-    apply::apply_local(&args.root, &plan, &bus, &mut report).await?;
+    if let Err(e) = apply::apply_local(&args.root, &plan, &bus, &mut report).await {
+        // Record how far it got before failing; the error itself is what the caller sees.
+        report.steps.push(apply::StepOutcome {
+            step: "apply".into(),
+            outcome: format!("failed: {e}"),
+        });
+        report.finished_at_unix_ms = apply::now_ms();
+        if let Err(w) = apply::write_report(&args.root, &plan, &report) {
+            tracing::error!("cannot write the report either: {w}");
+        }
+        return Err(e.into());
+    }
 
     if let (Some(task), Some((key, value))) = (tag_task, tag_step) {
         let state = match tokio::time::timeout_at(sync_deadline, task).await {

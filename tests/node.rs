@@ -397,3 +397,42 @@ fn validate_command_exit_codes() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
+    let root = sample_root("al2-root");
+    let argv_file = recording_bootstrap(root.path());
+    let cfg = config_with(root.path(), "c.json", |v| {
+        no_tagging(v);
+        v["sysctls"] = serde_json::json!({"fs.inotify.max_user_watches": 524288});
+    });
+    // Make the persisted sysctl directory unwritable by putting a file where it should be.
+    std::fs::create_dir_all(root.path().join("etc")).unwrap();
+    std::fs::write(root.path().join("etc/sysctl.d"), "not a directory").unwrap();
+    let out = run(cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path()));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot write"), "{}", stderr(&out));
+    assert!(!argv_file.exists(), "no hand-off after a failed step");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
+    )
+    .unwrap();
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[0]["outcome"], "done",
+        "the sysctl was set first: {report:#}"
+    );
+    assert!(
+        steps.last().unwrap()["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("failed: cannot write"),
+        "{report:#}"
+    );
+}
