@@ -195,37 +195,22 @@ fn logind_takes_the_dropin_over_dbus() {
     let root = sample_root("al2023-root");
     let calls = start_services(bus.address.clone(), root.path().to_path_buf());
     let cfg = config(root.path());
-    let out = run(cmd()
-        .args(["init", "--system-bus-address", &bus.address, "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &["--system-bus-address", &bus.address]);
     assert!(out.status.success());
     assert_eq!(
         calls.lock().unwrap().restarts,
         [("systemd-logind.service".to_string(), "replace".to_string())]
     );
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(report["logindInhibitDelayMaxUsec"], 90_000_000u64);
-    assert!(report["steps"]
+    let rep = report(root.path());
+    assert_eq!(rep["logindInhibitDelayMaxUsec"], 90_000_000u64);
+    assert!(rep["steps"]
         .as_array()
         .unwrap()
         .iter()
         .any(|s| s["outcome"] == "done: InhibitDelayMaxUSec=90000000"));
 
     // A second run: the drop-in is in place, logind is not restarted again.
-    let out = run(cmd()
-        .args(["init", "--system-bus-address", &bus.address, "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &["--system-bus-address", &bus.address]);
     assert!(out.status.success());
     assert_eq!(calls.lock().unwrap().restarts.len(), 1);
 }
@@ -242,25 +227,20 @@ fn a_later_dropin_with_a_smaller_value_is_reported() {
     )
     .unwrap();
     let calls = start_services(bus.address.clone(), root.path().to_path_buf());
-    let out = run(cmd()
-        .args(["init", "--system-bus-address", &bus.address, "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(config(root.path()))
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(
+        root.path(),
+        &config(root.path()),
+        &["--system-bus-address", &bus.address],
+    );
     assert!(out.status.success());
     assert_eq!(calls.lock().unwrap().restarts.len(), 1);
     assert!(
         stdout(&out).contains("/etc/systemd/logind.conf.d/zzz-override.conf sorts after"),
         "the plan warns"
     );
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(report["logindInhibitDelayMaxUsec"], 10_000_000u64);
-    assert!(report["warnings"]
+    let rep = report(root.path());
+    assert_eq!(rep["logindInhibitDelayMaxUsec"], 10_000_000u64);
+    assert!(rep["warnings"]
         .to_string()
         .contains("logind reports InhibitDelayMaxUSec=10000000, expected 90000000"));
 }

@@ -114,13 +114,7 @@ fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
         v["tagging"] = serde_json::json!({"ec2Endpoint": moto.url, "syncBudgetMs": 10000})
     });
 
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(&md)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init_with(root.path(), &cfg, &md, &[]);
     assert!(out.status.success());
     let want = format!("scaler-{}", ip.replace('.', "x"));
     let tags = rt
@@ -142,32 +136,20 @@ fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
         .map(|t| t.value().unwrap().to_string())
         .collect();
     assert_eq!(name, std::slice::from_ref(&want));
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(report["tagging"]["result"]["outcome"], "created");
+    let rep = report(root.path());
+    assert_eq!(rep["tagging"]["result"]["outcome"], "created");
     assert_eq!(
-        report["tagging"]["calls"],
+        rep["tagging"]["calls"],
         serde_json::json!({"describeTags": 1, "createTags": 1})
     );
 
     // Second run: the tag is there; DescribeTags only.
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(&md)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init_with(root.path(), &cfg, &md, &[]);
     assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(report["tagging"]["result"]["outcome"], "alreadySet");
+    let rep = report(root.path());
+    assert_eq!(rep["tagging"]["result"]["outcome"], "alreadySet");
     assert_eq!(
-        report["tagging"]["calls"],
+        rep["tagging"]["calls"],
         serde_json::json!({"describeTags": 1, "createTags": 0})
     );
 
@@ -177,13 +159,7 @@ fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
         serde_json::from_str(&std::fs::read_to_string(&md).unwrap()).unwrap();
     m["tags"] = serde_json::json!({"Name": want});
     std::fs::write(&md, m.to_string()).unwrap();
-    let out = run(cmd()
-        .args(["init", "--dry-run", "--output", "json", "--metadata"])
-        .arg(&md)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init_with(root.path(), &cfg, &md, &["--dry-run", "--output", "json"]);
     let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(plan["changes"], 0, "{plan:#}");
     assert!(

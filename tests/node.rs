@@ -14,13 +14,7 @@ fn no_tagging(v: &mut Value) {
 fn dry_run_changes_nothing() {
     let root = sample_root("al2-root");
     let before = snapshot(root.path());
-    let out = run(cmd()
-        .args(["init", "--dry-run", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(example("scaler.json"))
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &example("scaler.json"), &["--dry-run"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("sysctl fs.inotify.max_user_watches: 8192 -> 524288"));
     assert_eq!(
@@ -41,13 +35,7 @@ fn apply_al2_then_second_run_plans_nothing() {
     )
     .unwrap();
 
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert!(out.status.success());
     let r = root.path();
 
@@ -97,13 +85,10 @@ fn apply_al2_then_second_run_plans_nothing() {
         ["[Login]", "InhibitDelayMaxSec=90"]
     );
     // the report
-    let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(r.join("var/lib/eks-nodeinit/report.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(report["instanceId"], "i-0a1b2c3d4e5f67890");
-    assert_eq!(report["family"], "al2");
-    let outcomes: Vec<String> = report["steps"]
+    let rep = report(r);
+    assert_eq!(rep["instanceId"], "i-0a1b2c3d4e5f67890");
+    assert_eq!(rep["family"], "al2");
+    let outcomes: Vec<String> = rep["steps"]
         .as_array()
         .unwrap()
         .iter()
@@ -141,13 +126,7 @@ fn apply_al2_then_second_run_plans_nothing() {
     ]);
 
     // second run: nothing but the hand-off
-    let out = run(cmd()
-        .args(["init", "--dry-run", "--output", "json", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(r));
+    let out = init(r, &cfg, &["--dry-run", "--output", "json"]);
     assert!(out.status.success());
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(plan["changes"], 0, "{plan:#}");
@@ -172,13 +151,7 @@ fn operator_set_kubelet_values_are_kept() {
     k["imageGCHighThresholdPercent"] = 90.into();
     std::fs::write(&kpath, serde_json::to_string_pretty(&k).unwrap()).unwrap();
     let cfg = config_with(root.path(), "c.json", no_tagging);
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert!(out.status.success());
     let k: Value = serde_json::from_str(&std::fs::read_to_string(&kpath).unwrap()).unwrap();
     assert_eq!(k["shutdownGracePeriod"], "2m");
@@ -191,13 +164,7 @@ fn operator_set_kubelet_values_are_kept() {
         no_tagging(v);
         v["kubelet"]["overwrite"] = true.into();
     });
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert!(out.status.success());
     let k: Value = serde_json::from_str(&std::fs::read_to_string(&kpath).unwrap()).unwrap();
     assert_eq!(k["shutdownGracePeriod"], "90s");
@@ -217,13 +184,7 @@ fn malformed_kubelet_json_changes_nothing() {
     std::fs::write(&kpath, text).unwrap();
     let cfg = config_with(root.path(), "c.json", no_tagging);
     let before = snapshot(root.path());
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert_eq!(out.status.code(), Some(3));
     let err = stderr(&out);
     assert!(
@@ -250,13 +211,7 @@ fn invalid_config_reports_every_problem_and_changes_nothing() {
         v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--use-max-pods=false"]});
     });
     let before = snapshot(root.path());
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert_eq!(out.status.code(), Some(3));
     let err = stderr(&out);
     for needle in [
@@ -281,13 +236,7 @@ fn al2023_writes_nodeconfig_and_leaves_kubelet_config_alone() {
         no_tagging(v);
         v["nodeGroup"]["role"] = "master".into();
     });
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert!(out.status.success());
     let nc: Value = serde_json::from_str(
         &std::fs::read_to_string(root.path().join("etc/eks/nodeadm.d/10-eks-nodeinit.json"))
@@ -359,13 +308,7 @@ fn a_second_run_at_once_is_refused() {
     std::fs::create_dir_all(root.path().join("run/lock")).unwrap();
     let f = std::fs::File::create(root.path().join("run/lock/eks-nodeinit.lock")).unwrap();
     let held = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("another eks-nodeinit run holds"));
     assert!(!root.path().join("etc/eks/nodeadm.d").exists());
@@ -409,30 +352,21 @@ fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
     // Make the persisted sysctl directory unwritable by putting a file where it should be.
     std::fs::create_dir_all(root.path().join("etc")).unwrap();
     std::fs::write(root.path().join("etc/sysctl.d"), "not a directory").unwrap();
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("cannot write"), "{}", stderr(&out));
     assert!(!argv_file.exists(), "no hand-off after a failed step");
-    let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
-    )
-    .unwrap();
-    let steps = report["steps"].as_array().unwrap();
+    let rep = report(root.path());
+    let steps = rep["steps"].as_array().unwrap();
     assert_eq!(
         steps[0]["outcome"], "done",
-        "the sysctl was set first: {report:#}"
+        "the sysctl was set first: {rep:#}"
     );
     assert!(
         steps.last().unwrap()["outcome"]
             .as_str()
             .unwrap()
             .starts_with("failed: cannot write"),
-        "{report:#}"
+        "{rep:#}"
     );
 }

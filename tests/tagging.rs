@@ -179,13 +179,7 @@ fn hand_off_does_not_wait_for_a_throttled_tag() {
         serde_json::json!({"backgroundDeadlineSec": 60}),
     );
     let t = Instant::now();
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     let took = t.elapsed();
     assert!(out.status.success());
     assert!(argv.exists(), "bootstrap.sh ran");
@@ -235,13 +229,7 @@ fn required_tagging_fails_the_boot_on_access_denied() {
     let root = sample_root("al2-root");
     let argv = recording_bootstrap(root.path());
     let cfg = tagging_config(root.path(), &s.url(), serde_json::json!({"required": true}));
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("\"Action\":\"ec2:DescribeTags\""),
@@ -260,13 +248,7 @@ fn access_denied_without_required_still_hands_off() {
     let root = sample_root("al2-root");
     let argv = recording_bootstrap(root.path());
     let cfg = tagging_config(root.path(), &s.url(), serde_json::json!({}));
-    let out = run(cmd()
-        .args(["init", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--root")
-        .arg(root.path()));
+    let out = init(root.path(), &cfg, &[]);
     assert!(out.status.success());
     assert!(argv.exists());
     assert!(stderr(&out).contains("\"Action\":\"ec2:CreateTags\""));

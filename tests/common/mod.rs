@@ -119,3 +119,26 @@ pub fn config_with(root: &Path, name: &str, edit: impl FnOnce(&mut serde_json::V
 pub fn example(p: &str) -> PathBuf {
     manifest_dir().join("examples").join(p)
 }
+
+/// `eks-nodeinit init [extra…] --metadata examples/metadata.json --config CFG --root ROOT`.
+pub fn init(root: &Path, cfg: &Path, extra: &[&str]) -> Output {
+    init_with(root, cfg, &example("metadata.json"), extra)
+}
+
+pub fn init_with(root: &Path, cfg: &Path, metadata: &Path, extra: &[&str]) -> Output {
+    run(cmd()
+        .arg("init")
+        .args(extra)
+        .arg("--metadata")
+        .arg(metadata)
+        .arg("--config")
+        .arg(cfg)
+        .arg("--root")
+        .arg(root))
+}
+
+/// The report the last run left under `root`.
+pub fn report(root: &Path) -> serde_json::Value {
+    let p = root.join("var/lib/eks-nodeinit/report.json");
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
