@@ -92,6 +92,9 @@ pub struct TagContinueArgs {
     pub deadline_sec: u64,
     #[arg(long)]
     pub endpoint: Option<String>,
+    /// Wait this long before the first call (the drawn spread delay).
+    #[arg(long, default_value_t = 0)]
+    pub initial_delay_ms: u64,
 }
 
 #[cfg(test)]

@@ -241,6 +241,10 @@ pub struct TaggingSettings {
     /// EC2 API endpoint override (else `AWS_ENDPOINT_URL_EC2` / the SDK default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ec2_endpoint: Option<String>,
+    /// Spread the first CreateTags call over a random delay in `[0, spreadSec]`. For fleets
+    /// launched in bursts: about fleet size ÷ 10 (the CreateTags refill rate per second).
+    #[serde(default)]
+    pub spread_sec: u64,
 }
 
 impl Default for TaggingSettings {
@@ -251,6 +255,7 @@ impl Default for TaggingSettings {
             sync_budget_ms: default_sync_budget_ms(),
             background_deadline_sec: default_background_deadline_sec(),
             ec2_endpoint: None,
+            spread_sec: 0,
         }
     }
 }

@@ -27,11 +27,12 @@ pub enum TagError {
         instance_id: String,
         message: String,
     },
-    #[error("{op} on {instance_id} still failing when the {deadline_ms} ms deadline passed ({attempts} attempts; last: {last})")]
+    #[error(
+        "{op} on {instance_id} still failing at its deadline ({attempts} attempts; last: {last})"
+    )]
     Deadline {
         op: &'static str,
         instance_id: String,
-        deadline_ms: u128,
         attempts: u32,
         last: String,
     },
@@ -188,7 +189,6 @@ impl Ec2 {
                         return Err(TagError::Deadline {
                             op: "DescribeTags",
                             instance_id: instance_id.into(),
-                            deadline_ms: 0,
                             attempts,
                             last: message,
                         });
@@ -251,7 +251,6 @@ impl Ec2 {
                         return Err(TagError::Deadline {
                             op: "CreateTags",
                             instance_id: instance_id.into(),
-                            deadline_ms: 0,
                             attempts,
                             last: message,
                         });

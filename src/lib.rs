@@ -18,4 +18,5 @@ pub mod metadata;
 pub mod plan;
 pub mod run;
 pub mod sysctl;
+pub mod tagging;
 pub mod validate;

@@ -17,6 +17,7 @@ use crate::handoff;
 use crate::imds;
 use crate::metadata::{self, Metadata};
 use crate::plan::{self, Step};
+use crate::tagging::{self, Foreground};
 use crate::validate::{self, Invalid};
 
 pub const TAG_LOG: &str = "/var/log/eks-nodeinit-tagging.log";
@@ -127,23 +128,22 @@ pub async fn init(args: &InitArgs) -> Result<()> {
         } else {
             budget
         };
+    let spread_delay = tagging::draw_spread(Duration::from_secs(c.tagging.spread_sec));
     let tag_task = tag_step.clone().map(|(key, value)| {
         let region = md.region.clone();
         let endpoint = c.tagging.ec2_endpoint.clone();
-        let id = md.instance_id.clone();
-        let known = md.tags.clone();
+        let job = tagging::Job {
+            instance_id: md.instance_id.clone(),
+            key,
+            value,
+            known: md.tags.clone(),
+            policy: RetryPolicy::default(),
+            spread: Duration::from_secs(c.tagging.spread_sec),
+        };
+        let window = sync_deadline - Instant::now();
         tokio::spawn(async move {
             let mut ec2 = Ec2::new(&region, endpoint.as_deref()).await;
-            let r = ec2
-                .ensure_tag(
-                    &id,
-                    &key,
-                    &value,
-                    known.as_ref(),
-                    RetryPolicy::default(),
-                    sync_deadline,
-                )
-                .await;
+            let r = tagging::foreground(&mut ec2, &job, spread_delay, window).await;
             (r, ec2.calls)
         })
     });
@@ -163,15 +163,20 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     }
 
     if let (Some(task), Some((key, value))) = (tag_task, tag_step) {
+        let mut initial_delay = Duration::ZERO;
         let state = match tokio::time::timeout_at(sync_deadline, task).await {
-            Ok(Ok((Ok(o), calls))) => {
+            Ok(Ok((Foreground::Done(o), calls))) => {
                 report.tagging = Some(
                     serde_json::json!({"result": o, "calls": calls, "key": key, "value": value}),
                 );
                 TagState::Done(o)
             }
-            Ok(Ok((Err(TagError::Deadline { .. }), _))) | Err(_) => TagState::Pending,
-            Ok(Ok((Err(e), calls))) => {
+            Ok(Ok((Foreground::Pending { initial_delay: d }, _))) => {
+                initial_delay = d;
+                TagState::Pending
+            }
+            Err(_) => TagState::Pending,
+            Ok(Ok((Foreground::Failed(e), calls))) => {
                 report.tagging = Some(
                     serde_json::json!({"result": {"outcome": "failed", "error": e.to_string()}, "calls": calls}),
                 );
@@ -201,7 +206,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
                 );
             }
             TagState::Pending => {
-                let pid = spawn_continuation(&args.root, &c, &md, &value)?;
+                let pid = spawn_continuation(&args.root, &c, &md, &value, initial_delay)?;
                 tracing::warn!(
                     pid,
                     "tagging not done within {} ms; continuing in the background",
@@ -233,7 +238,13 @@ pub async fn init(args: &InitArgs) -> Result<()> {
 
 /// Start `eks-nodeinit tag-continue` in its own session, logging to a file, so it outlives
 /// the hand-off (exec of bootstrap.sh) and the unit's process.
-fn spawn_continuation(root: &Path, c: &Config, md: &Metadata, value: &str) -> Result<u32> {
+fn spawn_continuation(
+    root: &Path,
+    c: &Config,
+    md: &Metadata,
+    value: &str,
+    initial_delay: Duration,
+) -> Result<u32> {
     use std::os::unix::process::CommandExt;
     let log = under(root, TAG_LOG);
     if let Some(d) = log.parent() {
@@ -256,7 +267,9 @@ fn spawn_continuation(root: &Path, c: &Config, md: &Metadata, value: &str) -> Re
         .arg("--value")
         .arg(value)
         .arg("--deadline-sec")
-        .arg(c.tagging.background_deadline_sec.to_string());
+        .arg(c.tagging.background_deadline_sec.to_string())
+        .arg("--initial-delay-ms")
+        .arg(initial_delay.as_millis().to_string());
     if let Some(ep) = &c.tagging.ec2_endpoint {
         cmd.arg("--endpoint").arg(ep);
     }
@@ -279,18 +292,22 @@ fn spawn_continuation(root: &Path, c: &Config, md: &Metadata, value: &str) -> Re
 /// The background continuation: keep trying until the deadline, then record the outcome in
 /// the report (after the foreground run has released the lock).
 pub async fn tag_continue(a: &TagContinueArgs) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(a.deadline_sec);
     let mut ec2 = Ec2::new(&a.region, a.endpoint.as_deref()).await;
-    let r = ec2
-        .ensure_tag(
-            &a.instance_id,
-            "Name",
-            &a.value,
-            None,
-            RetryPolicy::default(),
-            deadline,
-        )
-        .await;
+    let job = tagging::Job {
+        instance_id: a.instance_id.clone(),
+        key: "Name".into(),
+        value: a.value.clone(),
+        known: None,
+        policy: RetryPolicy::default(),
+        spread: Duration::ZERO,
+    };
+    let r = tagging::background(
+        &mut ec2,
+        &job,
+        Duration::from_millis(a.initial_delay_ms),
+        Duration::from_secs(a.deadline_sec),
+    )
+    .await;
     let result = match &r {
         Ok(o) => serde_json::to_value(o)?,
         Err(e) => serde_json::json!({"outcome": "failed", "error": e.to_string()}),

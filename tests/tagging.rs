@@ -255,3 +255,47 @@ fn access_denied_without_required_still_hands_off() {
     let st = s.state.lock().unwrap();
     assert_eq!(st.count("CreateTags"), 1);
 }
+
+#[tokio::test]
+async fn a_spread_delay_beyond_the_budget_goes_straight_to_the_background() {
+    use eks_nodeinit::tagging::{background, foreground, Foreground, Job};
+    let s = Ec2Server::start(Ec2State::default());
+    let mut c = ec2(&s).await;
+    let job = Job {
+        instance_id: ID.into(),
+        key: "Name".into(),
+        value: "v".into(),
+        known: Some(BTreeMap::new()),
+        policy: fast(),
+        spread: Duration::from_secs(2),
+    };
+    let t = Instant::now();
+    let fg = foreground(
+        &mut c,
+        &job,
+        Duration::from_millis(1500),
+        Duration::from_millis(500),
+    )
+    .await;
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "the hand-off does not wait for the spread"
+    );
+    let Foreground::Pending { initial_delay } = fg else {
+        panic!("{fg:?}")
+    };
+    assert_eq!(initial_delay, Duration::from_millis(1500));
+    assert_eq!(s.state.lock().unwrap().calls.len(), 0);
+    let t = Instant::now();
+    let r = background(
+        &mut c,
+        &job,
+        Duration::from_millis(200),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r, TagOutcome::Created);
+    assert!(t.elapsed() >= Duration::from_millis(200));
+    assert_eq!(s.state.lock().unwrap().count("CreateTags"), 1);
+}
