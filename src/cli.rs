@@ -92,6 +92,10 @@ pub struct TagContinueArgs {
     pub deadline_sec: u64,
     #[arg(long)]
     pub endpoint: Option<String>,
+    /// The foreground run already knew the instance's tags (the Name differed): go straight
+    /// to CreateTags instead of reading them again.
+    #[arg(long)]
+    pub tags_known: bool,
     /// Wait this long before the first call (the drawn spread delay).
     #[arg(long, default_value_t = 0)]
     pub initial_delay_ms: u64,

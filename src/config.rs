@@ -242,7 +242,8 @@ pub struct TaggingSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ec2_endpoint: Option<String>,
     /// Spread the first CreateTags call over a random delay in `[0, spreadSec]`. For fleets
-    /// launched in bursts: about fleet size ÷ 10 (the CreateTags refill rate per second).
+    /// launched in bursts of B nodes: (B − 100) ÷ 10 seconds (CreateTags' bucket holds 100
+    /// tokens and refills 10 per second); 0 (the default) for bursts of up to 100.
     #[serde(default)]
     pub spread_sec: u64,
 }

@@ -270,6 +270,9 @@ fn spawn_continuation(
         .arg(c.tagging.background_deadline_sec.to_string())
         .arg("--initial-delay-ms")
         .arg(initial_delay.as_millis().to_string());
+    if md.tags.is_some() {
+        cmd.arg("--tags-known");
+    }
     if let Some(ep) = &c.tagging.ec2_endpoint {
         cmd.arg("--endpoint").arg(ep);
     }
@@ -297,7 +300,9 @@ pub async fn tag_continue(a: &TagContinueArgs) -> Result<()> {
         instance_id: a.instance_id.clone(),
         key: "Name".into(),
         value: a.value.clone(),
-        known: None,
+        // CreateTags overwrites, so when the Name was already known to differ, reading the
+        // tags again would only cost a call against a throttled account.
+        known: a.tags_known.then(BTreeMap::new),
         policy: RetryPolicy::default(),
         spread: Duration::ZERO,
     };

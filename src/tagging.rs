@@ -42,33 +42,31 @@ pub fn draw_spread(spread: Duration) -> Duration {
     Duration::from_millis(rand::random_range(0..=spread.as_millis() as u64))
 }
 
-/// Try within `budget`. When the drawn spread delay does not fit in the budget, no call is made
-/// here at all and the background part starts with the rest of the delay.
+/// Try within `budget`. A job with a spread delay makes no call here at all: the background
+/// part waits the delay, so the hand-off never waits for the spread.
 pub async fn foreground(ec2: &mut Ec2, job: &Job, delay: Duration, budget: Duration) -> Foreground {
     let start = Instant::now();
     let deadline = start + budget;
-    if delay >= budget {
+    if !delay.is_zero() {
         return Foreground::Pending {
             initial_delay: delay,
         };
     }
-    tokio::time::sleep(delay).await;
-    match ec2
-        .ensure_tag(
-            &job.instance_id,
-            &job.key,
-            &job.value,
-            job.known.as_ref(),
-            job.policy,
-            deadline,
-        )
-        .await
-    {
-        Ok(o) => Foreground::Done(o),
-        Err(TagError::Deadline { .. }) => Foreground::Pending {
+    // The budget is hard: an attempt still in flight at the deadline is abandoned.
+    let attempt = ec2.ensure_tag(
+        &job.instance_id,
+        &job.key,
+        &job.value,
+        job.known.as_ref(),
+        job.policy,
+        deadline,
+    );
+    match tokio::time::timeout_at(deadline, attempt).await {
+        Ok(Ok(o)) => Foreground::Done(o),
+        Ok(Err(TagError::Deadline { .. })) | Err(_) => Foreground::Pending {
             initial_delay: Duration::ZERO,
         },
-        Err(e) => Foreground::Failed(e),
+        Ok(Err(e)) => Foreground::Failed(e),
     }
 }
 

@@ -61,8 +61,44 @@ where
     addr
 }
 
+/// EC2's throttling: a token bucket per API action, per account and region.
+pub struct Bucket {
+    pub capacity: f64,
+    pub refill_per_sec: f64,
+    tokens: f64,
+    last: std::time::Instant,
+}
+
+impl Bucket {
+    pub fn new(capacity: f64, refill_per_sec: f64) -> Bucket {
+        Bucket {
+            capacity,
+            refill_per_sec,
+            tokens: capacity,
+            last: std::time::Instant::now(),
+        }
+    }
+    fn take(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let dt = now.duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.refill_per_sec).min(self.capacity);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Ec2State {
+    /// Throttling buckets for CreateTags and DescribeTags (`None`: unlimited).
+    pub create_bucket: Option<Bucket>,
+    pub describe_bucket: Option<Bucket>,
+    /// When each successful CreateTags was answered.
+    pub created_at: Vec<std::time::Instant>,
     /// Errors to answer CreateTags with, in order, before succeeding: (HTTP status, code).
     pub create_errors: VecDeque<(u16, &'static str)>,
     pub describe_errors: VecDeque<(u16, &'static str)>,
@@ -165,6 +201,12 @@ async fn handle(
             if let Some((st, code)) = s.create_errors.pop_front() {
                 return Ok(error(st, code));
             }
+            if let Some(b) = s.create_bucket.as_mut() {
+                if !b.take() {
+                    return Ok(error(503, "RequestLimitExceeded"));
+                }
+            }
+            s.created_at.push(std::time::Instant::now());
             let id = form.get("ResourceId.1").cloned().unwrap_or_default();
             let k = form.get("Tag.1.Key").cloned().unwrap_or_default();
             let v = form.get("Tag.1.Value").cloned().unwrap_or_default();
@@ -174,6 +216,11 @@ async fn handle(
         "DescribeTags" => {
             if let Some((st, code)) = s.describe_errors.pop_front() {
                 return Ok(error(st, code));
+            }
+            if let Some(b) = s.describe_bucket.as_mut() {
+                if !b.take() {
+                    return Ok(error(503, "RequestLimitExceeded"));
+                }
             }
             let id = form.get("Filter.1.Value.1").cloned().unwrap_or_default();
             let items: String = s

@@ -1,0 +1,263 @@
+//! Start to hand-off, side by side in one run, against the same local IMDSv2 server and moto:
+//!
+//! * eks-nodeinit (`EKS_NODEINIT_BIN`, default target/release/eks-nodeinit) on a sample AL2 root;
+//! * the user-data shell script it replaces (benches/userdata.sh: curl + the AWS CLI);
+//! * the bare network floor: token PUT, the five metadata GETs and one CreateTags, made in
+//!   process with a minimal HTTP client (hyper, one connection per host).
+//!
+//! Each run ends when bootstrap.sh (a recorder that exits at once) has been exec'd.
+//! Run: `cargo build --release && cargo bench --bench startup` (STARTUP_RUNS=N, default 10).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::imds_server::ImdsServer;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+struct Moto(std::process::Child, String);
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_moto() -> Moto {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moto[server] is installed (make deps)");
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(30), "moto did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Moto(child, format!("http://127.0.0.1:{port}"))
+}
+
+fn env(cmd: &mut Command, imds: &str) {
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", std::env::var("HOME").unwrap_or_default())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+}
+
+fn timed(mut cmd: Command) -> Duration {
+    let t = Instant::now();
+    let out = cmd.output().unwrap();
+    let d = t.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d
+}
+
+fn fresh_root() -> tempfile::TempDir {
+    let root = common::sample_root("al2-root");
+    std::fs::write(
+        root.path().join("etc/eks/bootstrap.sh"),
+        "#!/bin/sh\nexit 0\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.path().join("etc/sysctl.d")).unwrap();
+    root
+}
+
+fn agent(bin: &Path, imds: &str, moto: &str) -> Duration {
+    let root = fresh_root();
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"ec2Endpoint": moto, "syncBudgetMs": 3000});
+    });
+    let mut c = Command::new(bin);
+    env(&mut c, imds);
+    c.args(["init", "--config"])
+        .arg(&cfg)
+        .arg("--root")
+        .arg(root.path());
+    timed(c)
+}
+
+fn shell(imds: &str, moto: &str) -> Duration {
+    let root = fresh_root();
+    let mut c = Command::new("bash");
+    env(&mut c, imds);
+    c.arg(common::manifest_dir().join("benches/userdata.sh"))
+        .env("ROOT", root.path())
+        .env("IMDS", imds)
+        .env("EC2_ENDPOINT", moto);
+    timed(c)
+}
+
+async fn floor(imds: &str, moto: &str, instance_id: &str) -> Duration {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let t = Instant::now();
+    let req = hyper::Request::put(format!("{imds}/latest/api/token"))
+        .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let token = client
+        .request(req)
+        .await
+        .unwrap()
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes();
+    let token = String::from_utf8(token.to_vec()).unwrap();
+    for p in [
+        "instance-id",
+        "local-ipv4",
+        "instance-type",
+        "placement/region",
+        "placement/availability-zone",
+    ] {
+        let req = hyper::Request::get(format!("{imds}/latest/meta-data/{p}"))
+            .header("x-aws-ec2-metadata-token", &token)
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        client
+            .request(req)
+            .await
+            .unwrap()
+            .into_body()
+            .collect()
+            .await
+            .unwrap();
+    }
+    let body = format!("Action=CreateTags&Version=2016-11-15&ResourceId.1={instance_id}&Tag.1.Key=Name&Tag.1.Value=scaler-10x0x12x34");
+    let req = hyper::Request::post(moto.to_string())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("authorization", "AWS4-HMAC-SHA256 Credential=testing/20261122/eu-west-1/ec2/aws4_request, SignedHeaders=host, Signature=0")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    assert!(
+        resp.status().is_success(),
+        "moto CreateTags: {}",
+        resp.status()
+    );
+    resp.into_body().collect().await.unwrap();
+    t.elapsed()
+}
+
+fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    (ms(v[0]), ms(v[v.len() / 2]), ms(v[v.len() - 1]))
+}
+
+fn main() {
+    let runs: usize = std::env::var("STARTUP_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let bin = std::env::var("EKS_NODEINIT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| common::manifest_dir().join("target/release/eks-nodeinit"));
+    assert!(
+        bin.exists(),
+        "{} missing: run `cargo build --release` first",
+        bin.display()
+    );
+    assert!(
+        Command::new("aws").arg("--version").output().is_ok(),
+        "the AWS CLI is needed for the baseline: pip install awscli"
+    );
+    let moto = start_moto();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A real instance in moto, served by the IMDS server.
+    let instance_id = rt.block_on(async {
+        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("eu-west-1"))
+            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+                "testing", "testing", None, None, "bench",
+            ))
+            .endpoint_url(&moto.1)
+            .load()
+            .await;
+        let ec2 = aws_sdk_ec2::Client::new(&conf);
+        let image = ec2.describe_images().send().await.unwrap().images()[0]
+            .image_id()
+            .unwrap()
+            .to_string();
+        let r = ec2
+            .run_instances()
+            .image_id(image)
+            .min_count(1)
+            .max_count(1)
+            .send()
+            .await
+            .unwrap();
+        r.instances()[0].instance_id().unwrap().to_string()
+    });
+    let imds = ImdsServer::start();
+    {
+        let mut s = imds.state.lock().unwrap();
+        s.data.insert("instance-id".into(), instance_id.clone());
+        s.data.insert("placement/region".into(), "eu-west-1".into());
+    }
+    let url = imds.url();
+    // Warm-up: page cache, moto's first request.
+    agent(&bin, &url, &moto.1);
+    shell(&url, &moto.1);
+    rt.block_on(floor(&url, &moto.1, &instance_id));
+
+    let (mut a, mut s, mut f) = (vec![], vec![], vec![]);
+    for _ in 0..runs {
+        a.push(agent(&bin, &url, &moto.1));
+        s.push(shell(&url, &moto.1));
+        f.push(rt.block_on(floor(&url, &moto.1, &instance_id)));
+    }
+    let (a, s, f) = (stats(a), stats(s), stats(f));
+    println!(
+        "start → hand-off, {runs} runs each, same IMDSv2 server and moto (ms: min / median / max)"
+    );
+    println!("| what | min | median | max | median vs eks-nodeinit |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| eks-nodeinit init ({}) | {:.1} | {:.1} | {:.1} | 1.0× |",
+        bin.display(),
+        a.0,
+        a.1,
+        a.2
+    );
+    println!(
+        "| shell script (curl + AWS CLI) | {:.1} | {:.1} | {:.1} | {:.1}× slower |",
+        s.0,
+        s.1,
+        s.2,
+        s.1 / a.1
+    );
+    println!("| network floor (token PUT + 5 GETs + CreateTags, in process) | {:.1} | {:.1} | {:.1} | eks-nodeinit is {:.2}× the floor |", f.0, f.1, f.2, a.1 / f.1);
+}
