@@ -25,6 +25,22 @@ const CAPACITY: f64 = 100.0;
 const REFILL: f64 = 10.0;
 const BUDGET: Duration = Duration::from_millis(3000);
 
+/// The shipped retry policy, or FLEET_BASE_MS / FLEET_CAP_MS to explore others.
+fn policy() -> RetryPolicy {
+    let d = RetryPolicy::default();
+    let ms = |k: &str, dflt: Duration| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+            .unwrap_or(dflt)
+    };
+    RetryPolicy {
+        base: ms("FLEET_BASE_MS", d.base),
+        cap: ms("FLEET_CAP_MS", d.cap),
+    }
+}
+
 struct Row {
     n: usize,
     spread_sec: u64,
@@ -49,17 +65,27 @@ async fn run(n: usize, spread_sec: u64) -> Row {
         let url = url.clone();
         tasks.push(tokio::spawn(async move {
             let t0 = Instant::now();
-            let mut ec2 = Ec2::new("eu-west-1", Some(&url)).await;
+            let policy = policy();
             let job = Job {
                 instance_id: format!("i-{i:017x}"),
                 key: "Name".into(),
                 value: format!("scaler-10x0x{}x{}", i / 256, i % 256),
                 known: Some(BTreeMap::new()),
-                policy: RetryPolicy::default(),
+                policy,
                 spread: Duration::from_secs(spread_sec),
             };
             let delay = draw_spread(job.spread);
-            let fg = foreground(&mut ec2, &job, delay, BUDGET).await;
+            // As `init`: the whole foreground part, client included, is bounded by the budget.
+            let deadline = tokio::time::Instant::now() + BUDGET;
+            let fg = tokio::time::timeout_at(deadline, async {
+                let mut ec2 = Ec2::new("eu-west-1", Some(&url)).await;
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                foreground(&mut ec2, &job, delay, left).await
+            })
+            .await
+            .unwrap_or(Foreground::Pending {
+                initial_delay: Duration::ZERO,
+            });
             let handoff = t0.elapsed();
             let ok = match fg {
                 Foreground::Done(_) => true,
@@ -68,7 +94,9 @@ async fn run(n: usize, spread_sec: u64) -> Row {
                     false
                 }
                 Foreground::Pending { initial_delay } => {
-                    // As `tag-continue --tags-known`: the tags were known, go to CreateTags.
+                    // As `tag-continue --tags-known`: a fresh client (a new process), the tags
+                    // were known, straight to CreateTags.
+                    let mut ec2 = Ec2::new("eu-west-1", Some(&url)).await;
                     background(&mut ec2, &job, initial_delay, Duration::from_secs(600))
                         .await
                         .is_ok()

@@ -276,7 +276,8 @@ impl ImdsClient {
 
 static LAST_ERROR: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
-/// Capped exponential backoff with full jitter.
+/// Capped exponential backoff with full jitter: attempt k waits a uniform random time in
+/// `[0, min(cap, base·2^k)]`, which spreads a crowd of clients best.
 pub struct Backoff {
     base: Duration,
     cap: Duration,
@@ -290,9 +291,8 @@ impl Backoff {
     pub fn next_delay(&mut self) -> Duration {
         let exp = self.base.saturating_mul(1u32 << self.n.min(16));
         self.n += 1;
-        let ceiling = exp.min(self.cap);
-        let ms = ceiling.as_millis().max(1) as u64;
-        Duration::from_millis(rand::random_range(ms / 2..=ms))
+        let ceiling = exp.min(self.cap).as_millis().max(1) as u64;
+        Duration::from_millis(rand::random_range(1..=ceiling))
     }
 }
 

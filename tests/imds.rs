@@ -163,3 +163,32 @@ fn dry_run_reads_imds_from_the_environment_endpoint() {
     );
     assert_eq!(s.state.lock().unwrap().puts, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imdsv1_only_when_the_config_opts_in() {
+    let s = ImdsServer::start();
+    {
+        let mut st = s.state.lock().unwrap();
+        st.refuse_token_with = Some(403);
+        st.v1_allowed = true;
+    }
+    // Default: IMDSv2 only, and the refusal says how to opt in.
+    let e = fetch(&client(&s), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ImdsError::TokenRefused { status: 403, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("imds.allowV1Fallback"));
+    assert_eq!(
+        s.state.lock().unwrap().gets,
+        0,
+        "no tokenless read without the opt-in"
+    );
+    // Opted in: tokenless reads.
+    let v1 = ImdsClient::new(&s.url(), true).unwrap();
+    let md = fetch(&v1, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(md.instance_id, "i-0123456789abcdef0");
+    assert_eq!(s.state.lock().unwrap().gets, 9);
+}

@@ -21,6 +21,10 @@ pub struct State {
     pub fail_first: usize,
     /// Delay every answer by this much.
     pub delay: Duration,
+    /// Answer token PUTs with this status (an IMDSv1-only endpoint or proxy refusing PUT).
+    pub refuse_token_with: Option<u16>,
+    /// Serve GETs without a token (IMDSv1 allowed on the instance).
+    pub v1_allowed: bool,
     /// After this many successful GETs, expire every token once.
     pub expire_tokens_after_gets: Option<usize>,
     tokens: HashMap<String, Instant>,
@@ -111,6 +115,9 @@ async fn handle(
             .get("x-aws-ec2-metadata-token-ttl-seconds")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
+        if let Some(code) = s.refuse_token_with {
+            return Ok(reply(StatusCode::from_u16(code).unwrap(), ""));
+        }
         let Some(ttl) = ttl.filter(|t| (1..=21600).contains(t)) else {
             return Ok(reply(StatusCode::BAD_REQUEST, "bad ttl"));
         };
@@ -129,7 +136,8 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .and_then(|t| s.tokens.get(t))
         .is_some_and(|exp| *exp > Instant::now());
-    if !valid {
+    let tokenless = req.headers().get("x-aws-ec2-metadata-token").is_none();
+    if !valid && !(s.v1_allowed && tokenless) {
         s.unauthorized += 1;
         return Ok(reply(StatusCode::UNAUTHORIZED, ""));
     }
