@@ -137,7 +137,8 @@ async fn handle(
         .and_then(|t| s.tokens.get(t))
         .is_some_and(|exp| *exp > Instant::now());
     let tokenless = req.headers().get("x-aws-ec2-metadata-token").is_none();
-    if !valid && !(s.v1_allowed && tokenless) {
+    let authorized = valid || (s.v1_allowed && tokenless);
+    if !authorized {
         s.unauthorized += 1;
         return Ok(reply(StatusCode::UNAUTHORIZED, ""));
     }
