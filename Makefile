@@ -1,7 +1,7 @@
 # Developer and CI entry points. `make test` is the test command CI runs.
 CARGO ?= cargo
 
-.PHONY: demo build test lint deps
+.PHONY: demo build test lint deps check-unit
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
 
@@ -17,3 +17,7 @@ test: deps
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+check-unit: deps
+	$(CARGO) build --locked
+	bash .ci/check-unit target/debug/eks-nodeinit

@@ -1,0 +1,90 @@
+//! Every config shipped in examples/ passes `eks-nodeinit validate`: the JSON files, the JSON
+//! embedded in the cloud-init user data, and the cloud-config's write_files content.
+
+mod common;
+
+use common::*;
+
+/// The JSON documents between `<<'JSON'` and `JSON` in a user-data script.
+fn heredocs(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in text.lines() {
+        match &mut cur {
+            None if line.trim_end().ends_with("<<'JSON'") => cur = Some(String::new()),
+            Some(doc) if line.trim() == "JSON" => {
+                out.push(std::mem::take(doc));
+                cur = None;
+            }
+            Some(doc) => {
+                doc.push_str(line);
+                doc.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+fn validate(doc: &str, what: &str) {
+    let mut child = cmd()
+        .args(["validate", "--config", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(doc.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{what}: {}", stderr(&out));
+}
+
+#[test]
+fn json_examples_are_valid() {
+    for f in ["scaler.json", "master.json"] {
+        validate(&std::fs::read_to_string(example(f)).unwrap(), f);
+    }
+}
+
+#[test]
+fn user_data_examples_carry_valid_configs() {
+    let mut n = 0;
+    for f in [
+        "cloud-init/al2-userdata.sh",
+        "cloud-init/al2023-userdata.mime",
+    ] {
+        let docs = heredocs(&std::fs::read_to_string(example(f)).unwrap());
+        assert_eq!(docs.len(), 1, "{f}");
+        for d in docs {
+            validate(&d, f);
+            n += 1;
+        }
+    }
+    assert_eq!(n, 2);
+}
+
+#[test]
+fn cloud_config_write_files_is_valid() {
+    let text = std::fs::read_to_string(example("cloud-init/cloud-config.yaml")).unwrap();
+    assert!(text.starts_with("#cloud-config\n"));
+    // The block scalar under `content: |`, de-indented.
+    let start = text.find("content: |\n").unwrap() + "content: |\n".len();
+    let rest = &text[start..];
+    let first = rest.lines().next().unwrap();
+    let indent = first.len() - first.trim_start().len();
+    let pad = " ".repeat(indent);
+    let body: String = rest
+        .lines()
+        .take_while(|l| l.starts_with(&pad) || l.trim().is_empty())
+        .map(|l| format!("{}\n", l.get(indent..).unwrap_or("")))
+        .collect();
+    assert!(body.trim_start().starts_with('{'), "{body}");
+    validate(&body, "cloud-config.yaml");
+    assert!(text.contains("[/usr/bin/eks-nodeinit, init, --config, /etc/eks-nodeinit/config.json]"));
+}
