@@ -98,7 +98,15 @@ fn agent(bin: &Path, imds: &str, moto: &str) -> Duration {
     let cfg = common::config_with(root.path(), "c.json", |v| {
         v["tagging"] = serde_json::json!({"ec2Endpoint": moto, "syncBudgetMs": 3000});
     });
-    let mut c = Command::new(bin);
+    // STARTUP_STRACE=FILE: run the agent under `strace -f -tt` to see where its time goes.
+    let mut c = match std::env::var("STARTUP_STRACE") {
+        Ok(out) => {
+            let mut c = Command::new("strace");
+            c.args(["-f", "-tt", "-o", &out]).arg(bin);
+            c
+        }
+        Err(_) => Command::new(bin),
+    };
     env(&mut c, imds);
     c.args(["init", "--config"])
         .arg(&cfg)
