@@ -108,6 +108,11 @@ fn agent(bin: &Path, imds: &str, moto: &str) -> Duration {
         Err(_) => Command::new(bin),
     };
     env(&mut c, imds);
+    // STARTUP_AGENT_LOG=FILE: keep the agent's debug log (timestamps per step).
+    if let Ok(log) = std::env::var("STARTUP_AGENT_LOG") {
+        c.env("EKS_NODEINIT_LOG", "eks_nodeinit=debug,aws=debug")
+            .stderr(std::fs::File::create(log).unwrap());
+    }
     c.args(["init", "--config"])
         .arg(&cfg)
         .arg("--root")

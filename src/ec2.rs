@@ -104,6 +104,19 @@ pub struct Ec2 {
     pub calls: Calls,
 }
 
+/// Load the TLS trust store on a blocking thread now, while the caller reads instance
+/// metadata: the SDK caches the platform's root certificates process-wide when its first client
+/// is built (reading every file in /etc/ssl/certs), which otherwise delays the first EC2 call.
+pub fn warm_up() -> tokio::task::JoinHandle<()> {
+    tokio::task::spawn_blocking(|| {
+        let conf = aws_sdk_ec2::Config::builder()
+            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+            .build();
+        let _ = aws_sdk_ec2::Client::from_conf(conf);
+    })
+}
+
 impl Ec2 {
     /// A client for `region` with the SDK's default credential chain (the instance role on a
     /// node). The endpoint is `endpoint`, else the SDK's `AWS_ENDPOINT_URL_EC2` / default.

@@ -31,7 +31,27 @@ fn init_logging(cli: &Cli) {
     }
 }
 
+/// The AWS SDK's TLS stack loads the platform's root certificates through rustls-native-certs,
+/// which reads the CA bundle *and* every file in /etc/ssl/certs (hundreds on Debian) unless
+/// SSL_CERT_FILE names a bundle. Point it at the distribution's bundle — the same certificates —
+/// unless the operator chose a trust store. Runs before any thread exists.
+fn prefer_ca_bundle() {
+    if std::env::var_os("SSL_CERT_FILE").is_some() || std::env::var_os("SSL_CERT_DIR").is_some() {
+        return;
+    }
+    for bundle in [
+        "/etc/pki/tls/certs/ca-bundle.crt",   // Amazon Linux, RHEL family
+        "/etc/ssl/certs/ca-certificates.crt", // Debian family
+    ] {
+        if std::path::Path::new(bundle).is_file() {
+            std::env::set_var("SSL_CERT_FILE", bundle);
+            return;
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    prefer_ca_bundle();
     let cli = Cli::parse();
     init_logging(&cli);
     let rt = match tokio::runtime::Builder::new_multi_thread()

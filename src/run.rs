@@ -67,6 +67,8 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     if !validate::check_config(&c).is_empty() {
         return Err(Invalid(plan::check(&args.root, &c)).into());
     }
+    // The EC2 client's trust store loads while IMDS answers.
+    let _warm = c.tagging.enabled.then(crate::ec2::warm_up);
     let (mut md, from_imds) = read_metadata(args, &c).await?;
     tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
 
