@@ -1,12 +1,15 @@
 # Developer and CI entry points. `make test` is the test command CI runs.
 CARGO ?= cargo
+# The shipped binary: glibc 2.26 (Amazon Linux 2) via cargo-zigbuild. Graviton builds use
+# TARGET=aarch64-unknown-linux-gnu (same glibc floor; not buildable on this x86_64 CI machine).
+TARGET ?= x86_64-unknown-linux-gnu
+GLIBC ?= 2.26
+BIN := target/$(TARGET)/release/eks-nodeinit
 
-.PHONY: demo build test lint deps check-unit
+.PHONY: demo build test lint deps check-unit e2e assets package check-package check-glibc tools
+
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
-
-build:
-	$(CARGO) build --release --locked
 
 deps:
 	bash .ci/deps
@@ -18,6 +21,34 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
+# The binary end to end against real peers on this host: the IMDSv2 server, a scripted EC2
+# endpoint and moto, a private dbus-daemon, sample node roots.
+e2e: deps
+	$(CARGO) test --locked --test node --test tagging --test moto --test logind_dbus --test imds
+
 check-unit: deps
 	$(CARGO) build --locked
 	bash .ci/check-unit target/debug/eks-nodeinit
+
+tools:
+	bash .ci/tools
+
+build: tools
+	@start=$$(date +%s); \
+	$(CARGO) zigbuild --locked --release --target $(TARGET).$(GLIBC); \
+	echo "built $(BIN) in $$(( $$(date +%s) - start )) s, $$(stat -c %s $(BIN)) bytes stripped"
+
+check-glibc: build
+	bash .ci/check-glibc $(BIN) $(GLIBC)
+
+assets: build
+	rm -rf target/assets && $(BIN) generate --out target/assets
+	gzip -9n target/assets/*.8
+
+package: assets
+	$(CARGO) deb --no-build --no-strip --target $(TARGET) --output target/packages/
+	$(CARGO) generate-rpm --target $(TARGET) --payload-compress xz -o target/packages/
+	ls -l target/packages/
+
+check-package: package check-glibc
+	bash .ci/check-package

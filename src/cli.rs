@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
     name = "eks-nodeinit",
     version,
     about = "First-boot agent for EKS worker nodes: validate, plan, apply, hand off to bootstrap.sh or nodeadm",
+    long_about = "First-boot agent for EKS worker nodes. `init` reads the config (default /etc/eks-nodeinit/config.json) and the instance metadata (IMDSv2), validates everything, plans every change, then tags the instance with a unique Name, applies sysctls, patches the kubelet config (Amazon Linux 2), writes a systemd-logind drop-in, and hands the node to EKS: exec of /etc/eks/bootstrap.sh on Amazon Linux 2, a NodeConfig drop-in in /etc/eks/nodeadm.d/ for nodeadm on Amazon Linux 2023. `init --dry-run` prints the plan and changes nothing.\n\nExit status: 0 success, 1 failure, 2 usage error, 3 invalid config. A report of each run is written to /var/lib/eks-nodeinit/report.json.",
     propagate_version = true
 )]
 pub struct Cli {
@@ -46,6 +47,45 @@ pub enum Command {
     /// Background continuation of tagging (started by `init`; not for direct use).
     #[command(hide = true)]
     TagContinue(TagContinueArgs),
+    /// Write the man page and shell completions into a directory (used when packaging).
+    #[command(hide = true)]
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GenerateArgs {
+    /// Output directory: man pages (eks-nodeinit*.8), completions (eks-nodeinit.bash,
+    /// _eks-nodeinit, eks-nodeinit.fish) and the config's JSON Schema (config.schema.json).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Write the man page (section 8: a system administration command) and completions.
+pub fn generate(out: &std::path::Path) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("config.schema.json"), crate::config::json_schema())?;
+    let cmd = Cli::command();
+    let man = clap_mangen::Man::new(cmd.clone()).section("8");
+    let mut buf = Vec::new();
+    man.render(&mut buf)?;
+    std::fs::write(out.join("eks-nodeinit.8"), buf)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("eks-nodeinit-{}", sub.get_name());
+        let page = clap_mangen::Man::new(sub.clone().name(name.clone())).section("8");
+        let mut buf = Vec::new();
+        page.render(&mut buf)?;
+        std::fs::write(out.join(format!("{name}.8")), buf)?;
+    }
+    for (shell, name) in [
+        (clap_complete::Shell::Bash, "eks-nodeinit.bash"),
+        (clap_complete::Shell::Zsh, "_eks-nodeinit"),
+        (clap_complete::Shell::Fish, "eks-nodeinit.fish"),
+    ] {
+        let mut f = std::fs::File::create(out.join(name))?;
+        clap_complete::generate(shell, &mut cmd.clone(), "eks-nodeinit", &mut f);
+    }
+    Ok(())
 }
 
 #[derive(Debug, clap::Args)]

@@ -36,7 +36,7 @@ pub enum ConfigError {
     },
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     pub cluster: Cluster,
@@ -63,7 +63,7 @@ pub struct Config {
     pub imds: ImdsSettings,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Cluster {
     pub name: String,
@@ -83,7 +83,7 @@ fn default_runtime() -> String {
     "containerd".to_string()
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeGroup {
     /// Prefix of the instance's Name tag. When absent, the ASG name is used.
@@ -93,7 +93,9 @@ pub struct NodeGroup {
     pub role: Role,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum Role {
     /// Always-on capacity for system pods: tainted so only pods that tolerate
@@ -107,7 +109,7 @@ pub enum Role {
 }
 
 /// A sysctl value as written in JSON: a string (`"1024 65000"`) or a number (`524288`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum SysctlValue {
     Int(i64),
@@ -123,7 +125,7 @@ impl SysctlValue {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubeletSettings {
     #[serde(
@@ -173,7 +175,7 @@ pub fn default_kubelet_config_path() -> PathBuf {
     PathBuf::from("/etc/kubernetes/kubelet/kubelet-config.json")
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LogindSettings {
     /// Seconds; defaults to the kubelet shutdownGracePeriod (rounded up). Must be ≥ it.
@@ -181,7 +183,9 @@ pub struct LogindSettings {
     pub inhibit_delay_max_sec: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum HandoffMode {
     #[default]
@@ -190,7 +194,7 @@ pub enum HandoffMode {
     Al2023,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HandoffSettings {
     #[serde(default)]
@@ -223,7 +227,7 @@ pub fn default_nodeadm_path() -> PathBuf {
     PathBuf::from("/usr/bin/nodeadm")
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaggingSettings {
     /// Set the instance's Name tag at all.
@@ -271,7 +275,7 @@ fn default_background_deadline_sec() -> u64 {
     600
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImdsSettings {
     /// IMDS endpoint (else `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else http://169.254.169.254).
@@ -297,6 +301,14 @@ impl Default for ImdsSettings {
 
 fn default_imds_deadline_ms() -> u64 {
     10_000
+}
+
+/// The JSON Schema of the config document (docs/config.schema.json), for editors and CI.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(Config);
+    let mut s = serde_json::to_string_pretty(&schema).expect("a schema serialises");
+    s.push('\n');
+    s
 }
 
 /// Parse a config document. `path` is only used in messages.

@@ -70,6 +70,7 @@ fn main() -> ExitCode {
             Command::Init(a) => run::init(a).await,
             Command::Validate(a) => run::validate_cmd(&a.config),
             Command::TagContinue(a) => run::tag_continue(a).await,
+            Command::Generate(a) => eks_nodeinit::cli::generate(&a.out).map_err(Into::into),
         }
     });
     match result {

@@ -1,5 +1,7 @@
-//! Every config shipped in examples/ passes `eks-nodeinit validate`: the JSON files, the JSON
-//! embedded in the cloud-init user data, and the cloud-config's write_files content.
+//! Every config shipped in examples/ passes `eks-nodeinit validate` and validates against the
+//! JSON Schema in docs/config.schema.json (checked with Python's `jsonschema`, Draft 2020-12):
+//! the JSON files, the JSON embedded in the cloud-init user data, and the cloud-config's
+//! write_files content. The schema itself must match the Rust types.
 
 mod common;
 
@@ -26,7 +28,36 @@ fn heredocs(text: &str) -> Vec<String> {
     out
 }
 
+/// Check a document against docs/config.schema.json.
+fn schema_check(doc: &str, what: &str) {
+    let schema = manifest_dir().join("docs/config.schema.json");
+    let script = "import json,sys,jsonschema\nschema=json.load(open(sys.argv[1]))\njsonschema.Draft202012Validator.check_schema(schema)\nerrs=[e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(json.load(sys.stdin))]\nprint('\\n'.join(errs))\nsys.exit(1 if errs else 0)";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&schema)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(doc.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what} against the schema: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
 fn validate(doc: &str, what: &str) {
+    schema_check(doc, what);
     let mut child = cmd()
         .args(["validate", "--config", "-"])
         .stdin(std::process::Stdio::piped())
@@ -87,4 +118,29 @@ fn cloud_config_write_files_is_valid() {
     assert!(body.trim_start().starts_with('{'), "{body}");
     validate(&body, "cloud-config.yaml");
     assert!(text.contains("[/usr/bin/eks-nodeinit, init, --config, /etc/eks-nodeinit/config.json]"));
+}
+
+#[test]
+fn the_schema_matches_the_types() {
+    let path = manifest_dir().join("docs/config.schema.json");
+    let want = eks_nodeinit::config::json_schema();
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    assert!(
+        std::fs::read_to_string(&path).unwrap() == want,
+        "docs/config.schema.json is stale: regenerate with `UPDATE_GOLDEN=1 cargo test --test examples`"
+    );
+}
+
+#[test]
+fn the_schema_refuses_what_the_parser_refuses() {
+    // An unknown field and a wrong type: both refused by the schema, as by the parser.
+    for bad in [
+        r#"{"cluster":{"name":"c"},"nodeGroup":{},"kubelet":{"imageGCHigh":80}}"#,
+        r#"{"cluster":{"name":"c"},"nodeGroup":{"role":"boss"}}"#,
+    ] {
+        let r = std::panic::catch_unwind(|| schema_check(bad, "bad"));
+        assert!(r.is_err(), "the schema accepted {bad}");
+    }
 }
