@@ -4,7 +4,8 @@ CARGO ?= cargo
 # TARGET=aarch64-unknown-linux-gnu (same glibc floor; not buildable on this x86_64 CI machine).
 TARGET ?= x86_64-unknown-linux-gnu
 GLIBC ?= 2.26
-BIN := target/$(TARGET)/release/eks-nodeinit
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+BIN := $(TARGET_DIR)/$(TARGET)/release/eks-nodeinit
 
 .PHONY: demo build test lint deps check-unit e2e assets package check-package check-glibc tools
 
@@ -28,7 +29,7 @@ e2e: deps
 
 check-unit: deps
 	$(CARGO) build --locked
-	bash .ci/check-unit target/debug/eks-nodeinit
+	bash .ci/check-unit $(TARGET_DIR)/debug/eks-nodeinit
 
 tools:
 	bash .ci/tools

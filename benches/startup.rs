@@ -21,41 +21,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-struct Moto(std::process::Child, String);
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_moto() -> Moto {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("python3")
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto[server] is installed (make deps)");
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(30), "moto did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Moto(child, format!("http://127.0.0.1:{port}"))
-}
-
 fn env(cmd: &mut Command, imds: &str) {
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -207,7 +172,7 @@ fn main() {
         Command::new("aws").arg("--version").output().is_ok(),
         "the AWS CLI is needed for the baseline: pip install awscli"
     );
-    let moto = start_moto();
+    let moto = common::start_moto().expect("moto[server] is installed (make deps)");
     let rt = tokio::runtime::Runtime::new().unwrap();
     // A real instance in moto, served by the IMDS server.
     let instance_id = rt.block_on(async {
@@ -216,7 +181,7 @@ fn main() {
             .credentials_provider(aws_sdk_ec2::config::Credentials::new(
                 "testing", "testing", None, None, "bench",
             ))
-            .endpoint_url(&moto.1)
+            .endpoint_url(&moto.url)
             .load()
             .await;
         let ec2 = aws_sdk_ec2::Client::new(&conf);
@@ -242,15 +207,15 @@ fn main() {
     }
     let url = imds.url();
     // Warm-up: page cache, moto's first request.
-    agent(&bin, &url, &moto.1);
-    shell(&url, &moto.1);
-    rt.block_on(floor(&url, &moto.1, &instance_id));
+    agent(&bin, &url, &moto.url);
+    shell(&url, &moto.url);
+    rt.block_on(floor(&url, &moto.url, &instance_id));
 
     let (mut a, mut s, mut f) = (vec![], vec![], vec![]);
     for _ in 0..runs {
-        a.push(agent(&bin, &url, &moto.1));
-        s.push(shell(&url, &moto.1));
-        f.push(rt.block_on(floor(&url, &moto.1, &instance_id)));
+        a.push(agent(&bin, &url, &moto.url));
+        s.push(shell(&url, &moto.url));
+        f.push(rt.block_on(floor(&url, &moto.url, &instance_id)));
     }
     let (a, s, f) = (stats(a), stats(s), stats(f));
     println!(

@@ -32,22 +32,12 @@ fn heredocs(text: &str) -> Vec<String> {
 fn schema_check(doc: &str, what: &str) {
     let schema = manifest_dir().join("docs/config.schema.json");
     let script = "import json,sys,jsonschema\nschema=json.load(open(sys.argv[1]))\njsonschema.Draft202012Validator.check_schema(schema)\nerrs=[e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(json.load(sys.stdin))]\nprint('\\n'.join(errs))\nsys.exit(1 if errs else 0)";
-    let mut child = std::process::Command::new("python3")
-        .args(["-c", script])
-        .arg(&schema)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(doc.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(
+        std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(&schema),
+        doc,
+    );
     assert!(
         out.status.success(),
         "{what} against the schema: {}{}",
@@ -58,21 +48,7 @@ fn schema_check(doc: &str, what: &str) {
 
 fn validate(doc: &str, what: &str) {
     schema_check(doc, what);
-    let mut child = cmd()
-        .args(["validate", "--config", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(doc.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(cmd().args(["validate", "--config", "-"]), doc);
     assert!(out.status.success(), "{what}: {}", stderr(&out));
 }
 

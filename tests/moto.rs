@@ -4,65 +4,7 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use common::*;
-
-struct Moto {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_moto() -> Option<Moto> {
-    let have = Command::new("python3")
-        .args(["-c", "import moto.server"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !have {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "moto[server] is required in CI (make deps)"
-        );
-        eprintln!("SKIP: moto[server] not installed (run `make deps`)");
-        return None;
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("python3")
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(30), "moto did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Some(Moto {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    })
-}
 
 async fn client(url: &str) -> aws_sdk_ec2::Client {
     let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())

@@ -279,24 +279,14 @@ fn al2023_writes_nodeconfig_and_leaves_kubelet_config_alone() {
 fn config_from_stdin() {
     let root = sample_root("al2023-root");
     let text = std::fs::read_to_string(example("scaler.json")).unwrap();
-    let mut child = cmd()
-        .args(["init", "--dry-run", "--config", "-", "--metadata"])
-        .arg(example("metadata.json"))
-        .arg("--root")
-        .arg(root.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(
+        cmd()
+            .args(["init", "--dry-run", "--config", "-", "--metadata"])
+            .arg(example("metadata.json"))
+            .arg("--root")
+            .arg(root.path()),
+        &text,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("create /etc/eks/nodeadm.d/10-eks-nodeinit.json"));
 }

@@ -142,3 +142,81 @@ pub fn report(root: &Path) -> serde_json::Value {
     let p = root.join("var/lib/eks-nodeinit/report.json");
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
 }
+
+/// Run a command with `input` on its standard input; capture the rest.
+pub fn run_with_stdin(c: &mut Command, input: &str) -> Output {
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// moto's server on 127.0.0.1 with a free port, stopped when dropped. `None` (with a note) when
+/// moto is not installed on a developer box; in CI its absence fails the test.
+pub struct Moto {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start_moto() -> Option<Moto> {
+    let have = Command::new("python3")
+        .args(["-c", "import moto.server"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !have {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "moto[server] is required in CI (make deps)"
+        );
+        eprintln!("SKIP: moto[server] not installed (run `make deps`)");
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "moto did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Some(Moto {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    })
+}
