@@ -304,7 +304,7 @@ fn md(path: &str) -> String {
 pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, ImdsError> {
     LAST_ERROR.lock().unwrap().clear();
     let work = async {
-        let (id, v4, v6, itype, region, az, tag_keys) = tokio::join!(
+        let (id, v4, v6, itype, region, az, tag_keys, user_data) = tokio::join!(
             client.get(&md("instance-id")),
             client.get(&md("local-ipv4")),
             client.get(&md("ipv6")),
@@ -312,6 +312,7 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
             client.get(&md("placement/region")),
             client.get(&md("placement/availability-zone")),
             client.get(&md("tags/instance")),
+            client.get(&format!("/{API_VERSION}/user-data")),
         );
         let need = |v: Result<Option<String>, ImdsError>, p: &str| -> Result<String, ImdsError> {
             v?.map(|s| s.trim().to_string())
@@ -347,6 +348,11 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
             instance_type: need(itype, "instance-type")?,
             region: need(region, "placement/region")?,
             availability_zone: need(az, "placement/availability-zone")?,
+            // Only scanned for a NodeConfig, never kept or logged (it may hold secrets).
+            user_data_has_node_config: match user_data? {
+                Some(u) => crate::metadata::user_data_has_node_config(&u),
+                None => Some(false),
+            },
             autoscaling_group_name: tags.as_ref().and_then(|t: &BTreeMap<String, String>| {
                 t.get("aws:autoscaling:groupName").cloned()
             }),

@@ -22,6 +22,37 @@ pub struct Metadata {
     /// Instance tags as IMDS shows them when instance-metadata tags are on; `None` when off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
+    /// Whether the instance's user data carries a nodeadm `NodeConfig` (nodeadm refuses to run
+    /// without one); `None` when unknown (no user data read, or compressed/encoded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data_has_node_config: Option<bool>,
+}
+
+/// Does this user data carry a NodeConfig, as nodeadm looks for one: a MIME part of type
+/// `application/node.eks.aws`, or a NodeConfig document as the whole user data. `None` when
+/// it cannot tell (gzip or base64 content). The user data itself is never logged.
+pub fn user_data_has_node_config(user_data: &str) -> Option<bool> {
+    let t = user_data.trim_start();
+    if t.is_empty() {
+        return Some(false);
+    }
+    if t.starts_with('\u{1f}') {
+        return None; // gzip: nodeadm decompresses it; the agent does not look inside
+    }
+    let lower = t.to_ascii_lowercase();
+    if lower.contains("content-type: multipart/") {
+        return Some(lower.contains("content-type: application/node.eks.aws"));
+    }
+    if t.starts_with("#!") || t.starts_with("#cloud-config") {
+        return Some(false);
+    }
+    if t.contains("kind: NodeConfig")
+        || t.contains("\"kind\": \"NodeConfig\"")
+        || t.contains("\"kind\":\"NodeConfig\"")
+    {
+        return Some(true);
+    }
+    None
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +149,23 @@ mod tests {
         m.private_ipv4 = None;
         m.ipv6 = Some("2600:1f18::1".into());
         assert_eq!(name_tag(Some("g"), &m).unwrap(), "g-2600x1f18xx1");
+    }
+
+    #[test]
+    fn nodeconfig_in_user_data() {
+        let mime = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: application/node.eks.aws\n\nkind: NodeConfig\n--B--\n";
+        assert_eq!(user_data_has_node_config(mime), Some(true));
+        let mime_shell_only = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/bash\n--B--\n";
+        assert_eq!(user_data_has_node_config(mime_shell_only), Some(false));
+        assert_eq!(
+            user_data_has_node_config("#!/bin/bash\neks-nodeinit init\n"),
+            Some(false)
+        );
+        assert_eq!(
+            user_data_has_node_config("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"),
+            Some(true)
+        );
+        assert_eq!(user_data_has_node_config("H4sIAAAAAAAA"), None);
     }
 
     #[test]

@@ -340,6 +340,11 @@ fn build_with(root: &Path, c: &Config, md: Option<&Metadata>) -> Result<Plan, In
                 dropin: PathBuf::from(handoff::NODECONFIG_DROPIN),
                 note: "nodeadm-run.service (after cloud-final.service) reads imds://user-data then file:///etc/eks/nodeadm.d/ and starts kubelet; the agent exits 0".into(),
             });
+            if md.and_then(|m| m.user_data_has_node_config) == Some(false) {
+                warnings.push(
+                    "the instance's user data holds no NodeConfig: nodeadm-run reads imds://user-data first and fails without one (\"could not find NodeConfig within UserData\"); add an application/node.eks.aws MIME part with at least the cluster block (examples/cloud-init/al2023-userdata.mime)".into(),
+                );
+            }
             if !under(root, &c.handoff.nodeadm_path).is_file() {
                 warnings.push(format!(
                     "{} does not exist under the root: nothing will read the NodeConfig drop-in",

@@ -30,8 +30,8 @@ async fn reads_everything_with_one_token() {
     let st = s.state.lock().unwrap();
     assert_eq!(st.puts, 1, "one token PUT for all reads: {:?}", st.paths);
     assert_eq!(st.unauthorized, 0);
-    // 7 metadata paths + 2 tag values
-    assert_eq!(st.gets, 9, "{:?}", st.paths);
+    // 7 metadata paths + user data + 2 tag values
+    assert_eq!(st.gets, 10, "{:?}", st.paths);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,5 +190,41 @@ async fn imdsv1_only_when_the_config_opts_in() {
     let v1 = ImdsClient::new(&s.url(), true).unwrap();
     let md = fetch(&v1, Duration::from_secs(5)).await.unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
-    assert_eq!(s.state.lock().unwrap().gets, 9);
+    assert_eq!(s.state.lock().unwrap().gets, 10);
+}
+
+#[test]
+fn al2023_user_data_without_a_nodeconfig_is_warned_about() {
+    let root = common::sample_root("al2023-root");
+    for (user_data, warned) in [
+        (
+            Some("#!/bin/bash\neks-nodeinit init --config /etc/eks-nodeinit/config.json\n"),
+            true,
+        ),
+        (None, true),
+        (
+            Some(include_str!("../examples/cloud-init/al2023-userdata.mime")),
+            false,
+        ),
+    ] {
+        let s = ImdsServer::start();
+        s.state.lock().unwrap().user_data = user_data.map(String::from);
+        let out = common::run(
+            common::cmd()
+                .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
+                .args(["init", "--dry-run", "--config"])
+                .arg(common::example("scaler.json"))
+                .arg("--root")
+                .arg(root.path()),
+        );
+        assert!(out.status.success());
+        let o = common::stdout(&out);
+        assert_eq!(o.contains("user data holds no NodeConfig"), warned, "{o}");
+        if let Some(u) = user_data {
+            assert!(
+                !o.contains(u.lines().nth(1).unwrap_or(u)),
+                "user data is never printed"
+            );
+        }
+    }
 }

@@ -15,6 +15,8 @@ use hyper::{Request, Response, StatusCode};
 #[derive(Default)]
 pub struct State {
     pub data: BTreeMap<String, String>,
+    /// Served at /latest/user-data (404 when `None`).
+    pub user_data: Option<String>,
     /// `None`: instance-metadata tags are off.
     pub tags: Option<BTreeMap<String, String>>,
     /// Answer 500 to this many requests first.
@@ -146,6 +148,12 @@ async fn handle(
     if s.expire_tokens_after_gets == Some(s.gets) {
         s.tokens.clear();
         s.expire_tokens_after_gets = None;
+    }
+    if path == "/latest/user-data" {
+        return Ok(match &s.user_data {
+            Some(u) => reply(StatusCode::OK, u),
+            None => reply(StatusCode::NOT_FOUND, ""),
+        });
     }
     let Some(rest) = path.strip_prefix("/latest/meta-data/") else {
         return Ok(reply(StatusCode::NOT_FOUND, ""));
