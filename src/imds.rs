@@ -67,6 +67,8 @@ pub struct ImdsClient {
     attempt_timeout: Duration,
     created: Instant,
     ever_connected: std::sync::atomic::AtomicBool,
+    /// Why the most recent failed attempt failed, for the deadline error.
+    last_error: std::sync::Mutex<String>,
     /// Counters for tests and logs.
     pub token_puts: std::sync::atomic::AtomicUsize,
 }
@@ -100,6 +102,7 @@ impl ImdsClient {
             attempt_timeout: Duration::from_secs(1),
             created: Instant::now(),
             ever_connected: Default::default(),
+            last_error: Default::default(),
             token_puts: Default::default(),
         })
     }
@@ -250,7 +253,8 @@ impl ImdsClient {
                 Err(Attempt::Unauthorized(used)) => {
                     self.drop_token(used.as_deref()).await;
                     tracing::debug!(path, "IMDS answered 401 again");
-                    *LAST_ERROR.lock().unwrap() = format!("{path}: HTTP 401 after a token refresh");
+                    *self.last_error.lock().unwrap() =
+                        format!("{path}: HTTP 401 after a token refresh");
                     tokio::time::sleep(backoff.next_delay()).await;
                 }
                 Err(Attempt::NoConnection(why))
@@ -266,15 +270,13 @@ impl ImdsClient {
                 }
                 Err(Attempt::Retry(why)) | Err(Attempt::NoConnection(why)) => {
                     tracing::debug!(path, %why, "IMDS read failed; retrying");
-                    *LAST_ERROR.lock().unwrap() = why;
+                    *self.last_error.lock().unwrap() = why;
                     tokio::time::sleep(backoff.next_delay()).await;
                 }
             }
         }
     }
 }
-
-static LAST_ERROR: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
 /// Capped exponential backoff with full jitter: attempt k waits a uniform random time in
 /// `[0, min(cap, base·2^k)]`, which spreads a crowd of clients best.
@@ -302,7 +304,7 @@ fn md(path: &str) -> String {
 
 /// Read everything the agent needs, concurrently, under one total deadline.
 pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, ImdsError> {
-    LAST_ERROR.lock().unwrap().clear();
+    client.last_error.lock().unwrap().clear();
     let work = async {
         let (id, v4, v6, itype, region, az, tag_keys, user_data) = tokio::join!(
             client.get(&md("instance-id")),
@@ -365,7 +367,7 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
             endpoint: client.endpoint().to_string(),
             deadline_ms: deadline.as_millis(),
             last: {
-                let l = LAST_ERROR.lock().unwrap().clone();
+                let l = client.last_error.lock().unwrap().clone();
                 if l.is_empty() {
                     "no answer".into()
                 } else {

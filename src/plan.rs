@@ -104,6 +104,20 @@ pub fn check(root: &Path, c: &Config) -> Vec<Finding> {
     }
 }
 
+/// Read a file the plan compares against; an unreadable file is a finding, never "absent".
+fn read_current(path: &Path, field: &str, findings: &mut Vec<Finding>) -> Option<String> {
+    match fsutil::read_optional(path) {
+        Ok(v) => v,
+        Err(e) => {
+            findings.push(Finding {
+                field: field.into(),
+                message: format!("{e}; the agent will not overwrite a file it cannot read"),
+            });
+            None
+        }
+    }
+}
+
 fn build_with(root: &Path, c: &Config, md: Option<&Metadata>) -> Result<Plan, Invalid> {
     let mut findings = validate::check_config(c);
     let mut steps = Vec::new();
@@ -260,7 +274,7 @@ fn build_with(root: &Path, c: &Config, md: Option<&Metadata>) -> Result<Plan, In
         }
     }
     let sysctl_file = under(root, sysctl::PERSIST_PATH);
-    let existing = fsutil::read_optional(&sysctl_file).unwrap_or(None);
+    let existing = read_current(&sysctl_file, "sysctls", &mut findings);
     if !c.sysctls.is_empty() || existing.is_some() {
         let new = sysctl::persisted_content(&wanted);
         if existing.as_deref() != Some(new.as_str()) {
@@ -290,7 +304,7 @@ fn build_with(root: &Path, c: &Config, md: Option<&Metadata>) -> Result<Plan, In
     if let Some(sec) = c.logind.inhibit_delay_max_sec.or(grace).filter(|s| *s > 0) {
         let content = logind::dropin_content(sec);
         let dpath = under(root, logind::DROPIN_PATH);
-        let old = fsutil::read_optional(&dpath).unwrap_or(None);
+        let old = read_current(&dpath, "logind", &mut findings);
         let settings = logind::effective_settings(root, Some(&content));
         if let Some(last) = settings.last() {
             if last.file != Path::new(logind::DROPIN_PATH) && last.seconds < sec as f64 {
@@ -325,7 +339,7 @@ fn build_with(root: &Path, c: &Config, md: Option<&Metadata>) -> Result<Plan, In
         Family::Al2023 => {
             let path = under(root, handoff::NODECONFIG_DROPIN);
             let new = handoff::nodeconfig_text(c);
-            let old = fsutil::read_optional(&path).unwrap_or(None);
+            let old = read_current(&path, "handoff", &mut findings);
             if old.as_deref() != Some(new.as_str()) {
                 steps.push(Step::File {
                     purpose: "nodeadm NodeConfig drop-in".into(),

@@ -333,21 +333,59 @@ fn validate_command_exit_codes() {
 
 #[test]
 fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
+    // A write that fails after a clean plan: the agent runs as an unprivileged user (nobody)
+    // who can read the node root and write the sysctl, the lock and the report, but not
+    // /etc/sysctl.d.
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: needs root to run the agent as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
     let root = sample_root("al2-root");
-    let argv_file = recording_bootstrap(root.path());
-    let cfg = config_with(root.path(), "c.json", |v| {
+    let r = root.path();
+    let argv_file = recording_bootstrap(r);
+    let cfg = config_with(r, "c.json", |v| {
         no_tagging(v);
         v["sysctls"] = serde_json::json!({"fs.inotify.max_user_watches": 524288});
     });
-    // Make the persisted sysctl directory unwritable by putting a file where it should be.
-    std::fs::create_dir_all(root.path().join("etc")).unwrap();
-    std::fs::write(root.path().join("etc/sysctl.d"), "not a directory").unwrap();
-    let out = init(root.path(), &cfg, &[]);
+    for d in ["etc/sysctl.d", "run/lock", "var/lib/eks-nodeinit"] {
+        std::fs::create_dir_all(r.join(d)).unwrap();
+    }
+    let mode = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    mode(r, 0o755);
+    mode(&r.join("run/lock"), 0o777);
+    mode(&r.join("var/lib/eks-nodeinit"), 0o777);
+    mode(&r.join("proc/sys/fs/inotify/max_user_watches"), 0o666);
+    mode(&cfg, 0o644);
+    // nobody may not reach the checkout (e.g. under /root): run copies from inside the root.
+    let agent = r.join("eks-nodeinit");
+    std::fs::copy(bin(), &agent).unwrap();
+    let md = r.join("metadata.json");
+    std::fs::copy(example("metadata.json"), &md).unwrap();
+    mode(&md, 0o644);
+    let out = run(std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&agent)
+        .args(["init", "--metadata"])
+        .arg(&md)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(r)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/"));
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("cannot write"), "{}", stderr(&out));
     assert!(!argv_file.exists(), "no hand-off after a failed step");
-    let rep = report(root.path());
+    let rep = report(r);
     let steps = rep["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[0]["step"],
+        "sysctl fs.inotify.max_user_watches=524288"
+    );
     assert_eq!(
         steps[0]["outcome"], "done",
         "the sysctl was set first: {rep:#}"
@@ -359,4 +397,30 @@ fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
             .starts_with("failed: cannot write"),
         "{rep:#}"
     );
+    assert_eq!(
+        std::fs::read_to_string(r.join("proc/sys/fs/inotify/max_user_watches")).unwrap(),
+        "524288\n"
+    );
+}
+
+#[test]
+fn an_unreadable_current_file_is_a_finding_not_absent() {
+    let root = sample_root("al2023-root");
+    // Where the logind drop-in should be, something that cannot be read as a file.
+    std::fs::create_dir_all(
+        root.path()
+            .join("etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf"),
+    )
+    .unwrap();
+    let cfg = config_with(root.path(), "c.json", no_tagging);
+    let before = snapshot(root.path());
+    let out = init(root.path(), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(err.contains("logind: cannot read"), "{err}");
+    assert!(
+        err.contains("will not overwrite a file it cannot read"),
+        "{err}"
+    );
+    assert_eq!(before, snapshot(root.path()));
 }
