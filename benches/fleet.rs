@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ec2_server::{Bucket, Ec2Server, Ec2State};
-use eks_nodeinit::ec2::{Ec2, RetryPolicy};
+use eks_nodeinit::ec2::RetryPolicy;
 use eks_nodeinit::tagging::{background, draw_spread, foreground, Foreground, Job};
 
 const CAPACITY: f64 = 100.0;
@@ -65,27 +65,18 @@ async fn run(n: usize, spread_sec: u64) -> Row {
         let url = url.clone();
         tasks.push(tokio::spawn(async move {
             let t0 = Instant::now();
-            let policy = policy();
             let job = Job {
+                region: "eu-west-1".into(),
+                endpoint: Some(url.to_string()),
                 instance_id: format!("i-{i:017x}"),
                 key: "Name".into(),
                 value: format!("scaler-10x0x{}x{}", i / 256, i % 256),
                 known: Some(BTreeMap::new()),
-                policy,
-                spread: Duration::from_secs(spread_sec),
+                policy: policy(),
             };
-            let delay = draw_spread(job.spread);
+            let delay = draw_spread(Duration::from_secs(spread_sec));
             // As `init`: the whole foreground part, client included, is bounded by the budget.
-            let deadline = tokio::time::Instant::now() + BUDGET;
-            let fg = tokio::time::timeout_at(deadline, async {
-                let mut ec2 = Ec2::new("eu-west-1", Some(&url)).await;
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                foreground(&mut ec2, &job, delay, left).await
-            })
-            .await
-            .unwrap_or(Foreground::Pending {
-                initial_delay: Duration::ZERO,
-            });
+            let (fg, _) = foreground(&job, delay, BUDGET).await;
             let handoff = t0.elapsed();
             let ok = match fg {
                 Foreground::Done(_) => true,
@@ -93,12 +84,12 @@ async fn run(n: usize, spread_sec: u64) -> Row {
                     eprintln!("agent {i}: {e}");
                     false
                 }
+                // As `tag-continue --tags-known`: a fresh client (a new process), the tags
+                // were known, straight to CreateTags.
                 Foreground::Pending { initial_delay } => {
-                    // As `tag-continue --tags-known`: a fresh client (a new process), the tags
-                    // were known, straight to CreateTags.
-                    let mut ec2 = Ec2::new("eu-west-1", Some(&url)).await;
-                    background(&mut ec2, &job, initial_delay, Duration::from_secs(600))
+                    background(&job, initial_delay, Duration::from_secs(600))
                         .await
+                        .0
                         .is_ok()
                 }
             };

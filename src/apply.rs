@@ -45,7 +45,9 @@ pub struct RunLock {
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
-pub fn lock(root: &Path) -> Result<RunLock, ApplyError> {
+/// Take the run lock: refuse at once when another run holds it, or, with `wait`, block until
+/// it is released (the background tagging continuation waits for the foreground run).
+pub fn lock(root: &Path, wait: bool) -> Result<RunLock, ApplyError> {
     let path = under(root, LOCK_PATH);
     let lerr = |source| ApplyError::Lock {
         path: path.clone(),
@@ -60,7 +62,12 @@ pub fn lock(root: &Path) -> Result<RunLock, ApplyError> {
         .write(true)
         .open(&path)
         .map_err(lerr)?;
-    match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+    let how = if wait {
+        nix::fcntl::FlockArg::LockExclusive
+    } else {
+        nix::fcntl::FlockArg::LockExclusiveNonblock
+    };
+    match nix::fcntl::Flock::lock(f, how) {
         Ok(l) => Ok(RunLock { _lock: l }),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(ApplyError::Locked(path)),
         Err((_, e)) => Err(lerr(std::io::Error::from(e))),

@@ -69,8 +69,6 @@ pub struct ImdsClient {
     ever_connected: std::sync::atomic::AtomicBool,
     /// Why the most recent failed attempt failed, for the deadline error.
     last_error: std::sync::Mutex<String>,
-    /// Counters for tests and logs.
-    pub token_puts: std::sync::atomic::AtomicUsize,
 }
 
 /// The endpoint to use: the config's, else the environment's, else the link-local address.
@@ -103,7 +101,6 @@ impl ImdsClient {
             created: Instant::now(),
             ever_connected: Default::default(),
             last_error: Default::default(),
-            token_puts: Default::default(),
         })
     }
 
@@ -164,8 +161,6 @@ impl ImdsClient {
                 return Ok(Some(t.clone()));
             }
         }
-        self.token_puts
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let ttl = TOKEN_TTL_SECONDS.to_string();
         match self
             .send(

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::apply::{self, Bus, Report};
 use crate::cli::{InitArgs, Output, TagContinueArgs};
 use crate::config::{self, Config};
-use crate::ec2::{Ec2, RetryPolicy, TagError, TagOutcome};
+use crate::ec2::{Ec2, RetryPolicy, TagError};
 use crate::fsutil::under;
 use crate::handoff;
 use crate::imds;
@@ -52,13 +52,6 @@ fn bus_for(args: &InitArgs) -> Bus {
             args.root.display()
         )),
     }
-}
-
-/// What the synchronous part of tagging came to.
-enum TagState {
-    Done(TagOutcome),
-    Failed(TagError),
-    Pending,
 }
 
 pub async fn init(args: &InitArgs) -> Result<()> {
@@ -105,7 +98,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
         return Ok(());
     }
 
-    let _lock = apply::lock(&args.root)?;
+    let _lock = apply::lock(&args.root, false)?;
     let mut report = Report {
         version: env!("CARGO_PKG_VERSION").into(),
         instance_id: md.instance_id.clone(),
@@ -132,22 +125,17 @@ pub async fn init(args: &InitArgs) -> Result<()> {
         };
     let spread_delay = tagging::draw_spread(Duration::from_secs(c.tagging.spread_sec));
     let tag_task = tag_step.clone().map(|(key, value)| {
-        let region = md.region.clone();
-        let endpoint = c.tagging.ec2_endpoint.clone();
         let job = tagging::Job {
+            region: md.region.clone(),
+            endpoint: c.tagging.ec2_endpoint.clone(),
             instance_id: md.instance_id.clone(),
             key,
             value,
             known: md.tags.clone(),
             policy: RetryPolicy::default(),
-            spread: Duration::from_secs(c.tagging.spread_sec),
         };
         let window = sync_deadline - Instant::now();
-        tokio::spawn(async move {
-            let mut ec2 = Ec2::new(&region, endpoint.as_deref()).await;
-            let r = tagging::foreground(&mut ec2, &job, spread_delay, window).await;
-            (r, ec2.calls)
-        })
+        tokio::spawn(async move { tagging::foreground(&job, spread_delay, window).await })
     });
 
     let bus = bus_for(args);
@@ -165,34 +153,26 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     }
 
     if let (Some(task), Some((key, value))) = (tag_task, tag_step) {
-        let mut initial_delay = Duration::ZERO;
-        let state = match tokio::time::timeout_at(sync_deadline, task).await {
-            Ok(Ok((Foreground::Done(o), calls))) => {
-                report.tagging = Some(
-                    serde_json::json!({"result": o, "calls": calls, "key": key, "value": value}),
-                );
-                TagState::Done(o)
-            }
-            Ok(Ok((Foreground::Pending { initial_delay: d }, _))) => {
-                initial_delay = d;
-                TagState::Pending
-            }
-            Err(_) => TagState::Pending,
-            Ok(Ok((Foreground::Failed(e), calls))) => {
-                report.tagging = Some(
-                    serde_json::json!({"result": {"outcome": "failed", "error": e.to_string()}, "calls": calls}),
-                );
-                TagState::Failed(e)
-            }
-            Ok(Err(join)) => TagState::Failed(TagError::Fatal {
+        // `foreground` bounds itself by the budget; a join error means it panicked.
+        let (fg, calls) = task.await.unwrap_or_else(|join| {
+            let e = TagError::Fatal {
                 op: "CreateTags",
                 instance_id: md.instance_id.clone(),
                 message: join.to_string(),
-            }),
-        };
-        match state {
-            TagState::Done(o) => tracing::info!(?o, %value, "Name tag in place"),
-            TagState::Failed(e) => {
+            };
+            (Foreground::Failed(e), Default::default())
+        });
+        match fg {
+            Foreground::Done(o) => {
+                tracing::info!(?o, %value, "Name tag in place");
+                report.tagging = Some(
+                    serde_json::json!({"result": o, "calls": calls, "key": key, "value": value}),
+                );
+            }
+            Foreground::Failed(e) => {
+                report.tagging = Some(
+                    serde_json::json!({"result": {"outcome": "failed", "error": e.to_string()}, "calls": calls}),
+                );
                 if c.tagging.required {
                     apply::write_report(&args.root, &plan, &report)?;
                     return Err(anyhow::Error::new(e).context("tagging.required is on"));
@@ -200,14 +180,14 @@ pub async fn init(args: &InitArgs) -> Result<()> {
                 tracing::error!("{e}");
                 report.warnings.push(e.to_string());
             }
-            TagState::Pending if c.tagging.required => {
+            Foreground::Pending { .. } if c.tagging.required => {
                 apply::write_report(&args.root, &plan, &report)?;
                 anyhow::bail!(
                     "tagging.required is on and the Name tag was not set within {} s",
                     c.tagging.background_deadline_sec
                 );
             }
-            TagState::Pending => {
+            Foreground::Pending { initial_delay } => {
                 let pid = spawn_continuation(&args.root, &c, &md, &value, initial_delay)?;
                 tracing::warn!(
                     pid,
@@ -297,8 +277,9 @@ fn spawn_continuation(
 /// The background continuation: keep trying until the deadline, then record the outcome in
 /// the report (after the foreground run has released the lock).
 pub async fn tag_continue(a: &TagContinueArgs) -> Result<()> {
-    let mut ec2 = Ec2::new(&a.region, a.endpoint.as_deref()).await;
     let job = tagging::Job {
+        region: a.region.clone(),
+        endpoint: a.endpoint.clone(),
         instance_id: a.instance_id.clone(),
         key: "Name".into(),
         value: a.value.clone(),
@@ -306,10 +287,8 @@ pub async fn tag_continue(a: &TagContinueArgs) -> Result<()> {
         // tags again would only cost a call against a throttled account.
         known: a.tags_known.then(BTreeMap::new),
         policy: RetryPolicy::default(),
-        spread: Duration::ZERO,
     };
-    let r = tagging::background(
-        &mut ec2,
+    let (r, calls) = tagging::background(
         &job,
         Duration::from_millis(a.initial_delay_ms),
         Duration::from_secs(a.deadline_sec),
@@ -324,17 +303,7 @@ pub async fn tag_continue(a: &TagContinueArgs) -> Result<()> {
         Err(e) => tracing::error!("{e}"),
     }
     // Wait for the foreground run to release the lock, then update the report.
-    let lock_path = under(&a.root, apply::LOCK_PATH);
-    if let Some(d) = lock_path.parent() {
-        std::fs::create_dir_all(d)?;
-    }
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)?;
-    let _lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| anyhow::anyhow!("locking {}: {e}", lock_path.display()))?;
+    let _lock = apply::lock(&a.root, true)?;
     let rpath = under(&a.root, apply::REPORT_PATH);
     let mut report: serde_json::Value = std::fs::read_to_string(&rpath)
         .ok()
@@ -342,7 +311,7 @@ pub async fn tag_continue(a: &TagContinueArgs) -> Result<()> {
         .unwrap_or_else(|| serde_json::json!({}));
     report["tagging"] = serde_json::json!({
         "result": result,
-        "calls": ec2.calls,
+        "calls": calls,
         "key": "Name",
         "value": a.value,
         "background": true,

@@ -260,18 +260,18 @@ fn access_denied_without_required_still_hands_off() {
 async fn a_spread_delay_beyond_the_budget_goes_straight_to_the_background() {
     use eks_nodeinit::tagging::{background, foreground, Foreground, Job};
     let s = Ec2Server::start(Ec2State::default());
-    let mut c = ec2(&s).await;
+    let _ = ec2(&s).await; // credentials in the environment
     let job = Job {
+        region: "eu-west-1".into(),
+        endpoint: Some(s.url()),
         instance_id: ID.into(),
         key: "Name".into(),
         value: "v".into(),
         known: Some(BTreeMap::new()),
         policy: fast(),
-        spread: Duration::from_secs(2),
     };
     let t = Instant::now();
-    let fg = foreground(
-        &mut c,
+    let (fg, _) = foreground(
         &job,
         Duration::from_millis(1500),
         Duration::from_millis(500),
@@ -287,15 +287,41 @@ async fn a_spread_delay_beyond_the_budget_goes_straight_to_the_background() {
     assert_eq!(initial_delay, Duration::from_millis(1500));
     assert_eq!(s.state.lock().unwrap().calls.len(), 0);
     let t = Instant::now();
-    let r = background(
-        &mut c,
-        &job,
-        Duration::from_millis(200),
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r, TagOutcome::Created);
+    let (r, calls) = background(&job, Duration::from_millis(200), Duration::from_secs(5)).await;
+    assert_eq!(r.unwrap(), TagOutcome::Created);
     assert!(t.elapsed() >= Duration::from_millis(200));
+    assert_eq!(calls.create_tags, 1);
+    assert_eq!(s.state.lock().unwrap().count("CreateTags"), 1);
+}
+
+#[tokio::test]
+async fn the_foreground_budget_is_hard_even_mid_call() {
+    use eks_nodeinit::tagging::{foreground, Foreground, Job};
+    // A CreateTags that answers after 2 s: the 300 ms budget abandons it.
+    let s = Ec2Server::start(Ec2State {
+        create_delay: Duration::from_secs(2),
+        ..Default::default()
+    });
+    let _ = ec2(&s).await;
+    let job = Job {
+        region: "eu-west-1".into(),
+        endpoint: Some(s.url()),
+        instance_id: ID.into(),
+        key: "Name".into(),
+        value: "v".into(),
+        known: Some(BTreeMap::new()),
+        policy: fast(),
+    };
+    let t = Instant::now();
+    let (fg, _) = foreground(&job, Duration::ZERO, Duration::from_millis(300)).await;
+    assert!(
+        t.elapsed() < Duration::from_millis(800),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        matches!(fg, Foreground::Pending { initial_delay } if initial_delay.is_zero()),
+        "{fg:?}"
+    );
     assert_eq!(s.state.lock().unwrap().count("CreateTags"), 1);
 }
