@@ -96,6 +96,15 @@ fn shell(imds: &str, moto: &str) -> Duration {
     timed(c)
 }
 
+/// Send a request and read the whole answer.
+async fn body(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    req: hyper::Request<Full<Bytes>>,
+) -> Bytes {
+    let resp = client.request(req).await.unwrap();
+    resp.into_body().collect().await.unwrap().to_bytes()
+}
+
 async fn floor(imds: &str, moto: &str, instance_id: &str) -> Duration {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let t = Instant::now();
@@ -103,15 +112,7 @@ async fn floor(imds: &str, moto: &str, instance_id: &str) -> Duration {
         .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
         .body(Full::new(Bytes::new()))
         .unwrap();
-    let token = client
-        .request(req)
-        .await
-        .unwrap()
-        .into_body()
-        .collect()
-        .await
-        .unwrap()
-        .to_bytes();
+    let token = body(&client, req).await;
     let token = String::from_utf8(token.to_vec()).unwrap();
     for p in [
         "instance-id",
@@ -124,14 +125,7 @@ async fn floor(imds: &str, moto: &str, instance_id: &str) -> Duration {
             .header("x-aws-ec2-metadata-token", &token)
             .body(Full::new(Bytes::new()))
             .unwrap();
-        client
-            .request(req)
-            .await
-            .unwrap()
-            .into_body()
-            .collect()
-            .await
-            .unwrap();
+        body(&client, req).await;
     }
     let body = format!("Action=CreateTags&Version=2016-11-15&ResourceId.1={instance_id}&Tag.1.Key=Name&Tag.1.Value=scaler-10x0x12x34");
     let req = hyper::Request::post(moto.to_string())

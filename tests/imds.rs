@@ -143,14 +143,7 @@ fn the_server_refuses_a_token_put_without_a_valid_ttl() {
 fn dry_run_reads_imds_from_the_environment_endpoint() {
     let s = ImdsServer::start();
     let root = common::sample_root("al2023-root");
-    let out = common::run(
-        common::cmd()
-            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
-            .args(["init", "--dry-run", "--config"])
-            .arg(common::example("scaler.json"))
-            .arg("--root")
-            .arg(root.path()),
-    );
+    let out = dry_run_via_imds(&s, root.path());
     assert!(out.status.success());
     let o = common::stdout(&out);
     assert!(
@@ -198,7 +191,7 @@ fn al2023_user_data_without_a_nodeconfig_is_warned_about() {
     let root = common::sample_root("al2023-root");
     for (user_data, warned) in [
         (
-            Some("#!/bin/bash\neks-nodeinit init --config /etc/eks-nodeinit/config.json\n"),
+            Some("#!/bin/bash\n# token=user-data-secret-7f3a\neks-nodeinit init\n"),
             true,
         ),
         (None, true),
@@ -209,22 +202,27 @@ fn al2023_user_data_without_a_nodeconfig_is_warned_about() {
     ] {
         let s = ImdsServer::start();
         s.state.lock().unwrap().user_data = user_data.map(String::from);
-        let out = common::run(
-            common::cmd()
-                .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
-                .args(["init", "--dry-run", "--config"])
-                .arg(common::example("scaler.json"))
-                .arg("--root")
-                .arg(root.path()),
-        );
+        let out = dry_run_via_imds(&s, root.path());
         assert!(out.status.success());
         let o = common::stdout(&out);
         assert_eq!(o.contains("user data holds no NodeConfig"), warned, "{o}");
-        if let Some(u) = user_data {
-            assert!(
-                !o.contains(u.lines().nth(1).unwrap_or(u)),
-                "user data is never printed"
-            );
-        }
+        let all = format!("{o}{}", common::stderr(&out));
+        assert!(
+            !all.contains("user-data-secret-7f3a"),
+            "user data is never printed"
+        );
+        assert!(!all.contains("LS0tLS1CRUdJTi"), "nor the CA inside it");
     }
+}
+
+/// `init --dry-run` of the scaler example with IMDS at this server (via the environment).
+fn dry_run_via_imds(s: &ImdsServer, root: &std::path::Path) -> std::process::Output {
+    common::run(
+        common::cmd()
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
+            .args(["init", "--dry-run", "--config"])
+            .arg(common::example("scaler.json"))
+            .arg("--root")
+            .arg(root),
+    )
 }
