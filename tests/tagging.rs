@@ -34,12 +34,30 @@ async fn ec2(s: &Ec2Server) -> Ec2 {
     Ec2::new("eu-west-1", Some(&s.url())).await
 }
 
+/// A server that answers CreateTags with these errors first.
+fn failing(create_errors: Vec<(u16, &'static str)>) -> Ec2Server {
+    Ec2Server::start(Ec2State {
+        create_errors: create_errors.into(),
+        ..Default::default()
+    })
+}
+
+/// The Name tag job for instance ID against this server, tags known (no DescribeTags).
+fn job(s: &Ec2Server) -> eks_nodeinit::tagging::Job {
+    eks_nodeinit::tagging::Job {
+        region: "eu-west-1".into(),
+        endpoint: Some(s.url()),
+        instance_id: ID.into(),
+        key: "Name".into(),
+        value: "v".into(),
+        known: Some(BTreeMap::new()),
+        policy: fast(),
+    }
+}
+
 #[tokio::test]
 async fn throttling_is_retried_until_it_lands() {
-    let s = Ec2Server::start(Ec2State {
-        create_errors: vec![(503, "RequestLimitExceeded"); 3].into(),
-        ..Default::default()
-    });
+    let s = failing(vec![(503, "RequestLimitExceeded"); 3]);
     let mut c = ec2(&s).await;
     let known = BTreeMap::new();
     let r = c
@@ -66,10 +84,7 @@ async fn throttling_is_retried_until_it_lands() {
 
 #[tokio::test]
 async fn access_denied_is_not_retried_and_names_the_permission() {
-    let s = Ec2Server::start(Ec2State {
-        create_errors: vec![(403, "UnauthorizedOperation")].into(),
-        ..Default::default()
-    });
+    let s = failing(vec![(403, "UnauthorizedOperation")]);
     let mut c = ec2(&s).await;
     let e = c
         .ensure_tag(ID, "Name", "v", Some(&BTreeMap::new()), fast(), deadline())
@@ -88,10 +103,7 @@ async fn access_denied_is_not_retried_and_names_the_permission() {
 
 #[tokio::test]
 async fn instance_not_found_yet_is_retried() {
-    let s = Ec2Server::start(Ec2State {
-        create_errors: vec![(400, "InvalidInstanceID.NotFound"); 2].into(),
-        ..Default::default()
-    });
+    let s = failing(vec![(400, "InvalidInstanceID.NotFound"); 2]);
     let mut c = ec2(&s).await;
     let r = c
         .ensure_tag(ID, "Name", "v", Some(&BTreeMap::new()), fast(), deadline())
@@ -126,10 +138,7 @@ async fn an_existing_tag_means_no_create_call() {
 
 #[tokio::test]
 async fn the_deadline_bounds_retries() {
-    let s = Ec2Server::start(Ec2State {
-        create_errors: vec![(503, "RequestLimitExceeded"); 1000].into(),
-        ..Default::default()
-    });
+    let s = failing(vec![(503, "RequestLimitExceeded"); 1000]);
     let mut c = ec2(&s).await;
     let t = Instant::now();
     let e = c
@@ -167,10 +176,7 @@ fn tagging_config(
 
 #[test]
 fn hand_off_does_not_wait_for_a_throttled_tag() {
-    let s = Ec2Server::start(Ec2State {
-        create_errors: vec![(503, "RequestLimitExceeded"); 4].into(),
-        ..Default::default()
-    });
+    let s = failing(vec![(503, "RequestLimitExceeded"); 4]);
     let root = sample_root("al2-root");
     let argv = recording_bootstrap(root.path());
     let cfg = tagging_config(
@@ -241,10 +247,7 @@ fn required_tagging_fails_the_boot_on_access_denied() {
 
 #[test]
 fn access_denied_without_required_still_hands_off() {
-    let s = Ec2Server::start(Ec2State {
-        create_errors: vec![(403, "UnauthorizedOperation")].into(),
-        ..Default::default()
-    });
+    let s = failing(vec![(403, "UnauthorizedOperation")]);
     let root = sample_root("al2-root");
     let argv = recording_bootstrap(root.path());
     let cfg = tagging_config(root.path(), &s.url(), serde_json::json!({}));
@@ -258,18 +261,10 @@ fn access_denied_without_required_still_hands_off() {
 
 #[tokio::test]
 async fn a_spread_delay_beyond_the_budget_goes_straight_to_the_background() {
-    use eks_nodeinit::tagging::{background, foreground, Foreground, Job};
+    use eks_nodeinit::tagging::{background, foreground, Foreground};
     let s = Ec2Server::start(Ec2State::default());
     let _ = ec2(&s).await; // credentials in the environment
-    let job = Job {
-        region: "eu-west-1".into(),
-        endpoint: Some(s.url()),
-        instance_id: ID.into(),
-        key: "Name".into(),
-        value: "v".into(),
-        known: Some(BTreeMap::new()),
-        policy: fast(),
-    };
+    let job = job(&s);
     let t = Instant::now();
     let (fg, _) = foreground(
         &job,
@@ -296,22 +291,14 @@ async fn a_spread_delay_beyond_the_budget_goes_straight_to_the_background() {
 
 #[tokio::test]
 async fn the_foreground_budget_is_hard_even_mid_call() {
-    use eks_nodeinit::tagging::{foreground, Foreground, Job};
+    use eks_nodeinit::tagging::{foreground, Foreground};
     // A CreateTags that answers after 2 s: the 300 ms budget abandons it.
     let s = Ec2Server::start(Ec2State {
         create_delay: Duration::from_secs(2),
         ..Default::default()
     });
     let _ = ec2(&s).await;
-    let job = Job {
-        region: "eu-west-1".into(),
-        endpoint: Some(s.url()),
-        instance_id: ID.into(),
-        key: "Name".into(),
-        value: "v".into(),
-        known: Some(BTreeMap::new()),
-        policy: fast(),
-    };
+    let job = job(&s);
     let t = Instant::now();
     let (fg, _) = foreground(&job, Duration::ZERO, Duration::from_millis(300)).await;
     assert!(
