@@ -7,7 +7,7 @@ GLIBC ?= 2.26
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/$(TARGET)/release/eks-nodeinit
 
-.PHONY: demo build test lint deps check-unit e2e assets package check-package check-glibc tools
+.PHONY: demo build test lint deps check-unit e2e e2e-vm e2e-vm-deps assets package check-package check-glibc tools
 
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
@@ -26,6 +26,15 @@ lint:
 # endpoint and moto, a private dbus-daemon, sample node roots.
 e2e: deps
 	$(CARGO) test --locked --test node --test tagging --test moto --test logind_dbus --test imds
+
+# The first boot in a Debian VM under QEMU (root; tests/e2e/vm/README.md): the DEB installed in
+# the guest, real systemd, logind, cloud-init and kernel, IMDS and moto forwarded from this host.
+# E2E_REQUIRED=1: a missing prerequisite fails instead of skipping.
+e2e-vm-deps: deps
+	bash .ci/e2e-deps
+
+e2e-vm: package e2e-vm-deps
+	E2E_REQUIRED=1 $(CARGO) test --locked --test e2e_vm -- --ignored --nocapture
 
 check-unit: deps
 	$(CARGO) build --locked

@@ -7,27 +7,6 @@ mod common;
 
 use common::*;
 
-/// The JSON documents between `<<'JSON'` and `JSON` in a user-data script.
-fn heredocs(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur: Option<String> = None;
-    for line in text.lines() {
-        match &mut cur {
-            None if line.trim_end().ends_with("<<'JSON'") => cur = Some(String::new()),
-            Some(doc) if line.trim() == "JSON" => {
-                out.push(std::mem::take(doc));
-                cur = None;
-            }
-            Some(doc) => {
-                doc.push_str(line);
-                doc.push('\n');
-            }
-            None => {}
-        }
-    }
-    out
-}
-
 /// Check a document against docs/config.schema.json.
 /// The schema violations of a document (empty: valid). Fails the test if the checker itself
 /// cannot run, so a broken setup never reads as "refused".
@@ -87,20 +66,23 @@ fn user_data_examples_carry_valid_configs() {
 fn cloud_config_write_files_is_valid() {
     let text = std::fs::read_to_string(example("cloud-init/cloud-config.yaml")).unwrap();
     assert!(text.starts_with("#cloud-config\n"));
-    // The block scalar under `content: |`, de-indented.
-    let start = text.find("content: |\n").unwrap() + "content: |\n".len();
-    let rest = &text[start..];
-    let first = rest.lines().next().unwrap();
-    let indent = first.len() - first.trim_start().len();
-    let pad = " ".repeat(indent);
-    let body: String = rest
-        .lines()
-        .take_while(|l| l.starts_with(&pad) || l.trim().is_empty())
-        .map(|l| format!("{}\n", l.get(indent..).unwrap_or("")))
-        .collect();
+    let body = write_files_content(&text);
     assert!(body.trim_start().starts_with('{'), "{body}");
     validate(&body, "cloud-config.yaml");
-    assert!(text.contains("[/usr/bin/eks-nodeinit, init, --config, /etc/eks-nodeinit/config.json]"));
+    // The packaged unit runs the agent: a runcmd would run it (and bootstrap.sh) a second time.
+    assert!(!text.contains("runcmd"), "{text}");
+}
+
+#[test]
+fn al2023_unit_mime_has_a_node_config_and_a_valid_config_file() {
+    let text = std::fs::read_to_string(example("cloud-init/al2023-unit.mime")).unwrap();
+    assert!(text.contains("Content-Type: application/node.eks.aws"));
+    assert!(text.contains("kind: NodeConfig"));
+    assert!(text.contains("#cloud-config\n"));
+    assert!(!text.contains("text/x-shellscript") && !text.contains("runcmd"));
+    let body = write_files_content(&text);
+    assert!(body.trim_start().starts_with('{'), "{body}");
+    validate(&body, "al2023-unit.mime");
 }
 
 #[test]

@@ -17,6 +17,8 @@ pub struct State {
     pub data: BTreeMap<String, String>,
     /// Served at /latest/user-data (404 when `None`).
     pub user_data: Option<String>,
+    /// Served under /latest/dynamic/ (the instance identity document, for cloud-init).
+    pub dynamic: BTreeMap<String, String>,
     /// `None`: instance-metadata tags are off.
     pub tags: Option<BTreeMap<String, String>>,
     /// Answer 500 to this many requests first.
@@ -107,7 +109,7 @@ async fn handle(
         tokio::time::sleep(delay).await;
     }
     let mut s = state.lock().unwrap();
-    let path = req.uri().path().to_string();
+    let path = versioned(req.uri().path());
     if path == "/latest/api/token" {
         if req.method() != hyper::Method::PUT {
             return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, ""));
@@ -127,7 +129,11 @@ async fn handle(
         let token = format!("token-{}", s.puts);
         s.tokens
             .insert(token.clone(), Instant::now() + Duration::from_secs(ttl));
-        return Ok(reply(StatusCode::OK, &token));
+        // The real service echoes the TTL; aws-config's IMDS client refuses a token without it.
+        let mut r = reply(StatusCode::OK, &token);
+        r.headers_mut()
+            .insert("x-aws-ec2-metadata-token-ttl-seconds", ttl.into());
+        return Ok(r);
     }
     if req.method() != hyper::Method::GET {
         return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, ""));
@@ -155,9 +161,18 @@ async fn handle(
             None => reply(StatusCode::NOT_FOUND, ""),
         });
     }
+    if let Some(rest) = path.strip_prefix("/latest/dynamic/") {
+        return Ok(match lookup(&s.dynamic, rest) {
+            Some(v) => reply(StatusCode::OK, &v),
+            None => reply(StatusCode::NOT_FOUND, ""),
+        });
+    }
     let Some(rest) = path.strip_prefix("/latest/meta-data/") else {
         return Ok(reply(StatusCode::NOT_FOUND, ""));
     };
+    if rest == "tags/" && s.tags.is_some() {
+        return Ok(reply(StatusCode::OK, "instance"));
+    }
     if rest == "tags/instance" {
         return Ok(match &s.tags {
             Some(t) => reply(
@@ -173,8 +188,53 @@ async fn handle(
             None => reply(StatusCode::NOT_FOUND, ""),
         });
     }
-    Ok(match s.data.get(rest) {
-        Some(v) => reply(StatusCode::OK, v),
+    let mut listing = lookup(&s.data, rest);
+    if rest.is_empty() && s.tags.is_some() {
+        // Instance-metadata tags appear in the top listing only when they are on.
+        let mut entries: Vec<&str> = listing.as_deref().unwrap_or("").lines().collect();
+        entries.push("tags/");
+        entries.sort_unstable();
+        listing = Some(entries.join("\n"));
+    }
+    Ok(match listing {
+        Some(v) => reply(StatusCode::OK, &v),
         None => reply(StatusCode::NOT_FOUND, ""),
     })
+}
+
+/// IMDS serves every API version (`/2009-04-04/…`, `/2021-03-23/…`) beside `/latest/`; this
+/// server holds one tree, so a dated prefix reads as `/latest/`.
+fn versioned(path: &str) -> String {
+    let mut parts = path.splitn(3, '/');
+    let (_, version, rest) = (parts.next(), parts.next(), parts.next());
+    match (version, rest) {
+        (Some(v), Some(rest))
+            if v.len() == 10 && v.bytes().all(|b| b.is_ascii_digit() || b == b'-') =>
+        {
+            format!("/latest/{rest}")
+        }
+        _ => path.to_string(),
+    }
+}
+
+/// A leaf's value, or for `dir/` (and the empty top) the listing IMDS gives: one entry per
+/// line, sub-directories with a trailing `/`.
+fn lookup(tree: &BTreeMap<String, String>, path: &str) -> Option<String> {
+    if let Some(v) = tree.get(path) {
+        return Some(v.clone());
+    }
+    if !(path.is_empty() || path.ends_with('/')) {
+        // A directory asked for without its slash lists it too.
+        return lookup(tree, &format!("{path}/"));
+    }
+    let mut entries: Vec<String> = tree
+        .keys()
+        .filter_map(|k| k.strip_prefix(path))
+        .map(|r| match r.split_once('/') {
+            Some((dir, _)) => format!("{dir}/"),
+            None => r.to_string(),
+        })
+        .collect();
+    entries.dedup();
+    (!entries.is_empty()).then(|| entries.join("\n"))
 }

@@ -176,6 +176,12 @@ impl Drop for Moto {
 }
 
 pub fn start_moto() -> Option<Moto> {
+    start_moto_with(&[])
+}
+
+/// moto with extra environment (e.g. `MOTO_ENABLE_RECORDING=1` and `MOTO_RECORDER_FILEPATH`
+/// to log every request it serves).
+pub fn start_moto_with(env: &[(&str, &str)]) -> Option<Moto> {
     let have = Command::new("python3")
         .args(["-c", "import moto.server"])
         .output()
@@ -203,6 +209,7 @@ pub fn start_moto() -> Option<Moto> {
             "-p",
             &port.to_string(),
         ])
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -219,4 +226,38 @@ pub fn start_moto() -> Option<Moto> {
         child,
         url: format!("http://127.0.0.1:{port}"),
     })
+}
+
+/// The JSON documents between `<<'JSON'` and `JSON` in a user-data script.
+pub fn heredocs(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in text.lines() {
+        match &mut cur {
+            None if line.trim_end().ends_with("<<'JSON'") => cur = Some(String::new()),
+            Some(doc) if line.trim() == "JSON" => {
+                out.push(std::mem::take(doc));
+                cur = None;
+            }
+            Some(doc) => {
+                doc.push_str(line);
+                doc.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+/// The first `content: |` block scalar of a cloud-config's write_files, de-indented.
+pub fn write_files_content(text: &str) -> String {
+    let start = text.find("content: |\n").expect("a `content: |` block") + "content: |\n".len();
+    let rest = &text[start..];
+    let first = rest.lines().next().unwrap();
+    let indent = first.len() - first.trim_start().len();
+    let pad = " ".repeat(indent);
+    rest.lines()
+        .take_while(|l| l.starts_with(&pad) || l.trim().is_empty())
+        .map(|l| format!("{}\n", l.get(indent..).unwrap_or("")))
+        .collect()
 }
