@@ -84,9 +84,16 @@ async fn run(n: usize, spread_sec: u64) -> Row {
                     eprintln!("agent {i}: {e}");
                     false
                 }
-                // As `tag-continue --tags-known`: a fresh client (a new process), the tags
-                // were known, straight to CreateTags.
-                Foreground::Pending { initial_delay } => {
+                // As `tag-continue`: a fresh client (a new process); the tags were known,
+                // straight to CreateTags, unless a call was cut off in flight.
+                Foreground::Pending {
+                    initial_delay,
+                    abandoned,
+                } => {
+                    let job = Job {
+                        known: job.known.filter(|_| !abandoned),
+                        ..job
+                    };
                     background(&job, initial_delay, Duration::from_secs(600))
                         .await
                         .0

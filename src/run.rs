@@ -187,8 +187,13 @@ pub async fn init(args: &InitArgs) -> Result<()> {
                     c.tagging.background_deadline_sec
                 );
             }
-            Foreground::Pending { initial_delay } => {
-                let pid = spawn_continuation(&args.root, &c, &md, &value, initial_delay)?;
+            Foreground::Pending {
+                initial_delay,
+                abandoned,
+            } => {
+                // After a CreateTags cut off in flight, what was known may be stale.
+                let known = md.tags.is_some() && !abandoned;
+                let pid = spawn_continuation(&args.root, &c, &md, &value, initial_delay, known)?;
                 tracing::warn!(
                     pid,
                     "tagging not done within {} ms; continuing in the background",
@@ -226,6 +231,7 @@ fn spawn_continuation(
     md: &Metadata,
     value: &str,
     initial_delay: Duration,
+    tags_known: bool,
 ) -> Result<u32> {
     use std::os::unix::process::CommandExt;
     let log = under(root, TAG_LOG);
@@ -252,7 +258,7 @@ fn spawn_continuation(
         .arg(c.tagging.background_deadline_sec.to_string())
         .arg("--initial-delay-ms")
         .arg(initial_delay.as_millis().to_string());
-    if md.tags.is_some() {
+    if tags_known {
         cmd.arg("--tags-known");
     }
     if let Some(ep) = &c.tagging.ec2_endpoint {

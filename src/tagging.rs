@@ -50,6 +50,9 @@ pub enum Foreground {
     /// Not done within the budget; the background continues after `initial_delay`.
     Pending {
         initial_delay: Duration,
+        /// A call was cut off in flight: a CreateTags may have landed, so the background
+        /// reads the tags before writing rather than trusting what was known.
+        abandoned: bool,
     },
 }
 
@@ -70,6 +73,7 @@ pub async fn foreground(job: &Job, delay: Duration, budget: Duration) -> (Foregr
         return (
             Foreground::Pending {
                 initial_delay: delay,
+                abandoned: false,
             },
             Calls::default(),
         );
@@ -80,6 +84,7 @@ pub async fn foreground(job: &Job, delay: Duration, budget: Duration) -> (Foregr
         Ok((Err(TagError::Deadline { .. }), calls)) => (
             Foreground::Pending {
                 initial_delay: Duration::ZERO,
+                abandoned: false,
             },
             calls,
         ),
@@ -87,6 +92,7 @@ pub async fn foreground(job: &Job, delay: Duration, budget: Duration) -> (Foregr
         Err(_) => (
             Foreground::Pending {
                 initial_delay: Duration::ZERO,
+                abandoned: true,
             },
             Calls::default(),
         ),

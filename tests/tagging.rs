@@ -202,28 +202,62 @@ fn hand_off_does_not_wait_for_a_throttled_tag() {
     );
 
     // The continuation lands the tag later and records it.
-    let t = Instant::now();
-    loop {
-        let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
-        if r["tagging"]["background"] == true {
-            assert_eq!(r["tagging"]["result"]["outcome"], "created", "{r:#}");
-            assert_eq!(r["tagging"]["value"], "scaler-10x0x12x34");
-            assert_eq!(r["instanceId"], ID, "the rest of the report is kept");
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "the background continuation never reported"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let r = background_report(root.path());
+    assert_eq!(r["tagging"]["result"]["outcome"], "created", "{r:#}");
+    assert_eq!(r["tagging"]["value"], "scaler-10x0x12x34");
+    assert_eq!(r["instanceId"], ID, "the rest of the report is kept");
     let st = s.state.lock().unwrap();
     assert_eq!(st.tags[ID]["Name"], "scaler-10x0x12x34");
     assert!(st.count("CreateTags") >= 5);
     let log =
         std::fs::read_to_string(root.path().join("var/log/eks-nodeinit-tagging.log")).unwrap();
     assert!(log.contains("Name tag in place (background)"), "{log}");
+}
+
+/// The report once the background continuation has recorded its outcome.
+fn background_report(root: &std::path::Path) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let r = report(root);
+        if r["tagging"]["background"] == true {
+            return r;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the background continuation never reported: {r:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_create_tags_cut_off_in_flight_is_read_back_not_sent_again() {
+    // CreateTags lands at once but answers after 1.5 s: the 500 ms budget abandons it. The
+    // tags were known from IMDS, yet the continuation reads them back (the tag is there) instead
+    // of sending CreateTags a second time. (Seen in the VM e2e under an emulated CPU.)
+    let s = Ec2Server::start(Ec2State {
+        create_delay: Duration::from_millis(1500),
+        ..Default::default()
+    });
+    let root = sample_root("al2-root");
+    recording_bootstrap(root.path());
+    let cfg = tagging_config(root.path(), &s.url(), serde_json::json!({}));
+    let mut md: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(example("metadata.json")).unwrap()).unwrap();
+    md["tags"] = serde_json::json!({"aws:autoscaling:groupName": "eks-scaler"});
+    let md_path = root.path().join("md.json");
+    std::fs::write(&md_path, md.to_string()).unwrap();
+    let out = init_with(root.path(), &cfg, &md_path, &[]);
+    assert!(out.status.success());
+    assert_eq!(
+        report(root.path())["tagging"]["result"]["outcome"],
+        "background"
+    );
+    let r = background_report(root.path());
+    assert_eq!(r["tagging"]["result"]["outcome"], "alreadySet", "{r:#}");
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.count("CreateTags"), 1, "{:?}", st.calls);
+    assert_eq!(st.count("DescribeTags"), 1, "{:?}", st.calls);
 }
 
 #[test]
@@ -276,7 +310,11 @@ async fn a_spread_delay_beyond_the_budget_goes_straight_to_the_background() {
         t.elapsed() < Duration::from_millis(100),
         "the hand-off does not wait for the spread"
     );
-    let Foreground::Pending { initial_delay } = fg else {
+    let Foreground::Pending {
+        initial_delay,
+        abandoned: false,
+    } = fg
+    else {
         panic!("{fg:?}")
     };
     assert_eq!(initial_delay, Duration::from_millis(1500));
@@ -307,7 +345,7 @@ async fn the_foreground_budget_is_hard_even_mid_call() {
         t.elapsed()
     );
     assert!(
-        matches!(fg, Foreground::Pending { initial_delay } if initial_delay.is_zero()),
+        matches!(fg, Foreground::Pending { initial_delay, abandoned: true } if initial_delay.is_zero()),
         "{fg:?}"
     );
     assert_eq!(s.state.lock().unwrap().count("CreateTags"), 1);

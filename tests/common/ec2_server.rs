@@ -192,18 +192,27 @@ async fn handle(
         s.calls.push((action.clone(), form.clone()));
         s.create_delay
     };
+    let answer = respond(&mut state.lock().unwrap(), &action, &form);
+    // A slow answer, not a slow write: the tag is in place before the reply is late.
     if action == "CreateTags" && !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let mut s = state.lock().unwrap();
-    match action.as_str() {
+    Ok(answer)
+}
+
+fn respond(
+    s: &mut Ec2State,
+    action: &str,
+    form: &BTreeMap<String, String>,
+) -> Response<Full<Bytes>> {
+    match action {
         "CreateTags" => {
             if let Some((st, code)) = s.create_errors.pop_front() {
-                return Ok(error(st, code));
+                return error(st, code);
             }
             if let Some(b) = s.create_bucket.as_mut() {
                 if !b.take() {
-                    return Ok(error(503, "RequestLimitExceeded"));
+                    return error(503, "RequestLimitExceeded");
                 }
             }
             s.created_at.push(std::time::Instant::now());
@@ -211,15 +220,15 @@ async fn handle(
             let k = form.get("Tag.1.Key").cloned().unwrap_or_default();
             let v = form.get("Tag.1.Value").cloned().unwrap_or_default();
             s.tags.entry(id).or_default().insert(k, v);
-            Ok(xml(200, "<CreateTagsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>req-2</requestId><return>true</return></CreateTagsResponse>".into()))
+            xml(200, "<CreateTagsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>req-2</requestId><return>true</return></CreateTagsResponse>".into())
         }
         "DescribeTags" => {
             if let Some((st, code)) = s.describe_errors.pop_front() {
-                return Ok(error(st, code));
+                return error(st, code);
             }
             if let Some(b) = s.describe_bucket.as_mut() {
                 if !b.take() {
-                    return Ok(error(503, "RequestLimitExceeded"));
+                    return error(503, "RequestLimitExceeded");
                 }
             }
             let id = form.get("Filter.1.Value.1").cloned().unwrap_or_default();
@@ -232,8 +241,8 @@ async fn handle(
                         .collect()
                 })
                 .unwrap_or_default();
-            Ok(xml(200, format!("<DescribeTagsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>req-3</requestId><tagSet>{items}</tagSet></DescribeTagsResponse>")))
+            xml(200, format!("<DescribeTagsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>req-3</requestId><tagSet>{items}</tagSet></DescribeTagsResponse>"))
         }
-        _ => Ok(error(400, "InvalidAction")),
+        _ => error(400, "InvalidAction"),
     }
 }
