@@ -152,6 +152,13 @@ fn image() -> PathBuf {
     let hash = sh(Command::new("sha256sum").arg(&recipe));
     let dir = cache_root().join(format!("bookworm-{}", &hash[..16]));
     if !dir.join("vmlinuz").exists() {
+        // Images of older recipes are not used again.
+        for e in std::fs::read_dir(cache_root()).unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("bookworm-") && e.path() != dir {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
         let t = Instant::now();
         eprintln!("building the guest image into {} ...", dir.display());
         sh(Command::new("bash").arg(&recipe).arg(&dir));
@@ -899,6 +906,15 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
         .filter(|s| !s["outcome"].as_str().unwrap_or("").starts_with("done"))
         .collect();
     assert!(failed.is_empty(), "[{}] failed steps: {failed:#?}", sc.name);
+    // Created in the foreground, or by the background continuation; `alreadySet` when the
+    // continuation found that a CreateTags cut off by the sync budget had landed.
+    let outcome = &report["tagging"]["result"]["outcome"];
+    assert!(
+        outcome == "created"
+            || (outcome == "alreadySet" && report["tagging"]["background"] == true),
+        "[{}] the report records the tag: {report:#}",
+        sc.name
+    );
 
     // Sysctls: live in the kernel on both boots (the second from /etc/sysctl.d via
     // systemd-sysctl), and persisted.
