@@ -118,15 +118,13 @@ fn prerequisites() -> Result<PathBuf, String> {
     deb_path()
 }
 
-/// The DEB under test: `E2E_DEB`, else the newest under `<target>/packages/` (make package).
+/// The DEB under test: `E2E_DEB`, else the newest under `target/packages/` (make package).
 fn deb_path() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("E2E_DEB") {
         return Ok(PathBuf::from(p));
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("target"));
-    let dir = target.join("packages");
+    // Where `make package` writes, whatever CARGO_TARGET_DIR says.
+    let dir = manifest_dir().join("target/packages");
     let newest = std::fs::read_dir(&dir)
         .ok()
         .into_iter()
