@@ -6,40 +6,12 @@ mod common;
 
 use common::*;
 
-async fn client(url: &str) -> aws_sdk_ec2::Client {
-    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-            "testing", "testing", None, None, "test",
-        ))
-        .endpoint_url(url)
-        .load()
-        .await;
-    aws_sdk_ec2::Client::new(&conf)
-}
-
 #[test]
 fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
     let Some(moto) = start_moto() else { return };
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let ec2 = rt.block_on(client(&moto.url));
-    let image = rt.block_on(ec2.describe_images().send()).unwrap().images()[0]
-        .image_id()
-        .unwrap()
-        .to_string();
-    let ran = rt
-        .block_on(
-            ec2.run_instances()
-                .image_id(image)
-                .instance_type(aws_sdk_ec2::types::InstanceType::M6iLarge)
-                .min_count(1)
-                .max_count(1)
-                .send(),
-        )
-        .unwrap();
-    let inst = &ran.instances()[0];
-    let id = inst.instance_id().unwrap().to_string();
-    let ip = inst.private_ip_address().unwrap().to_string();
+    let ec2 = rt.block_on(ec2_client(&moto.url, "us-east-1"));
+    let (id, ip) = rt.block_on(run_instance(&ec2));
 
     let root = sample_root("al2023-root");
     let md = root.path().join("md.json");
@@ -59,25 +31,8 @@ fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
     let out = init_with(root.path(), &cfg, &md, &[]);
     assert!(out.status.success());
     let want = format!("scaler-{}", ip.replace('.', "x"));
-    let tags = rt
-        .block_on(
-            ec2.describe_tags()
-                .filters(
-                    aws_sdk_ec2::types::Filter::builder()
-                        .name("resource-id")
-                        .values(&id)
-                        .build(),
-                )
-                .send(),
-        )
-        .unwrap();
-    let name: Vec<_> = tags
-        .tags()
-        .iter()
-        .filter(|t| t.key() == Some("Name"))
-        .map(|t| t.value().unwrap().to_string())
-        .collect();
-    assert_eq!(name, std::slice::from_ref(&want));
+    let tags = rt.block_on(instance_tags(&ec2, &id)).unwrap();
+    assert_eq!(tags.get("Name"), Some(&want));
     let rep = report(root.path());
     assert_eq!(rep["tagging"]["result"]["outcome"], "created");
     assert_eq!(

@@ -261,3 +261,59 @@ pub fn write_files_content(text: &str) -> String {
         .map(|l| format!("{}\n", l.get(indent..).unwrap_or("")))
         .collect()
 }
+
+/// An EC2 client for a local endpoint (moto) with test credentials.
+pub async fn ec2_client(url: &str, region: &str) -> aws_sdk_ec2::Client {
+    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_string()))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .endpoint_url(url)
+        .load()
+        .await;
+    aws_sdk_ec2::Client::new(&conf)
+}
+
+/// One run-instances instance from moto's first image: (instance id, private IPv4).
+pub async fn run_instance(ec2: &aws_sdk_ec2::Client) -> (String, String) {
+    let images = ec2.describe_images().send().await.unwrap();
+    let image = images.images()[0].image_id().unwrap().to_string();
+    let ran = ec2
+        .run_instances()
+        .image_id(image)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M6iLarge)
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await
+        .unwrap();
+    let inst = &ran.instances()[0];
+    (
+        inst.instance_id().unwrap().to_string(),
+        inst.private_ip_address().unwrap().to_string(),
+    )
+}
+
+/// Every tag on an instance, as DescribeTags reports it.
+pub async fn instance_tags(
+    ec2: &aws_sdk_ec2::Client,
+    id: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    let out = ec2
+        .describe_tags()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("resource-id")
+                .values(id)
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(out
+        .tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
+        .collect())
+}

@@ -11,9 +11,15 @@ rm -rf "$tmp"
 mkdir -p "$tmp"
 # minbase plus what a cloud node boots with. python3-cffi-backend is a dependency of
 # cloud-init's dependencies that debootstrap's resolver misses.
-debootstrap --variant=minbase \
-  --include=systemd,systemd-sysv,udev,dbus,kmod,procps,iproute2,ifupdown,isc-dhcp-client,netbase,cloud-init,python3-cffi-backend,linux-image-cloud-amd64,initramfs-tools,ca-certificates \
-  bookworm "$tmp/rootfs" "$mirror"
+# One retry: a mirror hiccup should not fail a CI run.
+for attempt in 1 2; do
+  rm -rf "$tmp/rootfs"
+  debootstrap --variant=minbase \
+    --include=systemd,systemd-sysv,udev,dbus,kmod,procps,iproute2,ifupdown,isc-dhcp-client,netbase,cloud-init,python3-cffi-backend,linux-image-cloud-amd64,initramfs-tools,ca-certificates \
+    bookworm "$tmp/rootfs" "$mirror" && break
+  [ "$attempt" = 2 ] && exit 1
+  echo "debootstrap failed; retrying once" >&2
+done
 r=$tmp/rootfs
 echo '/dev/vda / ext4 defaults,errors=remount-ro 0 1' > "$r/etc/fstab"
 # Only the EC2 datasource: cloud-init must find the (forwarded) IMDS or fail loudly.

@@ -313,38 +313,11 @@ impl Ec2 {
                 .spawn()
                 .unwrap(),
         );
-        let conf = rt.block_on(
-            aws_config::defaults(aws_config::BehaviorVersion::latest())
-                .region(aws_config::Region::new(REGION))
-                .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                    "testing", "testing", None, None, "e2e",
-                ))
-                .endpoint_url(&moto.url)
-                .load(),
-        );
-        let client = aws_sdk_ec2::Client::new(&conf);
-        let image = rt
-            .block_on(client.describe_images().send())
-            .unwrap()
-            .images()[0]
-            .image_id()
-            .unwrap()
-            .to_string();
-        let ran = rt
-            .block_on(
-                client
-                    .run_instances()
-                    .image_id(image)
-                    .instance_type(aws_sdk_ec2::types::InstanceType::M6iLarge)
-                    .min_count(1)
-                    .max_count(1)
-                    .send(),
-            )
-            .unwrap();
-        let inst = &ran.instances()[0];
+        let client = rt.block_on(ec2_client(&moto.url, REGION));
+        let (instance_id, private_ip) = rt.block_on(run_instance(&client));
         Ec2 {
-            instance_id: inst.instance_id().unwrap().to_string(),
-            private_ip: inst.private_ip_address().unwrap().to_string(),
+            instance_id,
+            private_ip,
             _moto: moto,
             _tls: tls,
             tls_port,
@@ -381,25 +354,8 @@ impl Ec2 {
         self.actions().iter().filter(|a| *a == action).count()
     }
 
-    fn name_tag(&self, rt: &tokio::runtime::Runtime) -> Vec<String> {
-        let tags = rt
-            .block_on(
-                self.client
-                    .describe_tags()
-                    .filters(
-                        aws_sdk_ec2::types::Filter::builder()
-                            .name("resource-id")
-                            .values(&self.instance_id)
-                            .build(),
-                    )
-                    .send(),
-            )
-            .unwrap();
-        tags.tags()
-            .iter()
-            .filter(|t| t.key() == Some("Name"))
-            .map(|t| t.value().unwrap_or("").to_string())
-            .collect()
+    fn tags(&self, rt: &tokio::runtime::Runtime) -> Result<BTreeMap<String, String>, String> {
+        rt.block_on(instance_tags(&self.client, &self.instance_id))
     }
 }
 
@@ -486,24 +442,9 @@ impl TagMirror {
         let t = std::thread::spawn(move || {
             let base = state.lock().unwrap().tags.clone().unwrap_or_default();
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                let got = handle.block_on(
-                    client
-                        .describe_tags()
-                        .filters(
-                            aws_sdk_ec2::types::Filter::builder()
-                                .name("resource-id")
-                                .values(&id)
-                                .build(),
-                        )
-                        .send(),
-                );
-                if let Ok(out) = got {
+                if let Ok(now) = handle.block_on(instance_tags(&client, &id)) {
                     let mut tags = base.clone();
-                    for t in out.tags() {
-                        if let (Some(k), Some(v)) = (t.key(), t.value()) {
-                            tags.insert(k.to_string(), v.to_string());
-                        }
-                    }
+                    tags.extend(now);
                     state.lock().unwrap().tags = Some(tags);
                 }
                 std::thread::sleep(Duration::from_millis(500));
@@ -542,42 +483,25 @@ fn read_example(p: &str) -> String {
     std::fs::read_to_string(example(p)).unwrap()
 }
 
-fn scenario(name: &str) -> Scenario {
-    match name {
-        "al2-user-data" => {
-            let ud = read_example("cloud-init/al2-userdata.sh");
-            let cfg = heredocs(&ud).remove(0);
-            Scenario {
-                name: "al2-user-data",
-                flavour: Flavour::Al2,
-                config: serde_json::from_str(&cfg).unwrap(),
-                user_data: ud,
-                by_unit: false,
-            }
-        }
-        "al2023-user-data" => {
-            let ud = read_example("cloud-init/al2023-userdata.mime");
-            let cfg = heredocs(&ud).remove(0);
-            Scenario {
-                name: "al2023-user-data",
-                flavour: Flavour::Al2023,
-                config: serde_json::from_str(&cfg).unwrap(),
-                user_data: ud,
-                by_unit: false,
-            }
-        }
-        "al2023-unit" => {
-            let ud = read_example("cloud-init/al2023-unit.mime");
-            let cfg = write_files_content(&ud);
-            Scenario {
-                name: "al2023-unit",
-                flavour: Flavour::Al2023,
-                config: serde_json::from_str(&cfg).unwrap(),
-                user_data: ud,
-                by_unit: true,
-            }
-        }
-        _ => unreachable!(),
+fn scenario(name: &'static str) -> Scenario {
+    let (file, flavour, by_unit) = match name {
+        "al2-user-data" => ("cloud-init/al2-userdata.sh", Flavour::Al2, false),
+        "al2023-user-data" => ("cloud-init/al2023-userdata.mime", Flavour::Al2023, false),
+        "al2023-unit" => ("cloud-init/al2023-unit.mime", Flavour::Al2023, true),
+        _ => unreachable!("{name}"),
+    };
+    let user_data = read_example(file);
+    // A script carries the config in a heredoc; for the unit, cloud-config writes the file.
+    let config = match by_unit {
+        true => write_files_content(&user_data),
+        false => heredocs(&user_data).remove(0),
+    };
+    Scenario {
+        name,
+        flavour,
+        config: serde_json::from_str(&config).unwrap(),
+        user_data,
+        by_unit,
     }
 }
 
@@ -963,8 +887,8 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
     // The Name tag, set once.
     let want = format!("{group}-{}", ec2.private_ip.replace('.', "x"));
     assert_eq!(
-        ec2.name_tag(rt),
-        vec![want.clone()],
+        ec2.tags(rt).unwrap().get("Name"),
+        Some(&want),
         "[{}] Name tag",
         sc.name
     );
@@ -1165,7 +1089,7 @@ fn check_nodeadm(sc: &Scenario, records: &[&str], run: &Run) {
     assert!(dropin.contains(shutdown), "{dropin}");
 }
 
-fn e2e(name: &str) {
+fn e2e(name: &'static str) {
     let deb = match prerequisites() {
         Ok(d) => d,
         Err(why) => return skip(&why),
