@@ -2,9 +2,12 @@
 //!
 //! * eks-nodeinit (`EKS_NODEINIT_BIN`, default target/release/eks-nodeinit) on a sample AL2 root;
 //! * the user-data shell script it replaces (benches/userdata.sh: curl + the AWS CLI);
-//! * the bare network floor: token PUT, the five metadata GETs and one CreateTags, made in
-//!   process with a minimal HTTP client (hyper, one connection per host).
+//! * the bare network floor: token PUT, the five metadata GETs, the instance role's credentials
+//!   (two GETs) and one CreateTags, made in process with a minimal HTTP client (hyper, one
+//!   connection per host).
 //!
+//! Credentials come from the instance role through IMDS, as on a node; `STARTUP_CREDENTIALS=env`
+//! puts static keys in the environment instead (and drops the floor's two credential GETs).
 //! Each run ends when bootstrap.sh (a recorder that exits at once) has been exec'd.
 //! Run: `cargo build --release && cargo bench --bench startup` (STARTUP_RUNS=N, default 10).
 
@@ -21,13 +24,22 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+const ROLE: &str = "bench-node-role";
+
+/// The instance role's credentials from IMDS (as on a node), unless STARTUP_CREDENTIALS=env.
+fn role_credentials() -> bool {
+    std::env::var("STARTUP_CREDENTIALS").map_or(true, |v| v != "env")
+}
+
 fn env(cmd: &mut Command, imds: &str) {
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", std::env::var("HOME").unwrap_or_default())
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("HOME", std::env::var("HOME").unwrap_or_default());
+    if !role_credentials() {
+        cmd.env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing");
+    }
+    cmd.env("AWS_CONFIG_FILE", "/nonexistent")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
         .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds)
         .stdin(Stdio::null())
@@ -114,13 +126,25 @@ async fn floor(imds: &str, moto: &str, instance_id: &str) -> Duration {
         .unwrap();
     let token = body(&client, req).await;
     let token = String::from_utf8(token.to_vec()).unwrap();
-    for p in [
+    let role_paths = [
+        "iam/security-credentials/".to_string(),
+        format!("iam/security-credentials/{ROLE}"),
+    ];
+    let paths = [
         "instance-id",
         "local-ipv4",
         "instance-type",
         "placement/region",
         "placement/availability-zone",
-    ] {
+    ]
+    .into_iter()
+    .chain(
+        role_paths
+            .iter()
+            .map(String::as_str)
+            .filter(|_| role_credentials()),
+    );
+    for p in paths {
         let req = hyper::Request::get(format!("{imds}/latest/meta-data/{p}"))
             .header("x-aws-ec2-metadata-token", &token)
             .body(Full::new(Bytes::new()))
@@ -170,34 +194,23 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     // A real instance in moto, served by the IMDS server.
     let instance_id = rt.block_on(async {
-        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new("eu-west-1"))
-            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                "testing", "testing", None, None, "bench",
-            ))
-            .endpoint_url(&moto.url)
-            .load()
-            .await;
-        let ec2 = aws_sdk_ec2::Client::new(&conf);
-        let image = ec2.describe_images().send().await.unwrap().images()[0]
-            .image_id()
-            .unwrap()
-            .to_string();
-        let r = ec2
-            .run_instances()
-            .image_id(image)
-            .min_count(1)
-            .max_count(1)
-            .send()
-            .await
-            .unwrap();
-        r.instances()[0].instance_id().unwrap().to_string()
+        let ec2 = common::ec2_client(&moto.url, "eu-west-1").await;
+        common::run_instance(&ec2).await.0
     });
     let imds = ImdsServer::start();
     {
         let mut s = imds.state.lock().unwrap();
         s.data.insert("instance-id".into(), instance_id.clone());
         s.data.insert("placement/region".into(), "eu-west-1".into());
+        s.data.insert(
+            format!("iam/security-credentials/{ROLE}"),
+            serde_json::json!({
+                "Code": "Success", "LastUpdated": "2026-11-23T00:00:00Z", "Type": "AWS-HMAC",
+                "AccessKeyId": "ASIABENCHEXAMPLE", "SecretAccessKey": "bench-secret",
+                "Token": "bench-session-token", "Expiration": "2099-01-01T00:00:00Z",
+            })
+            .to_string(),
+        );
     }
     let url = imds.url();
     // Warm-up: page cache, moto's first request.
@@ -213,7 +226,8 @@ fn main() {
     }
     let (a, s, f) = (stats(a), stats(s), stats(f));
     println!(
-        "start → hand-off, {runs} runs each, same IMDSv2 server and moto (ms: min / median / max)"
+        "start → hand-off, {runs} runs each, same IMDSv2 server and moto, credentials from {} (ms: min / median / max)",
+        if role_credentials() { "the instance role via IMDS" } else { "the environment" }
     );
     println!("| what | min | median | max | median vs eks-nodeinit |");
     println!("|---|---:|---:|---:|---:|");
@@ -231,5 +245,9 @@ fn main() {
         s.2,
         s.1 / a.1
     );
-    println!("| network floor (token PUT + 5 GETs + CreateTags, in process) | {:.1} | {:.1} | {:.1} | eks-nodeinit is {:.2}× the floor |", f.0, f.1, f.2, a.1 / f.1);
+    println!(
+        "| network floor (token PUT + {} GETs + CreateTags, in process) | {:.1} | {:.1} | {:.1} | eks-nodeinit is {:.2}× the floor |",
+        if role_credentials() { 7 } else { 5 },
+        f.0, f.1, f.2, a.1 / f.1
+    );
 }
