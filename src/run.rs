@@ -204,6 +204,17 @@ pub async fn init(args: &InitArgs) -> Result<()> {
                 );
             }
         }
+    } else if let Some(value) = c
+        .tagging
+        .enabled
+        .then(|| md.tags.as_ref().and_then(|t| t.get("Name")))
+        .flatten()
+    {
+        // No tag step: the Name already holds the value. Say so, so that the report of a
+        // second run still answers "is this node tagged?".
+        report.tagging = Some(
+            serde_json::json!({"result": {"outcome": "alreadySet"}, "key": "Name", "value": value}),
+        );
     }
 
     report.handoff = match &plan.family {

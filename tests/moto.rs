@@ -63,4 +63,13 @@ fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
         stdout(&out).contains("kubernetes.io/cluster/prod-eu"),
         "the missing cluster tag is warned about"
     );
+
+    // Applied, the run has nothing to tag, and its report still says the Name is in place.
+    let out = init_with(root.path(), &cfg, &md, &[]);
+    assert!(out.status.success());
+    let rep = report(root.path());
+    assert_eq!(
+        rep["tagging"],
+        serde_json::json!({"result": {"outcome": "alreadySet"}, "key": "Name", "value": want})
+    );
 }
