@@ -176,7 +176,13 @@ fn tagging_config(
 
 #[test]
 fn hand_off_does_not_wait_for_a_throttled_tag() {
-    let s = failing(vec![(503, "RequestLimitExceeded"); 4]);
+    // Throttled, and every answer 600 ms late: the 500 ms budget always runs out (with
+    // throttles alone, full-jitter retries could by chance fit inside it).
+    let s = Ec2Server::start(Ec2State {
+        create_errors: vec![(503, "RequestLimitExceeded"); 4].into(),
+        create_delay: Duration::from_millis(600),
+        ..Default::default()
+    });
     let root = sample_root("al2-root");
     let argv = recording_bootstrap(root.path());
     let cfg = tagging_config(
