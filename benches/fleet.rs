@@ -89,16 +89,14 @@ async fn run(n: usize, spread_sec: u64) -> Row {
                 Foreground::Pending {
                     initial_delay,
                     abandoned,
-                } => {
-                    let job = Job {
-                        known: job.known.filter(|_| !abandoned),
-                        ..job
-                    };
-                    background(&job, initial_delay, Duration::from_secs(600))
-                        .await
-                        .0
-                        .is_ok()
-                }
+                } => background(
+                    &job.continued(abandoned),
+                    initial_delay,
+                    Duration::from_secs(600),
+                )
+                .await
+                .0
+                .is_ok(),
             };
             (ok, handoff)
         }));

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::apply::{self, Bus, Report};
 use crate::cli::{InitArgs, Output, TagContinueArgs};
 use crate::config::{self, Config};
-use crate::ec2::{Ec2, RetryPolicy, TagError};
+use crate::ec2::{Calls, Ec2, RetryPolicy, TagError, TagOutcome};
 use crate::fsutil::under;
 use crate::handoff;
 use crate::imds;
@@ -135,7 +135,11 @@ pub async fn init(args: &InitArgs) -> Result<()> {
             policy: RetryPolicy::default(),
         };
         let window = sync_deadline - Instant::now();
-        tokio::spawn(async move { tagging::foreground(&job, spread_delay, window).await })
+        let kept = job.clone();
+        (
+            tokio::spawn(async move { tagging::foreground(&job, spread_delay, window).await }),
+            kept,
+        )
     });
 
     let bus = bus_for(args);
@@ -152,7 +156,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
         return Err(e.into());
     }
 
-    if let (Some(task), Some((key, value))) = (tag_task, tag_step) {
+    if let (Some((task, job)), Some((key, value))) = (tag_task, tag_step) {
         // `foreground` bounds itself by the budget; a join error means it panicked.
         let (fg, calls) = task.await.unwrap_or_else(|join| {
             let e = TagError::Fatal {
@@ -191,9 +195,12 @@ pub async fn init(args: &InitArgs) -> Result<()> {
                 initial_delay,
                 abandoned,
             } => {
-                // After a CreateTags cut off in flight, what was known may be stale.
-                let known = md.tags.is_some() && !abandoned;
-                let pid = spawn_continuation(&args.root, &c, &md, &value, initial_delay, known)?;
+                let pid = spawn_continuation(
+                    &args.root,
+                    &job.continued(abandoned),
+                    c.tagging.background_deadline_sec,
+                    initial_delay,
+                )?;
                 tracing::warn!(
                     pid,
                     "tagging not done within {} ms; continuing in the background",
@@ -210,11 +217,11 @@ pub async fn init(args: &InitArgs) -> Result<()> {
         .then(|| md.tags.as_ref().and_then(|t| t.get("Name")))
         .flatten()
     {
-        // No tag step: the Name already holds the value. Say so, so that the report of a
-        // second run still answers "is this node tagged?".
-        report.tagging = Some(
-            serde_json::json!({"result": {"outcome": "alreadySet"}, "key": "Name", "value": value}),
-        );
+        // No tag step: the Name already holds the value. Recorded as a foreground outcome
+        // with no calls, so that the report of a second run still answers "is it tagged?".
+        report.tagging = Some(serde_json::json!({
+            "result": TagOutcome::AlreadySet, "calls": Calls::default(), "key": "Name", "value": value
+        }));
     }
 
     report.handoff = match &plan.family {
@@ -238,11 +245,9 @@ pub async fn init(args: &InitArgs) -> Result<()> {
 /// the hand-off (exec of bootstrap.sh) and the unit's process.
 fn spawn_continuation(
     root: &Path,
-    c: &Config,
-    md: &Metadata,
-    value: &str,
+    job: &tagging::Job,
+    deadline_sec: u64,
     initial_delay: Duration,
-    tags_known: bool,
 ) -> Result<u32> {
     use std::os::unix::process::CommandExt;
     let log = under(root, TAG_LOG);
@@ -260,19 +265,19 @@ fn spawn_continuation(
         .arg("--root")
         .arg(root)
         .arg("--region")
-        .arg(&md.region)
+        .arg(&job.region)
         .arg("--instance-id")
-        .arg(&md.instance_id)
+        .arg(&job.instance_id)
         .arg("--value")
-        .arg(value)
+        .arg(&job.value)
         .arg("--deadline-sec")
-        .arg(c.tagging.background_deadline_sec.to_string())
+        .arg(deadline_sec.to_string())
         .arg("--initial-delay-ms")
         .arg(initial_delay.as_millis().to_string());
-    if tags_known {
+    if job.known.is_some() {
         cmd.arg("--tags-known");
     }
-    if let Some(ep) = &c.tagging.ec2_endpoint {
+    if let Some(ep) = &job.endpoint {
         cmd.arg("--endpoint").arg(ep);
     }
     cmd.stdin(Stdio::null())

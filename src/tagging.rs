@@ -25,6 +25,15 @@ pub struct Job {
 }
 
 impl Job {
+    /// The job the background part continues with. After a call cut off in flight a
+    /// CreateTags may have landed, so what was known is dropped and the tags are read first.
+    pub fn continued(&self, abandoned: bool) -> Job {
+        Job {
+            known: self.known.clone().filter(|_| !abandoned),
+            ..self.clone()
+        }
+    }
+
     /// Build a client and make the tag hold the value, until `deadline`.
     async fn run(&self, deadline: Instant) -> (Result<TagOutcome, TagError>, Calls) {
         let mut ec2 = Ec2::new(&self.region, self.endpoint.as_deref()).await;

@@ -70,6 +70,11 @@ fn name_tag_lands_in_moto_and_a_second_run_does_not_call_create_tags() {
     let rep = report(root.path());
     assert_eq!(
         rep["tagging"],
-        serde_json::json!({"result": {"outcome": "alreadySet"}, "key": "Name", "value": want})
+        serde_json::json!({
+            "result": {"outcome": "alreadySet"},
+            "calls": {"describeTags": 0, "createTags": 0},
+            "key": "Name",
+            "value": want
+        })
     );
 }
