@@ -164,15 +164,27 @@ pub fn run_with_stdin(c: &mut Command, input: &str) -> Output {
 /// moto's server on 127.0.0.1 with a free port, stopped when dropped. `None` (with a note) when
 /// moto is not installed on a developer box; in CI its absence fails the test.
 pub struct Moto {
-    child: std::process::Child,
+    _child: Proc,
     pub url: String,
 }
 
-impl Drop for Moto {
+/// A child process, killed and reaped when dropped.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
+}
+
+/// A TCP port free on 127.0.0.1 at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 pub fn start_moto() -> Option<Moto> {
@@ -195,11 +207,7 @@ pub fn start_moto_with(env: &[(&str, &str)]) -> Option<Moto> {
         eprintln!("SKIP: moto[server] not installed (run `make deps`)");
         return None;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let child = Command::new("python3")
         .args([
             "-m",
@@ -223,7 +231,7 @@ pub fn start_moto_with(env: &[(&str, &str)]) -> Option<Moto> {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     Some(Moto {
-        child,
+        _child: Proc(child),
         url: format!("http://127.0.0.1:{port}"),
     })
 }

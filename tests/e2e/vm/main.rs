@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use common::imds_server::{ImdsServer, State};
 use common::*;
+use eks_nodeinit::apply::REPORT_PATH;
+use eks_nodeinit::fsutil::under;
+use eks_nodeinit::{handoff, logind, sysctl};
 
 const REGION: &str = "eu-west-1";
 const EC2_HOST: &str = "ec2.eu-west-1.amazonaws.com";
@@ -64,12 +67,15 @@ fn sh(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Is `tool` an executable on PATH?
 fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            std::fs::metadata(d.join(tool))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
 }
 
 /// What the VM needs from this machine, or why it cannot run here.
@@ -218,23 +224,6 @@ fn accel(image: &Path) -> &'static str {
         eprintln!("accelerator: {a} (KVM probe booted: {booted})");
         a
     })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A process stopped when dropped.
-struct Proc(std::process::Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A CA the guest trusts and a certificate for EC2_HOST signed by it.
@@ -480,6 +469,13 @@ struct Scenario {
     by_unit: bool,
 }
 
+/// The AL2 kubelet config the agent patches: the config's default `kubelet.configPath`.
+fn kubelet_config() -> String {
+    eks_nodeinit::config::default_kubelet_config_path()
+        .display()
+        .to_string()
+}
+
 fn read_example(p: &str) -> String {
     std::fs::read_to_string(example(p)).unwrap()
 }
@@ -595,7 +591,7 @@ fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Path) -> Path
         Flavour::Al2 => {
             copy("bootstrap.sh", "etc/eks/bootstrap.sh", 0o755);
             write(
-                &root.join("etc/kubernetes/kubelet/kubelet-config.json"),
+                &under(&root, kubelet_config()),
                 &read_example("al2-root/etc/kubernetes/kubelet/kubelet-config.json"),
                 0o644,
             );
@@ -746,6 +742,10 @@ impl Run {
             .get(&(boot, name.to_string()))
             .map(|b| String::from_utf8_lossy(b).into_owned())
     }
+    /// A file the guest reported (guest/e2e-report sends each under `file:<path>`).
+    fn file(&self, boot: u32, path: &str) -> String {
+        self.must(boot, &format!("file:{path}"))
+    }
     fn must(&self, boot: u32, name: &str) -> String {
         self.get(boot, name)
             .unwrap_or_else(|| panic!("boot {boot}: the guest did not report {name}"))
@@ -765,18 +765,6 @@ impl Run {
             self.get(boot, "journal").unwrap_or_default(),
             self.get(boot, "cloud-init-output").unwrap_or_default()
         )
-    }
-}
-
-fn seconds(v: &serde_json::Value) -> f64 {
-    let s = v.as_str().unwrap();
-    let (n, unit) = s.split_at(s.find(|c: char| c.is_alphabetic()).unwrap());
-    let n: f64 = n.parse().unwrap();
-    match unit {
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => panic!("unit of {s}"),
     }
 }
 
@@ -802,6 +790,11 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
             sc.name,
             run.debug(boot)
         );
+        let lines: usize = run.must(boot, "journal-lines").trim().parse().unwrap();
+        assert!(
+            lines > 100,
+            "boot {boot}: only {lines} journal lines were readable"
+        );
         assert_eq!(
             run.must(boot, "ordering-cycles"),
             "",
@@ -811,9 +804,8 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
     }
 
     // The agent ran, in the unit or in cloud-final, and recorded success.
-    let report: serde_json::Value =
-        serde_json::from_str(&run.must(1, "file:/var/lib/eks-nodeinit/report.json"))
-            .unwrap_or_else(|e| panic!("[{}] report.json: {e}\n{ctx}", sc.name));
+    let report: serde_json::Value = serde_json::from_str(&run.file(1, REPORT_PATH))
+        .unwrap_or_else(|e| panic!("[{}] report.json: {e}\n{ctx}", sc.name));
     assert_eq!(report["instanceId"], ec2.instance_id.as_str(), "{report:#}");
     assert_eq!(
         report["family"],
@@ -842,7 +834,7 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
 
     // Sysctls: live in the kernel on both boots (the second from /etc/sysctl.d via
     // systemd-sysctl), and persisted.
-    let persisted = run.must(1, "file:/etc/sysctl.d/99-zz-eks-nodeinit.conf");
+    let persisted = run.file(1, sysctl::PERSIST_PATH);
     for (k, v) in cfg["sysctls"].as_object().unwrap() {
         for boot in [1, 2] {
             assert_eq!(
@@ -861,8 +853,11 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
 
     // logind took the drop-in: its InhibitDelayMaxUSec over D-Bus equals the drop-in's value,
     // and covers the grace period. Again after the reboot.
-    let grace = seconds(&cfg["kubelet"]["shutdownGracePeriod"]);
-    let dropin = run.must(1, "file:/etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf");
+    let grace =
+        eks_nodeinit::duration::parse(cfg["kubelet"]["shutdownGracePeriod"].as_str().unwrap())
+            .unwrap()
+            .as_secs_f64();
+    let dropin = run.file(1, logind::DROPIN_PATH);
     let delay: f64 = dropin
         .lines()
         .find_map(|l| l.strip_prefix("InhibitDelayMaxSec="))
@@ -910,7 +905,7 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
     );
 
     // The hand-off, recorded by the stand-ins.
-    let handoff = run.must(2, "file:/var/lib/e2e/handoff.log");
+    let handoff = run.file(2, "/var/lib/e2e/handoff.log");
     // One record per call: a header line, then its `arg` and `dropin` lines.
     let mut owned: Vec<String> = Vec::new();
     for l in handoff.split_inclusive('\n') {
@@ -955,11 +950,11 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
     // The reboot redid nothing: the agent's files are the same inodes with the same mtimes,
     // and a dry run on the configured node plans no change, on both boots.
     for f in [
-        "/etc/sysctl.d/99-zz-eks-nodeinit.conf",
-        "/etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf",
-        "/var/lib/eks-nodeinit/report.json",
-        "/etc/kubernetes/kubelet/kubelet-config.json",
-        "/etc/eks/nodeadm.d/10-eks-nodeinit.json",
+        sysctl::PERSIST_PATH,
+        logind::DROPIN_PATH,
+        REPORT_PATH,
+        &kubelet_config(),
+        handoff::NODECONFIG_DROPIN,
     ] {
         let name = format!("stat:{f}");
         assert_eq!(run.get(1, &name), run.get(2, &name), "[{}] {f}", sc.name);
@@ -972,9 +967,7 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
 
     // The AL2 kubelet config carries the settings; the CA reached nothing the guest printed.
     if sc.flavour == Flavour::Al2 {
-        let k: serde_json::Value =
-            serde_json::from_str(&run.must(1, "file:/etc/kubernetes/kubelet/kubelet-config.json"))
-                .unwrap();
+        let k: serde_json::Value = serde_json::from_str(&run.file(1, &kubelet_config())).unwrap();
         for key in ["shutdownGracePeriod", "shutdownGracePeriodCriticalPods"] {
             assert_eq!(k[key], cfg["kubelet"][key], "{key}");
         }
@@ -1068,7 +1061,7 @@ fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
 }
 
 fn check_nodeadm(sc: &Scenario, records: &[&str], run: &Run) {
-    let dropin = run.must(1, "file:/etc/eks/nodeadm.d/10-eks-nodeinit.json");
+    let dropin = run.file(1, handoff::NODECONFIG_DROPIN);
     let nc: serde_json::Value = serde_json::from_str(&dropin).unwrap();
     assert_eq!(nc["apiVersion"], "node.eks.aws/v1alpha1");
     assert_eq!(nc["kind"], "NodeConfig");
