@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ec2_server::{Bucket, Ec2Server, Ec2State};
-use eks_nodeinit::ec2::RetryPolicy;
+use eks_nodeinit::facts::InstanceTags;
+use eks_nodeinit::retry::RetryPolicy;
 use eks_nodeinit::tagging::{background, draw_spread, foreground, Foreground, Job};
 
 const CAPACITY: f64 = 100.0;
@@ -71,7 +72,7 @@ async fn run(n: usize, spread_sec: u64) -> Row {
                 instance_id: format!("i-{i:017x}"),
                 key: "Name".into(),
                 value: format!("scaler-10x0x{}x{}", i / 256, i % 256),
-                known: Some(BTreeMap::new()),
+                known: InstanceTags::Known(BTreeMap::new()),
                 policy: policy(),
             };
             let delay = draw_spread(Duration::from_secs(spread_sec));

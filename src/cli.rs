@@ -120,25 +120,9 @@ pub struct ValidateArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct TagContinueArgs {
+    /// The node root; the job itself comes as JSON on standard input.
     #[arg(long)]
     pub root: PathBuf,
-    #[arg(long)]
-    pub region: String,
-    #[arg(long)]
-    pub instance_id: String,
-    #[arg(long)]
-    pub value: String,
-    #[arg(long)]
-    pub deadline_sec: u64,
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// The foreground run already knew the instance's tags (the Name differed): go straight
-    /// to CreateTags instead of reading them again.
-    #[arg(long)]
-    pub tags_known: bool,
-    /// Wait this long before the first call (the drawn spread delay).
-    #[arg(long, default_value_t = 0)]
-    pub initial_delay_ms: u64,
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //!
 //! One JSON document (what Terraform's `jsonencode` writes). Field names are camelCase like
 //! Kubernetes and nodeadm's `NodeConfig`. Unknown fields are errors that name their JSON path.
-//! Nothing in here does I/O beyond reading the document; checks live in `validate`.
+//! Nothing in here does I/O beyond reading the document; `spec` checks it and resolves it into
+//! what the node should be.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -39,6 +40,9 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
+    /// The config's version. Optional: absent means `eks-nodeinit/v1`, the only version so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<ApiVersion>,
     pub cluster: Cluster,
     pub node_group: NodeGroup,
     /// Labels merged over the role preset's labels. A `null` value removes a preset label.
@@ -61,6 +65,16 @@ pub struct Config {
     pub tagging: TaggingSettings,
     #[serde(default)]
     pub imds: ImdsSettings,
+}
+
+/// Versions of the config document this agent reads.
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+pub enum ApiVersion {
+    #[default]
+    #[serde(rename = "eks-nodeinit/v1")]
+    V1,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]

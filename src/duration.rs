@@ -9,6 +9,30 @@ pub struct DurationError {
     pub reason: &'static str,
 }
 
+/// A duration as written in the config (kept, as kubelet and nodeadm take the text) and its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoDuration {
+    pub text: String,
+    pub value: Duration,
+}
+
+impl GoDuration {
+    /// Whole seconds, rounded up (what `InhibitDelayMaxSec` needs to cover it).
+    pub fn ceil_secs(&self) -> u64 {
+        self.value
+            .as_secs()
+            .saturating_add(u64::from(self.value.subsec_nanos() > 0))
+    }
+}
+
+/// Parse a duration, keeping its text.
+pub fn parse_go(input: &str) -> Result<GoDuration, DurationError> {
+    parse(input).map(|value| GoDuration {
+        text: input.to_string(),
+        value,
+    })
+}
+
 /// Parse a Go duration string. Negative durations are refused (no kubelet field here takes one).
 pub fn parse(input: &str) -> Result<Duration, DurationError> {
     let err = |reason| DurationError {

@@ -3,13 +3,16 @@
 //! a deadline; permission errors never retry and name the IAM statement needed.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Duration;
 
-use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::config::http::HttpResponse;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::{Filter, Tag};
 use tokio::time::Instant;
 
-use crate::imds::Backoff;
+use crate::facts::{InstanceTags, TagState};
+use crate::retry::{self, Failure, RetryPolicy, Verdict};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TagError {
@@ -36,22 +39,6 @@ pub enum TagError {
         attempts: u32,
         last: String,
     },
-}
-
-/// Capped, jittered exponential backoff between attempts.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    pub base: Duration,
-    pub cap: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            base: Duration::from_millis(250),
-            cap: Duration::from_secs(20),
-        }
-    }
 }
 
 /// What one failed call means for the next one.
@@ -84,7 +71,7 @@ pub fn classify(code: Option<&str>, http_status: Option<u16>) -> Class {
 }
 
 /// Counters the tests and the benchmark read.
-#[derive(Debug, Default, Clone, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Calls {
     pub describe_tags: u32,
@@ -148,69 +135,34 @@ impl Ec2 {
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<BTreeMap<String, String>, TagError> {
-        let mut backoff = Backoff::new(policy.base, policy.cap);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            self.calls.describe_tags += 1;
-            let r = self
-                .client
-                .describe_tags()
-                .filters(
-                    Filter::builder()
-                        .name("resource-id")
-                        .values(instance_id)
-                        .build(),
-                )
-                .send()
-                .await;
-            let err = match r {
-                Ok(out) => {
-                    return Ok(out
-                        .tags()
-                        .iter()
-                        .filter_map(|t| {
-                            Some((t.key()?.to_string(), t.value().unwrap_or("").to_string()))
-                        })
-                        .collect())
-                }
-                Err(e) => e,
-            };
-            let code = err.code().map(String::from);
-            let status = err.raw_response().map(|r| r.status().as_u16());
-            let message = describe_error(&err);
-            match classify(code.as_deref(), status) {
-                Class::Denied => {
-                    return Err(TagError::Denied {
-                        op: "DescribeTags",
-                        code: code.unwrap_or_default(),
-                        instance_id: instance_id.into(),
-                        action: "ec2:DescribeTags",
-                        resource: "*".into(),
-                    })
-                }
-                Class::Fatal => {
-                    return Err(TagError::Fatal {
-                        op: "DescribeTags",
-                        instance_id: instance_id.into(),
-                        message,
-                    })
-                }
-                Class::Retry => {
-                    let wait = backoff.next_delay();
-                    if Instant::now() + wait >= deadline {
-                        return Err(TagError::Deadline {
-                            op: "DescribeTags",
-                            instance_id: instance_id.into(),
-                            attempts,
-                            last: message,
-                        });
-                    }
-                    tracing::debug!(%message, ?wait, "DescribeTags failed; retrying");
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        }
+        let op = Op {
+            name: "DescribeTags",
+            action: "ec2:DescribeTags",
+            resource: "*".into(),
+            instance_id,
+        };
+        let client = &self.client;
+        let mut n = 0;
+        let r = op
+            .retried(policy, deadline, || {
+                n += 1;
+                client
+                    .describe_tags()
+                    .filters(
+                        Filter::builder()
+                            .name("resource-id")
+                            .values(instance_id)
+                            .build(),
+                    )
+                    .send()
+            })
+            .await;
+        self.calls.describe_tags = self.calls.describe_tags.saturating_add(n);
+        Ok(r?
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+            .collect())
     }
 
     /// CreateTags for one key on the instance, retrying what may succeed later.
@@ -221,58 +173,27 @@ impl Ec2 {
         value: &str,
         policy: RetryPolicy,
         deadline: Instant,
-    ) -> Result<u32, TagError> {
-        let mut backoff = Backoff::new(policy.base, policy.cap);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            self.calls.create_tags += 1;
-            let r = self
-                .client
-                .create_tags()
-                .resources(instance_id)
-                .tags(Tag::builder().key(key).value(value).build())
-                .send()
-                .await;
-            let err = match r {
-                Ok(_) => return Ok(attempts),
-                Err(e) => e,
-            };
-            let code = err.code().map(String::from);
-            let status = err.raw_response().map(|r| r.status().as_u16());
-            let message = describe_error(&err);
-            match classify(code.as_deref(), status) {
-                Class::Denied => {
-                    return Err(TagError::Denied {
-                        op: "CreateTags",
-                        code: code.unwrap_or_default(),
-                        instance_id: instance_id.into(),
-                        action: "ec2:CreateTags",
-                        resource: format!("arn:aws:ec2:*:*:instance/{instance_id}"),
-                    })
-                }
-                Class::Fatal => {
-                    return Err(TagError::Fatal {
-                        op: "CreateTags",
-                        instance_id: instance_id.into(),
-                        message,
-                    })
-                }
-                Class::Retry => {
-                    let wait = backoff.next_delay();
-                    if Instant::now() + wait >= deadline {
-                        return Err(TagError::Deadline {
-                            op: "CreateTags",
-                            instance_id: instance_id.into(),
-                            attempts,
-                            last: message,
-                        });
-                    }
-                    tracing::debug!(%message, ?wait, "CreateTags failed; retrying");
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        }
+    ) -> Result<(), TagError> {
+        let op = Op {
+            name: "CreateTags",
+            action: "ec2:CreateTags",
+            resource: format!("arn:aws:ec2:*:*:instance/{instance_id}"),
+            instance_id,
+        };
+        let client = &self.client;
+        let mut n = 0;
+        let r = op
+            .retried(policy, deadline, || {
+                n += 1;
+                client
+                    .create_tags()
+                    .resources(instance_id)
+                    .tags(Tag::builder().key(key).value(value).build())
+                    .send()
+            })
+            .await;
+        self.calls.create_tags = self.calls.create_tags.saturating_add(n);
+        r.map(|_| ())
     }
 
     /// Make the instance's `key` tag equal `value`: read the current tags unless the caller
@@ -282,19 +203,18 @@ impl Ec2 {
         instance_id: &str,
         key: &str,
         value: &str,
-        known: Option<&BTreeMap<String, String>>,
+        known: &InstanceTags,
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<TagOutcome, TagError> {
-        let current = match known {
-            Some(t) => t.get(key).cloned(),
-            None => self
-                .describe_tags(instance_id, policy, deadline)
-                .await?
-                .get(key)
-                .cloned(),
+        let current = match known.get(key) {
+            TagState::Unknown => {
+                let tags = self.describe_tags(instance_id, policy, deadline).await?;
+                InstanceTags::Known(tags).get(key)
+            }
+            known => known,
         };
-        if current.as_deref() == Some(value) {
+        if current == TagState::Is(value.to_string()) {
             return Ok(TagOutcome::AlreadySet);
         }
         self.create_tag(instance_id, key, value, policy, deadline)
@@ -303,23 +223,75 @@ impl Ec2 {
     }
 }
 
-fn describe_error<E, R>(e: &aws_sdk_ec2::error::SdkError<E, R>) -> String
+/// One EC2 operation on the instance, for retries and error messages.
+struct Op<'a> {
+    name: &'static str,
+    action: &'static str,
+    resource: String,
+    instance_id: &'a str,
+}
+
+impl Op<'_> {
+    /// Send with the agent's retry policy: throttling and eventual consistency retry with
+    /// jittered backoff until the deadline; denied and other client errors never retry.
+    async fn retried<T, E, Fut>(
+        &self,
+        policy: RetryPolicy,
+        deadline: Instant,
+        mut send: impl FnMut() -> Fut,
+    ) -> Result<T, TagError>
+    where
+        Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let r = retry::run(policy, Some(deadline), |_| {
+            let fut = send();
+            async move {
+                let err = match fut.await {
+                    Ok(v) => return Ok(v),
+                    Err(e) => e,
+                };
+                let code = err.code().map(String::from);
+                let status = err.raw_response().map(|r| r.status().as_u16());
+                Err(match classify(code.as_deref(), status) {
+                    Class::Denied => Verdict::Fail(Err(code.unwrap_or_default())),
+                    Class::Fatal => Verdict::Fail(Ok(describe_error(&err))),
+                    Class::Retry => Verdict::Retry(describe_error(&err)),
+                })
+            }
+        })
+        .await;
+        r.map_err(|f| match f {
+            Failure::Fatal(Err(code)) => TagError::Denied {
+                op: self.name,
+                code,
+                instance_id: self.instance_id.into(),
+                action: self.action,
+                resource: self.resource.clone(),
+            },
+            Failure::Fatal(Ok(message)) => TagError::Fatal {
+                op: self.name,
+                instance_id: self.instance_id.into(),
+                message,
+            },
+            Failure::Deadline { attempts, last } => TagError::Deadline {
+                op: self.name,
+                instance_id: self.instance_id.into(),
+                attempts,
+                last,
+            },
+        })
+    }
+}
+
+fn describe_error<E>(e: &SdkError<E, HttpResponse>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
 {
     match (e.code(), e.message()) {
         (Some(c), Some(m)) => format!("{c}: {m}"),
         (Some(c), None) => c.to_string(),
-        _ => {
-            let mut s = e.to_string();
-            let mut src = std::error::Error::source(e);
-            while let Some(x) = src {
-                s = format!("{s}: {x}");
-                src = x.source();
-            }
-            s
-        }
+        _ => crate::text::chain(e),
     }
 }
 

@@ -17,6 +17,8 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::metadata::Metadata;
+use crate::retry::{self, Failure, RetryPolicy, Verdict};
+use std::sync::atomic::Ordering;
 
 pub const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
 pub const ENDPOINT_ENV: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
@@ -124,17 +126,12 @@ impl ImdsClient {
             .body(Full::new(Bytes::new()))
             .map_err(|e| (false, e.to_string()))?;
         let fut = async {
-            let resp = self.http.request(req).await.map_err(|e| {
-                let mut s = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(x) = src {
-                    s = format!("{s}: {x}");
-                    src = x.source();
-                }
-                (e.is_connect(), s)
-            })?;
-            self.ever_connected
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            let resp = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| (e.is_connect(), crate::text::chain(&e)))?;
+            self.ever_connected.store(true, Ordering::Relaxed);
             let status = resp.status();
             let body = resp
                 .into_body()
@@ -232,66 +229,54 @@ impl ImdsClient {
     }
 
     async fn get_owned(&self, path: &str) -> Result<Option<String>, ImdsError> {
-        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
-        let mut refreshed = false;
-        loop {
-            match self.attempt(path).await {
+        let refreshed = std::cell::Cell::new(false);
+        let r = retry::run(RETRY, None, |_| async {
+            let why = match self.attempt(path).await {
                 Ok(v) => return Ok(v),
-                Err(Attempt::Fatal(e)) => return Err(e),
-                Err(Attempt::Unauthorized(used)) if !refreshed => {
-                    // Token expired or revoked: drop it (unless a concurrent read already
-                    // replaced it); the next attempt uses or fetches a new one.
-                    refreshed = true;
-                    self.drop_token(used.as_deref()).await;
-                    tracing::debug!(path, "IMDS answered 401; refreshing the token");
-                }
+                Err(Attempt::Fatal(e)) => return Err(Verdict::Fail(e)),
                 Err(Attempt::Unauthorized(used)) => {
+                    // Token expired or revoked: drop it (unless a concurrent read already
+                    // replaced it); the next attempt uses or fetches a new one, at once the
+                    // first time.
                     self.drop_token(used.as_deref()).await;
-                    tracing::debug!(path, "IMDS answered 401 again");
-                    *self.last_error.lock().unwrap() =
-                        format!("{path}: HTTP 401 after a token refresh");
-                    tokio::time::sleep(backoff.next_delay()).await;
+                    if !refreshed.replace(true) {
+                        return Err(Verdict::RetryNow(format!("{path}: HTTP 401")));
+                    }
+                    format!("{path}: HTTP 401 after a token refresh")
                 }
                 Err(Attempt::NoConnection(why))
-                    if !self
-                        .ever_connected
-                        .load(std::sync::atomic::Ordering::Relaxed)
+                    if !self.ever_connected.load(Ordering::Relaxed)
                         && self.created.elapsed() >= UNREACHABLE_AFTER =>
                 {
-                    return Err(ImdsError::Unreachable {
+                    return Err(Verdict::Fail(ImdsError::Unreachable {
                         endpoint: self.endpoint.clone(),
                         last: why,
-                    });
+                    }));
                 }
-                Err(Attempt::Retry(why)) | Err(Attempt::NoConnection(why)) => {
-                    tracing::debug!(path, %why, "IMDS read failed; retrying");
-                    *self.last_error.lock().unwrap() = why;
-                    tokio::time::sleep(backoff.next_delay()).await;
-                }
+                Err(Attempt::Retry(why)) | Err(Attempt::NoConnection(why)) => why,
+            };
+            if let Ok(mut last) = self.last_error.lock() {
+                last.clone_from(&why);
             }
-        }
+            Err(Verdict::Retry(why))
+        })
+        .await;
+        r.map_err(|f| match f {
+            Failure::Fatal(e) => e,
+            // Unreachable: the loop has no deadline of its own (the caller's timeout bounds it).
+            Failure::Deadline { last, .. } => ImdsError::Unreachable {
+                endpoint: self.endpoint.clone(),
+                last,
+            },
+        })
     }
 }
 
-/// Capped exponential backoff with full jitter: attempt k waits a uniform random time in
-/// `[0, min(cap, base·2^k)]`, which spreads a crowd of clients best.
-pub struct Backoff {
-    base: Duration,
-    cap: Duration,
-    n: u32,
-}
-
-impl Backoff {
-    pub fn new(base: Duration, cap: Duration) -> Self {
-        Backoff { base, cap, n: 0 }
-    }
-    pub fn next_delay(&mut self) -> Duration {
-        let exp = self.base.saturating_mul(1u32 << self.n.min(16));
-        self.n += 1;
-        let ceiling = exp.min(self.cap).as_millis().max(1) as u64;
-        Duration::from_millis(rand::random_range(1..=ceiling))
-    }
-}
+/// IMDS is local: 50 ms doubling up to 1 s.
+const RETRY: RetryPolicy = RetryPolicy {
+    base: Duration::from_millis(50),
+    cap: Duration::from_secs(1),
+};
 
 fn md(path: &str) -> String {
     format!("/{API_VERSION}/meta-data/{path}")
@@ -299,7 +284,9 @@ fn md(path: &str) -> String {
 
 /// Read everything the agent needs, concurrently, under one total deadline.
 pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, ImdsError> {
-    client.last_error.lock().unwrap().clear();
+    if let Ok(mut last) = client.last_error.lock() {
+        last.clear();
+    }
     let work = async {
         let (id, v4, v6, itype, region, az, tag_keys, user_data) = tokio::join!(
             client.get(&md("instance-id")),
@@ -361,13 +348,9 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
         Err(_) => Err(ImdsError::Deadline {
             endpoint: client.endpoint().to_string(),
             deadline_ms: deadline.as_millis(),
-            last: {
-                let l = client.last_error.lock().unwrap().clone();
-                if l.is_empty() {
-                    "no answer".into()
-                } else {
-                    l
-                }
+            last: match client.last_error.lock().map(|l| l.clone()) {
+                Ok(l) if !l.is_empty() => l,
+                _ => "no answer".into(),
             },
         }),
     }
@@ -399,7 +382,6 @@ async fn join_vec<F: std::future::Future + Unpin>(mut futs: Vec<F>) -> Vec<F::Ou
         }
     })
     .await;
-    outs.into_iter()
-        .map(|o| o.expect("every future completed"))
-        .collect()
+    // Ready only once every future has completed: every slot is filled.
+    outs.into_iter().flatten().collect()
 }

@@ -1,22 +1,26 @@
 //! eks-nodeinit: the first-boot agent for EKS worker nodes.
 //!
-//! inputs (config, instance metadata, the node's files) → a pure [`plan`] → [`apply`] →
-//! hand-off ([`handoff`]). One module per external system: [`imds`], [`ec2`], [`logind`],
-//! [`sysctl`], [`kubelet`].
+//! config → [`spec`] (checked once) → [`facts`] (the world, read once) → [`plan`] (pure, over
+//! the [`aspects`] registry) → [`exec`] (the one executor, hand-off included). External systems:
+//! [`imds`], [`ec2`] (with [`tagging`]), and the node's files through [`fsutil`].
 
-pub mod apply;
+pub mod aspects;
 pub mod cli;
 pub mod config;
 pub mod duration;
 pub mod ec2;
+pub mod exec;
+pub mod facts;
+pub mod findings;
 pub mod fsutil;
-pub mod handoff;
 pub mod imds;
-pub mod kubelet;
-pub mod logind;
+pub mod k8s;
+pub mod lock;
 pub mod metadata;
 pub mod plan;
+pub mod report;
+pub mod retry;
 pub mod run;
-pub mod sysctl;
+pub mod spec;
 pub mod tagging;
-pub mod validate;
+pub mod text;

@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use eks_nodeinit::cli::{Cli, Command, LogFormat};
-use eks_nodeinit::{config::ConfigError, run, validate::Invalid};
+use eks_nodeinit::{config::ConfigError, findings::Invalid, run};
 
 /// Exit codes: 0 success, 1 failure, 2 usage (clap), 3 invalid config.
 const EXIT_INVALID: u8 = 3;
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Init(a) => run::init(a).await,
             Command::Validate(a) => run::validate_cmd(&a.config),
-            Command::TagContinue(a) => run::tag_continue(a).await,
+            Command::TagContinue(a) => run::tag_continue(&a.root).await,
             Command::Generate(a) => eks_nodeinit::cli::generate(&a.out).map_err(Into::into),
         }
     });
@@ -77,11 +77,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // The chain, printed once.
-            let mut msg = format!("error: {e}");
-            for cause in e.chain().skip(1) {
-                msg.push_str(&format!("\n  caused by: {cause}"));
-            }
-            eprintln!("{msg}");
+            eprintln!("error: {e:#}");
             if e.downcast_ref::<Invalid>().is_some() || e.downcast_ref::<ConfigError>().is_some() {
                 ExitCode::from(EXIT_INVALID)
             } else {

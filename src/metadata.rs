@@ -80,76 +80,9 @@ pub fn load_file(path: &Path) -> Result<Metadata, MetadataError> {
     })
 }
 
-/// EC2 tag limits.
-pub const TAG_KEY_MAX: usize = 128;
-pub const TAG_VALUE_MAX: usize = 256;
-
-/// The instance's Name tag value: `<group>-<IPv4 with dots as x>` (IPv6-only: colons as x).
-/// The group is the config's node group name, else the ASG name.
-pub fn name_tag(group: Option<&str>, md: &Metadata) -> Result<String, String> {
-    let group = group
-        .or(md.autoscaling_group_name.as_deref())
-        .ok_or_else(|| {
-            "no node group name: set nodeGroup.name, or turn on instance-metadata tags so the ASG name (aws:autoscaling:groupName) is visible".to_string()
-        })?;
-    let ip = match (&md.private_ipv4, &md.ipv6) {
-        (Some(v4), _) => v4.replace('.', "x"),
-        (None, Some(v6)) => v6.replace(':', "x"),
-        (None, None) => {
-            return Err(
-                "the instance has neither a private IPv4 nor an IPv6 address in its metadata"
-                    .into(),
-            )
-        }
-    };
-    let value = format!("{group}-{ip}");
-    if value.len() > TAG_VALUE_MAX {
-        return Err(format!(
-            "Name tag `{value}` is {} characters; EC2 allows at most {TAG_VALUE_MAX}: shorten nodeGroup.name",
-            value.len()
-        ));
-    }
-    if value.to_ascii_lowercase().starts_with("aws:") {
-        return Err("tag values may not start with `aws:`".into());
-    }
-    Ok(value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn md() -> Metadata {
-        Metadata {
-            instance_id: "i-1".into(),
-            private_ipv4: Some("10.0.12.34".into()),
-            instance_type: "m6i.large".into(),
-            region: "us-east-1".into(),
-            availability_zone: "us-east-1a".into(),
-            autoscaling_group_name: Some("asg-a".into()),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn name_from_group_or_asg() {
-        assert_eq!(
-            name_tag(Some("scaler"), &md()).unwrap(),
-            "scaler-10x0x12x34"
-        );
-        assert_eq!(name_tag(None, &md()).unwrap(), "asg-a-10x0x12x34");
-        let mut m = md();
-        m.autoscaling_group_name = None;
-        assert!(name_tag(None, &m).unwrap_err().contains("nodeGroup.name"));
-    }
-
-    #[test]
-    fn ipv6_only_uses_x_for_colons() {
-        let mut m = md();
-        m.private_ipv4 = None;
-        m.ipv6 = Some("2600:1f18::1".into());
-        assert_eq!(name_tag(Some("g"), &m).unwrap(), "g-2600x1f18xx1");
-    }
 
     #[test]
     fn nodeconfig_in_user_data() {
@@ -166,13 +99,5 @@ mod tests {
             Some(true)
         );
         assert_eq!(user_data_has_node_config("H4sIAAAAAAAA"), None);
-    }
-
-    #[test]
-    fn too_long_is_refused() {
-        let long = "a".repeat(250);
-        assert!(name_tag(Some(&long), &md())
-            .unwrap_err()
-            .contains("at most 256"));
     }
 }

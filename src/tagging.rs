@@ -3,15 +3,18 @@
 //! that keeps going until its deadline. Each builds its own client, as the two run in separate
 //! processes in production. The fleet benchmark drives these same two functions.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::ec2::{Calls, Ec2, RetryPolicy, TagError, TagOutcome};
+use crate::ec2::{Calls, Ec2, TagError, TagOutcome};
+use crate::facts::InstanceTags;
+use crate::retry::RetryPolicy;
 
-/// One instance's tagging job.
-#[derive(Debug, Clone)]
+/// One instance's tagging job. The background continuation receives it as JSON on its
+/// standard input ([`Continuation`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Job {
     pub region: String,
     /// EC2 endpoint override; `None`: `AWS_ENDPOINT_URL_EC2` or the SDK default.
@@ -19,8 +22,8 @@ pub struct Job {
     pub instance_id: String,
     pub key: String,
     pub value: String,
-    /// Tags already known (IMDS tags or an earlier DescribeTags); `None`: read them first.
-    pub known: Option<BTreeMap<String, String>>,
+    /// Tags already known (IMDS tags or an earlier DescribeTags); unknown: read them first.
+    pub known: InstanceTags,
     pub policy: RetryPolicy,
 }
 
@@ -29,7 +32,11 @@ impl Job {
     /// CreateTags may have landed, so what was known is dropped and the tags are read first.
     pub fn continued(&self, abandoned: bool) -> Job {
         Job {
-            known: self.known.clone().filter(|_| !abandoned),
+            known: if abandoned {
+                InstanceTags::Unknown
+            } else {
+                self.known.clone()
+            },
             ..self.clone()
         }
     }
@@ -42,13 +49,22 @@ impl Job {
                 &self.instance_id,
                 &self.key,
                 &self.value,
-                self.known.as_ref(),
+                &self.known,
                 self.policy,
                 deadline,
             )
             .await;
         (r, ec2.calls)
     }
+}
+
+/// What the background continuation is given: the job, when to start and how long to try.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Continuation {
+    pub job: Job,
+    pub initial_delay_ms: u64,
+    pub deadline_ms: u64,
 }
 
 /// What the foreground part came to.
@@ -71,7 +87,18 @@ pub fn draw_spread(spread: Duration) -> Duration {
     if spread.is_zero() {
         return Duration::ZERO;
     }
-    Duration::from_millis(rand::random_range(0..=spread.as_millis() as u64))
+    let ms = u64::try_from(spread.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(rand::random_range(0..=ms))
+}
+
+/// `tagging.required`: the hand-off waits for the tag. The spread delay is waited out here
+/// (a required tag is worth the wait), then the job runs until `deadline`, counted from now.
+pub async fn required(
+    job: &Job,
+    delay: Duration,
+    deadline: Duration,
+) -> (Result<TagOutcome, TagError>, Calls) {
+    background(job, delay, deadline).await
 }
 
 /// Try within `budget`, which is hard: an attempt still in flight at its end is abandoned. A
@@ -87,7 +114,7 @@ pub async fn foreground(job: &Job, delay: Duration, budget: Duration) -> (Foregr
             Calls::default(),
         );
     }
-    let deadline = Instant::now() + budget;
+    let deadline = far(budget);
     match tokio::time::timeout_at(deadline, job.run(deadline)).await {
         Ok((Ok(o), calls)) => (Foreground::Done(o), calls),
         Ok((Err(TagError::Deadline { .. }), calls)) => (
@@ -114,7 +141,14 @@ pub async fn background(
     initial_delay: Duration,
     deadline: Duration,
 ) -> (Result<TagOutcome, TagError>, Calls) {
-    let end = Instant::now() + deadline;
+    let end = far(deadline);
     tokio::time::sleep(initial_delay).await;
     job.run(end).await
+}
+
+/// `now + d`, saturating far in the future instead of overflowing.
+fn far(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
 }

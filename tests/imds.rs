@@ -52,7 +52,7 @@ async fn tags_off_and_ipv6_only() {
     assert_eq!(md.autoscaling_group_name, None);
     assert_eq!(md.private_ipv4, None);
     assert_eq!(
-        eks_nodeinit::metadata::name_tag(Some("g"), &md).unwrap(),
+        eks_nodeinit::aspects::name_tag::value(Some("g"), &md).unwrap(),
         "g-2600x1f18xx1"
     );
 }

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use common::ec2_server::{Ec2Server, Ec2State};
 use common::*;
-use eks_nodeinit::ec2::{Ec2, RetryPolicy, TagError, TagOutcome};
+use eks_nodeinit::ec2::{Ec2, TagError, TagOutcome};
+use eks_nodeinit::facts::InstanceTags;
+use eks_nodeinit::retry::RetryPolicy;
 
 const ID: &str = "i-0a1b2c3d4e5f67890";
 
@@ -50,7 +52,7 @@ fn job(s: &Ec2Server) -> eks_nodeinit::tagging::Job {
         instance_id: ID.into(),
         key: "Name".into(),
         value: "v".into(),
-        known: Some(BTreeMap::new()),
+        known: InstanceTags::Known(BTreeMap::new()),
         policy: fast(),
     }
 }
@@ -59,16 +61,9 @@ fn job(s: &Ec2Server) -> eks_nodeinit::tagging::Job {
 async fn throttling_is_retried_until_it_lands() {
     let s = failing(vec![(503, "RequestLimitExceeded"); 3]);
     let mut c = ec2(&s).await;
-    let known = BTreeMap::new();
+    let known = InstanceTags::Known(BTreeMap::new());
     let r = c
-        .ensure_tag(
-            ID,
-            "Name",
-            "scaler-10x0x12x34",
-            Some(&known),
-            fast(),
-            deadline(),
-        )
+        .ensure_tag(ID, "Name", "scaler-10x0x12x34", &known, fast(), deadline())
         .await
         .unwrap();
     assert_eq!(r, TagOutcome::Created);
@@ -87,7 +82,14 @@ async fn access_denied_is_not_retried_and_names_the_permission() {
     let s = failing(vec![(403, "UnauthorizedOperation")]);
     let mut c = ec2(&s).await;
     let e = c
-        .ensure_tag(ID, "Name", "v", Some(&BTreeMap::new()), fast(), deadline())
+        .ensure_tag(
+            ID,
+            "Name",
+            "v",
+            &InstanceTags::Known(BTreeMap::new()),
+            fast(),
+            deadline(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, TagError::Denied { .. }), "{e}");
@@ -106,7 +108,14 @@ async fn instance_not_found_yet_is_retried() {
     let s = failing(vec![(400, "InvalidInstanceID.NotFound"); 2]);
     let mut c = ec2(&s).await;
     let r = c
-        .ensure_tag(ID, "Name", "v", Some(&BTreeMap::new()), fast(), deadline())
+        .ensure_tag(
+            ID,
+            "Name",
+            "v",
+            &InstanceTags::Known(BTreeMap::new()),
+            fast(),
+            deadline(),
+        )
         .await
         .unwrap();
     assert_eq!(r, TagOutcome::Created);
@@ -126,7 +135,7 @@ async fn an_existing_tag_means_no_create_call() {
     });
     let mut c = ec2(&s).await;
     let r = c
-        .ensure_tag(ID, "Name", "v", None, fast(), deadline())
+        .ensure_tag(ID, "Name", "v", &InstanceTags::Unknown, fast(), deadline())
         .await
         .unwrap();
     assert_eq!(r, TagOutcome::AlreadySet);
@@ -146,7 +155,7 @@ async fn the_deadline_bounds_retries() {
             ID,
             "Name",
             "v",
-            Some(&BTreeMap::new()),
+            &InstanceTags::Known(BTreeMap::new()),
             fast(),
             tokio::time::Instant::now() + Duration::from_millis(800),
         )
@@ -355,4 +364,46 @@ async fn the_foreground_budget_is_hard_even_mid_call() {
         "{fg:?}"
     );
     assert_eq!(s.state.lock().unwrap().count("CreateTags"), 1);
+}
+
+#[test]
+fn required_tagging_waits_out_the_spread_then_tags_and_hands_off() {
+    // Found as a user would: `required` + `spreadSec` failed at once ("not set within 600 s")
+    // with no EC2 call, after the local changes, with no tagging record and no hand-off.
+    let s = Ec2Server::start(Ec2State::default());
+    let root = sample_root("al2-root");
+    let argv = recording_bootstrap(root.path());
+    let cfg = tagging_config(
+        root.path(),
+        &s.url(),
+        serde_json::json!({"required": true, "spreadSec": 2, "backgroundDeadlineSec": 30}),
+    );
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(argv.exists(), "the hand-off happened after the tag");
+    let r = report(root.path());
+    assert_eq!(r["tagging"]["result"]["outcome"], "created", "{r:#}");
+    assert_eq!(r["tagging"]["calls"]["createTags"], 1, "{r:#}");
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.count("DescribeTags"), 1, "{:?}", st.calls);
+    assert_eq!(st.count("CreateTags"), 1, "{:?}", st.calls);
+}
+
+#[test]
+fn a_spread_as_long_as_the_deadline_is_refused() {
+    let root = sample_root("al2-root");
+    let cfg = tagging_config(
+        root.path(),
+        "http://127.0.0.1:9",
+        serde_json::json!({"spreadSec": 600, "backgroundDeadlineSec": 600}),
+    );
+    let before = snapshot(root.path());
+    let out = init(root.path(), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("tagging.spreadSec: 600 is not below tagging.backgroundDeadlineSec"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(before, snapshot(root.path()));
 }

@@ -1,9 +1,18 @@
 //! The validation table: every rule, with good and bad cases, checked through the public API.
 
+use eks_nodeinit::aspects::sysctls::check_key as check_sysctl_key;
 use eks_nodeinit::config::parse;
-use eks_nodeinit::validate::{
-    check_config, check_kubelet_self_label, check_qualified_name, check_sysctl_key, parse_taint,
-};
+use eks_nodeinit::k8s::{check_kubelet_self_label, check_qualified_name, parse_taint};
+use eks_nodeinit::spec::{self, Spec};
+
+/// Every finding for a config, the way the agent checks it: once, into a spec.
+fn check_config(c: &eks_nodeinit::config::Config) -> Vec<eks_nodeinit::findings::Finding> {
+    spec::resolve(c).1 .0
+}
+
+fn spec_of(v: &serde_json::Value) -> Spec {
+    spec::from_config(&parse(&v.to_string(), "t").unwrap()).unwrap()
+}
 
 fn base() -> serde_json::Value {
     serde_json::json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g", "role": "scaler"}})
@@ -106,17 +115,20 @@ fn label_syntax() {
     // null removes a preset label
     let mut v = base();
     v["labels"] = serde_json::json!({"node.kubernetes.io/role": null});
-    let c = parse(&v.to_string(), "t").unwrap();
-    assert!(eks_nodeinit::validate::effective_labels(&c).is_empty());
+    assert!(spec_of(&v).registration.labels.is_empty());
 }
 
 #[test]
 fn taints() {
+    let t = parse_taint("dedicated=infra:NoSchedule").unwrap();
     assert_eq!(
-        parse_taint("dedicated=infra:NoSchedule").unwrap(),
-        ("dedicated".into(), "infra".into(), "NoSchedule".into())
+        (t.key.as_str(), t.value.as_str(), t.effect.as_str()),
+        ("dedicated", "infra", "NoSchedule")
     );
-    assert_eq!(parse_taint("CriticalAddonsOnly:NoExecute").unwrap().1, "");
+    assert_eq!(
+        parse_taint("CriticalAddonsOnly:NoExecute").unwrap().value,
+        ""
+    );
     assert!(parse_taint("k=v:PreferNoSchedule").is_ok());
     for bad in [
         "k=v",
@@ -136,9 +148,7 @@ fn taints() {
     let mut v = base();
     v["nodeGroup"]["role"] = "master".into();
     v["taints"] = serde_json::json!([]);
-    assert!(
-        eks_nodeinit::validate::effective_taints(&parse(&v.to_string(), "t").unwrap()).is_empty()
-    );
+    assert!(spec_of(&v).registration.taints.is_empty());
 }
 
 #[test]

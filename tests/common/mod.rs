@@ -52,7 +52,8 @@ pub fn recording_bootstrap(root: &Path) -> PathBuf {
     root.join("etc/eks/argv.txt")
 }
 
-/// Every regular file under `root` with its bytes: to prove nothing changed.
+/// Every regular file under `root` and its bytes, but the run lock: it is taken before the node
+/// is read (exactly one run plans and applies), and holding it changes nothing on the node.
 pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut m = BTreeMap::new();
     fn walk(base: &Path, dir: &Path, m: &mut BTreeMap<PathBuf, Vec<u8>>) {
@@ -70,6 +71,7 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         }
     }
     walk(root, root, &mut m);
+    m.remove(Path::new("run/lock/eks-nodeinit.lock"));
     m
 }
 

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use common::imds_server::{ImdsServer, State};
 use common::*;
-use eks_nodeinit::apply::REPORT_PATH;
+use eks_nodeinit::aspects::{logind, nodeconfig, sysctls};
 use eks_nodeinit::fsutil::under;
-use eks_nodeinit::{handoff, logind, sysctl};
+use eks_nodeinit::report::REPORT_PATH;
 
 const REGION: &str = "eu-west-1";
 const EC2_HOST: &str = "ec2.eu-west-1.amazonaws.com";
@@ -834,7 +834,7 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
 
     // Sysctls: live in the kernel on both boots (the second from /etc/sysctl.d via
     // systemd-sysctl), and persisted.
-    let persisted = run.file(1, sysctl::PERSIST_PATH);
+    let persisted = run.file(1, sysctls::PERSIST_PATH);
     for (k, v) in cfg["sysctls"].as_object().unwrap() {
         for boot in [1, 2] {
             assert_eq!(
@@ -950,11 +950,11 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
     // The reboot redid nothing: the agent's files are the same inodes with the same mtimes,
     // and a dry run on the configured node plans no change, on both boots.
     for f in [
-        sysctl::PERSIST_PATH,
+        sysctls::PERSIST_PATH,
         logind::DROPIN_PATH,
         REPORT_PATH,
         &kubelet_config(),
-        handoff::NODECONFIG_DROPIN,
+        nodeconfig::DROPIN,
     ] {
         let name = format!("stat:{f}");
         assert_eq!(run.get(1, &name), run.get(2, &name), "[{}] {f}", sc.name);
@@ -1061,7 +1061,7 @@ fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
 }
 
 fn check_nodeadm(sc: &Scenario, records: &[&str], run: &Run) {
-    let dropin = run.file(1, handoff::NODECONFIG_DROPIN);
+    let dropin = run.file(1, nodeconfig::DROPIN);
     let nc: serde_json::Value = serde_json::from_str(&dropin).unwrap();
     assert_eq!(nc["apiVersion"], "node.eks.aws/v1alpha1");
     assert_eq!(nc["kind"], "NodeConfig");

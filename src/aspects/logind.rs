@@ -1,27 +1,43 @@
-//! systemd-logind: the `InhibitDelayMaxSec` drop-in and telling logind to take it over D-Bus.
+//! systemd-logind: the `InhibitDelayMaxSec` drop-in, and telling logind to take it over D-Bus.
 //!
 //! kubelet's graceful node shutdown holds a delay inhibitor lock for `shutdownGracePeriod`;
 //! logind caps every delay lock at `InhibitDelayMaxSec` (default 5 s). kubelet may write its own
 //! `/etc/systemd/logind.conf.d/99-kubelet.conf`; drop-ins apply in file-name order across
 //! /etc, /run and /usr/lib and the last one wins, so the agent's file is named to sort after it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use zbus::zvariant::OwnedValue;
 
-use crate::fsutil::under;
+use crate::config::LogindSettings;
+use crate::facts::{Facts, Family};
+use crate::findings::Findings;
+use crate::plan::Step;
+use crate::spec::Spec;
+
+use super::kubelet_config::KubeletSpec;
+use super::{Aspect, Out, Reads};
+
+pub const ASPECT: Aspect = Aspect {
+    name: "logind",
+    reads,
+    plan,
+};
 
 /// `99-zz-` sorts after kubelet's `99-kubelet.conf`.
 pub const DROPIN_PATH: &str = "/etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf";
+pub const MAIN_CONF: &str = "/etc/systemd/logind.conf";
+/// Drop-in directories, from the one that masks the others to the one masked.
 const DROPIN_DIRS: [&str; 4] = [
     "/etc/systemd/logind.conf.d",
     "/run/systemd/logind.conf.d",
     "/usr/local/lib/systemd/logind.conf.d",
     "/usr/lib/systemd/logind.conf.d",
 ];
-/// logind's built-in default.
-pub const DEFAULT_INHIBIT_DELAY_MAX_SEC: f64 = 5.0;
+/// The longest delay the agent writes: a day (kubelet's grace periods are minutes).
+pub const MAX_INHIBIT_DELAY_SEC: u64 = 86_400;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogindError {
@@ -37,10 +53,96 @@ pub enum LogindError {
     Read(String),
 }
 
+/// `InhibitDelayMaxSec` to write: the config's value, else the grace period rounded up; `None`
+/// when neither is set (no drop-in).
+#[derive(Debug, Clone, Default)]
+pub struct LogindSpec {
+    pub inhibit_delay_max_sec: Option<u64>,
+}
+
+pub fn spec(l: &LogindSettings, kubelet: &KubeletSpec, f: &mut Findings) -> LogindSpec {
+    let grace = kubelet
+        .shutdown_grace_period
+        .as_ref()
+        .map(|g| g.ceil_secs());
+    let field = "logind.inhibitDelayMaxSec";
+    let given = l.inhibit_delay_max_sec.filter(|d| {
+        let ok = *d <= MAX_INHIBIT_DELAY_SEC;
+        if !ok {
+            f.push(
+                field,
+                format!("{d} is above {MAX_INHIBIT_DELAY_SEC} (a day)"),
+            );
+        }
+        ok
+    });
+    if let (Some(need), Some(delay)) = (grace, given) {
+        if delay < need {
+            f.push(field, format!(
+                "{delay} is below kubelet.shutdownGracePeriod ({need}s): logind would cut the graceful shutdown short; raise it or leave it unset"
+            ));
+        }
+    }
+    if grace.is_some_and(|g| g > MAX_INHIBIT_DELAY_SEC) {
+        f.push(
+            "kubelet.shutdownGracePeriod",
+            format!(
+                "is longer than a day ({MAX_INHIBIT_DELAY_SEC} s); logind's delay would follow it"
+            ),
+        );
+    }
+    LogindSpec {
+        inhibit_delay_max_sec: given
+            .or(grace)
+            .filter(|s| *s > 0 && *s <= MAX_INHIBIT_DELAY_SEC),
+    }
+}
+
 pub fn dropin_content(sec: u64) -> String {
     format!(
         "# Written by eks-nodeinit: lets kubelet's graceful node shutdown hold the shutdown for\n# its whole shutdownGracePeriod. Named to sort after kubelet's 99-kubelet.conf.\n[Login]\nInhibitDelayMaxSec={sec}\n"
     )
+}
+
+fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
+    if spec.logind.inhibit_delay_max_sec.is_some() {
+        r.file(DROPIN_PATH);
+        r.file(MAIN_CONF);
+        r.conf_dirs.extend(DROPIN_DIRS.iter().map(PathBuf::from));
+    }
+}
+
+fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+    let Some(sec) = spec.logind.inhibit_delay_max_sec else {
+        return;
+    };
+    let content = dropin_content(sec);
+    let Some(old) = facts.current_file(DROPIN_PATH, "logind", &mut out.findings) else {
+        return;
+    };
+    if let Some(last) = effective_settings(facts, &content).last() {
+        if last.file != Path::new(DROPIN_PATH) && last.seconds < sec as f64 {
+            out.warnings.push(format!(
+                "{} sorts after {DROPIN_PATH} and sets InhibitDelayMaxSec={}; logind will use it, not {sec}",
+                last.file.display(),
+                last.seconds
+            ));
+        }
+    }
+    if old.content.as_deref() != Some(content.as_str()) {
+        out.steps.push(Step::File {
+            purpose: "systemd-logind drop-in".into(),
+            path: PathBuf::from(DROPIN_PATH),
+            old: old.content.clone(),
+            new: content,
+            mode: old.mode.unwrap_or(0o644),
+            backup: None,
+        });
+        out.steps.push(Step::NotifyLogind {
+            // ≤ a day in seconds: the product fits easily.
+            inhibit_delay_max_usec: sec.saturating_mul(1_000_000),
+        });
+    }
 }
 
 /// Parse a systemd time span as logind.conf takes it (`90`, `90s`, `1min 30s`, `infinity`)
@@ -110,44 +212,42 @@ fn inhibit_setting(text: &str) -> Option<f64> {
 
 /// The settings logind will apply, in the order it applies them (the last wins): the main
 /// logind.conf, then drop-ins by file name, a name in /etc masking the same name in /run and
-/// /usr/lib. `replace` stands in for the agent's own drop-in (planned content).
-pub fn effective_settings(root: &Path, own: Option<&str>) -> Vec<Setting> {
+/// /usr/lib. `own` is the agent's drop-in as planned.
+pub fn effective_settings(facts: &Facts, own: &str) -> Vec<Setting> {
     let mut out = Vec::new();
-    let main = under(root, "/etc/systemd/logind.conf");
-    if let Some(s) = std::fs::read_to_string(&main)
-        .ok()
+    let text_of = |p: &Path| {
+        facts
+            .files
+            .get(p)
+            .and_then(|f| f.content.as_ref().ok().cloned().flatten())
+    };
+    if let Some(s) = text_of(Path::new(MAIN_CONF))
         .as_deref()
         .and_then(inhibit_setting)
     {
         out.push(Setting {
-            file: PathBuf::from("/etc/systemd/logind.conf"),
+            file: PathBuf::from(MAIN_CONF),
             seconds: s,
         });
     }
-    let mut by_name: std::collections::BTreeMap<String, PathBuf> = Default::default();
+    let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
     for dir in DROPIN_DIRS.iter().rev() {
-        if let Ok(rd) = std::fs::read_dir(under(root, dir)) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.ends_with(".conf") {
-                    by_name.insert(name.clone(), Path::new(dir).join(&name));
-                }
-            }
+        for name in facts.dirs.get(Path::new(dir)).into_iter().flatten() {
+            by_name.insert(name.clone(), Path::new(dir).join(name));
         }
     }
-    let own_name = Path::new(DROPIN_PATH)
+    let own_path = PathBuf::from(DROPIN_PATH);
+    let own_name = own_path
         .file_name()
-        .unwrap()
+        .unwrap_or_default()
         .to_string_lossy()
         .into_owned();
-    if own.is_some() {
-        by_name.insert(own_name.clone(), PathBuf::from(DROPIN_PATH));
-    }
-    for (name, path) in by_name {
-        let text = if name == own_name && path == Path::new(DROPIN_PATH) && own.is_some() {
-            own.map(String::from)
+    by_name.insert(own_name, own_path.clone());
+    for path in by_name.into_values() {
+        let text = if path == own_path {
+            Some(own.to_string())
         } else {
-            std::fs::read_to_string(under(root, &path)).ok()
+            text_of(&path)
         };
         if let Some(s) = text.as_deref().and_then(inhibit_setting) {
             out.push(Setting {
@@ -240,6 +340,7 @@ mod tests {
 
     #[test]
     fn later_dropin_wins_and_etc_masks_usr() {
+        use crate::facts::Facts;
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
         std::fs::create_dir_all(r.join("etc/systemd/logind.conf.d")).unwrap();
@@ -264,7 +365,17 @@ mod tests {
             "[Login]\nKillUserProcesses=no\n",
         )
         .unwrap();
-        let s = effective_settings(r, Some(&dropin_content(90)));
+        let mut spec = crate::spec::resolve(
+            &crate::config::parse(
+                r#"{"cluster":{"name":"c"},"nodeGroup":{},"logind":{"inhibitDelayMaxSec":90}}"#,
+                "t",
+            )
+            .unwrap(),
+        )
+        .0;
+        spec.mode = crate::config::HandoffMode::Al2023;
+        let facts = Facts::read_node(r, &spec, None, Default::default());
+        let s = effective_settings(&facts, &dropin_content(90));
         let secs: Vec<f64> = s.iter().map(|x| x.seconds).collect();
         // main 5, 99-kubelet 30, ours 90; /usr/lib/zzz.conf masked by /etc/zzz.conf (no setting)
         assert_eq!(secs, vec![5.0, 30.0, 90.0]);

@@ -1,0 +1,427 @@
+//! The AL2 kubelet config file (`/etc/kubernetes/kubelet/kubelet-config.json`): add the agent's
+//! keys (image GC thresholds, shutdown grace periods), never replacing what the operator set
+//! unless `kubelet.overwrite` is on, with a one-time `.orig` backup. On AL2023 nodeadm writes
+//! this file from the NodeConfig, so this aspect plans nothing there.
+//!
+//! When only keys are added, the file's own formatting is kept and the new keys are inserted
+//! before the closing brace, so the diff shows exactly the added lines.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::config::KubeletSettings;
+use crate::duration::{self, GoDuration};
+use crate::facts::{Facts, Family};
+use crate::findings::Findings;
+use crate::plan::Step;
+use crate::spec::{check_node_path, Spec};
+
+use super::{Aspect, Out, Reads};
+
+pub const ASPECT: Aspect = Aspect {
+    name: "kubelet-config",
+    reads,
+    plan,
+};
+
+/// kubelet's own image GC defaults, compared against when only one threshold is set.
+pub const DEFAULT_GC_HIGH: i64 = 85;
+pub const DEFAULT_GC_LOW: i64 = 80;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum KubeletError {
+    #[error("kubelet config {path} is not valid JSON: line {line}, column {column}: {message}; fix or restore the file (a pristine copy may be at {path}.orig)")]
+    Parse {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("kubelet config {path} is not a JSON object")]
+    NotObject { path: String },
+}
+
+/// The kubelet settings, checked and typed.
+#[derive(Debug, Clone, Default)]
+pub struct KubeletSpec {
+    pub image_gc_high: Option<i64>,
+    pub image_gc_low: Option<i64>,
+    pub shutdown_grace_period: Option<GoDuration>,
+    pub shutdown_grace_period_critical_pods: Option<GoDuration>,
+    pub overwrite: bool,
+    pub config_path: PathBuf,
+}
+
+impl KubeletSpec {
+    /// The keys and values the agent wants in the kubelet config, in a stable order (also the
+    /// NodeConfig's `kubelet.config` on AL2023).
+    pub fn desired(&self) -> Vec<(&'static str, Value)> {
+        let mut v = Vec::new();
+        if let Some(x) = self.image_gc_high {
+            v.push(("imageGCHighThresholdPercent", Value::from(x)));
+        }
+        if let Some(x) = self.image_gc_low {
+            v.push(("imageGCLowThresholdPercent", Value::from(x)));
+        }
+        if let Some(x) = &self.shutdown_grace_period {
+            v.push(("shutdownGracePeriod", Value::from(x.text.clone())));
+        }
+        if let Some(x) = &self.shutdown_grace_period_critical_pods {
+            v.push((
+                "shutdownGracePeriodCriticalPods",
+                Value::from(x.text.clone()),
+            ));
+        }
+        v
+    }
+
+    /// The one-time backup of the original file.
+    pub fn backup_path(&self) -> PathBuf {
+        let name = self.config_path.file_name().unwrap_or_default();
+        self.config_path
+            .with_file_name(format!("{}.orig", name.to_string_lossy()))
+    }
+}
+
+pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
+    let mut percent = |field: &str, v: Option<i64>| {
+        v.filter(|v| {
+            let ok = (0..=100).contains(v);
+            if !ok {
+                f.push(field, format!("{v} is outside 0..100"));
+            }
+            ok
+        })
+    };
+    let high = percent(
+        "kubelet.imageGCHighThresholdPercent",
+        k.image_gc_high_threshold_percent,
+    );
+    let low = percent(
+        "kubelet.imageGCLowThresholdPercent",
+        k.image_gc_low_threshold_percent,
+    );
+    if high.is_some() || low.is_some() {
+        let (h, l) = (
+            high.unwrap_or(DEFAULT_GC_HIGH),
+            low.unwrap_or(DEFAULT_GC_LOW),
+        );
+        if l >= h {
+            let why = match (high, low) {
+                (None, _) => " (kubelet's default high)",
+                (_, None) => " (kubelet's default low is 80)",
+                _ => "",
+            };
+            f.push(
+                "kubelet.imageGCLowThresholdPercent",
+                format!("low ({l}) must be below high ({h}){why}"),
+            );
+        }
+    }
+    let mut go = |field: &str, v: &Option<String>| {
+        v.as_deref()
+            .and_then(|s| f.check(field, duration::parse_go(s).map_err(|e| e.to_string())))
+    };
+    let grace = go("kubelet.shutdownGracePeriod", &k.shutdown_grace_period);
+    let critical = go(
+        "kubelet.shutdownGracePeriodCriticalPods",
+        &k.shutdown_grace_period_critical_pods,
+    );
+    match (&grace, &critical, &k.shutdown_grace_period) {
+        (Some(g), Some(cr), _) if cr.value > g.value => f.push(
+            "kubelet.shutdownGracePeriodCriticalPods",
+            format!(
+                "{} is longer than shutdownGracePeriod {}; the critical-pod period is part of the grace period and must not exceed it",
+                cr.text, g.text
+            ),
+        ),
+        (None, Some(_), None) => f.push(
+            "kubelet.shutdownGracePeriodCriticalPods",
+            "is set without kubelet.shutdownGracePeriod; set the grace period too",
+        ),
+        _ => {}
+    }
+    check_node_path("kubelet.configPath", &k.config_path, f);
+    KubeletSpec {
+        image_gc_high: high,
+        image_gc_low: low,
+        shutdown_grace_period: grace,
+        shutdown_grace_period_critical_pods: critical,
+        overwrite: k.overwrite,
+        config_path: k.config_path.clone(),
+    }
+}
+
+fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
+    if family == Some(Family::Al2) {
+        // The file itself is a shared fact (protectKernelDefaults); the backup's existence is ours.
+        r.exists.push(spec.kubelet.backup_path());
+    }
+}
+
+fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+    if facts.family() != Some(Family::Al2) {
+        return;
+    }
+    let k = &spec.kubelet;
+    let Some(fact) = &facts.kubelet else {
+        return;
+    };
+    let shown = fact.shown.clone();
+    let (text, doc) = match (&fact.text, &fact.doc) {
+        (Ok(Some(text)), Some(Ok(doc))) => (text, doc),
+        (Ok(None), _) => {
+            if !k.desired().is_empty() {
+                out.findings.push("kubelet.configPath", format!(
+                    "{shown} does not exist; on Amazon Linux 2 the EKS AMI ships it: check kubelet.configPath"
+                ));
+            }
+            return;
+        }
+        (Err(e), _) => return out.findings.push("kubelet.configPath", e.clone()),
+        (_, Some(Err(e))) => return out.findings.push("kubelet.configPath", e.to_string()),
+        (Ok(Some(_)), None) => return,
+    };
+    let p = patch(text, doc.clone(), k);
+    for kept in &p.kept {
+        out.warnings.push(format!(
+            "kubelet config keeps the operator's {} = {} (the config asks for {}); set kubelet.overwrite to replace it",
+            kept.key, kept.existing, kept.wanted
+        ));
+    }
+    if p.changed_keys.is_empty() {
+        return;
+    }
+    let backup = k.backup_path();
+    let backup = (!facts.exists(&backup)).then_some(backup);
+    out.steps.push(Step::File {
+        purpose: format!("kubelet config: set {}", p.changed_keys.join(", ")),
+        path: k.config_path.clone(),
+        old: Some(text.clone()),
+        new: p.new_text,
+        mode: fact.mode.unwrap_or(0o644),
+        backup,
+    });
+}
+
+/// A key the operator already set to another value, kept as is.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Kept {
+    pub key: String,
+    pub existing: Value,
+    pub wanted: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patch {
+    pub new_text: String,
+    pub changed_keys: Vec<String>,
+    pub kept: Vec<Kept>,
+}
+
+/// Parse the kubelet config, with the file and position on error.
+pub fn parse(text: &str, path: &Path) -> Result<Map<String, Value>, KubeletError> {
+    let path = path.display().to_string();
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(KubeletError::NotObject { path }),
+        Err(e) => Err(KubeletError::Parse {
+            path,
+            line: e.line(),
+            column: e.column(),
+            message: {
+                let m = e.to_string();
+                m.rfind(" at line ")
+                    .map(|i| m[..i].to_string())
+                    .unwrap_or(m)
+            },
+        }),
+    }
+}
+
+/// Does the file turn on `protectKernelDefaults`?
+pub fn protects_kernel_defaults(m: &Map<String, Value>) -> bool {
+    m.get("protectKernelDefaults") == Some(&Value::Bool(true))
+}
+
+fn same_value(a: &Value, b: &Value) -> bool {
+    if a == b {
+        return true;
+    }
+    match (a, b) {
+        (Value::String(x), Value::String(y)) => match (duration::parse(x), duration::parse(y)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        },
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => false,
+    }
+}
+
+/// The new file content for the parsed document `doc` of `text`. `changed_keys` is empty when
+/// nothing changes.
+pub fn patch(text: &str, mut doc: Map<String, Value>, s: &KubeletSpec) -> Patch {
+    let mut added = Vec::new();
+    let mut replaced = Vec::new();
+    let mut kept = Vec::new();
+    for (key, wanted) in s.desired() {
+        match doc.get(key) {
+            None => {
+                doc.insert(key.to_string(), wanted.clone());
+                added.push((key, wanted));
+            }
+            Some(existing) if same_value(existing, &wanted) => {}
+            Some(_) if s.overwrite => {
+                doc.insert(key.to_string(), wanted);
+                replaced.push(key.to_string());
+            }
+            Some(existing) => kept.push(Kept {
+                key: key.to_string(),
+                existing: existing.clone(),
+                wanted,
+            }),
+        }
+    }
+    if added.is_empty() && replaced.is_empty() {
+        return Patch {
+            new_text: text.to_string(),
+            changed_keys: vec![],
+            kept,
+        };
+    }
+    let expected = Value::Object(doc);
+    let new_text = if replaced.is_empty() {
+        insert_keys(text, &added)
+            .filter(|t| serde_json::from_str::<Value>(t).ok().as_ref() == Some(&expected))
+            .unwrap_or_else(|| pretty(&expected))
+    } else {
+        pretty(&expected)
+    };
+    let mut changed_keys: Vec<String> = added.iter().map(|(k, _)| k.to_string()).collect();
+    changed_keys.extend(replaced);
+    Patch {
+        new_text,
+        changed_keys,
+        kept,
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Insert `"key": value` members before the top-level closing brace, matching the file's
+/// indentation. `None` when the text does not have the expected shape.
+fn insert_keys(text: &str, added: &[(&str, Value)]) -> Option<String> {
+    let close = text.rfind('}')?;
+    if !text[close + 1..].trim().is_empty() {
+        return None;
+    }
+    let last = text[..close].trim_end();
+    let empty_object = last.ends_with('{');
+    let indent = text
+        .lines()
+        .skip(1)
+        .find(|l| l.trim_start().starts_with('"'))
+        .map(|l| &l[..l.len() - l.trim_start().len()])
+        .unwrap_or("  ");
+    let mut out = String::with_capacity(text.len() + 128);
+    out.push_str(last);
+    for (i, (k, v)) in added.iter().enumerate() {
+        if i > 0 || !empty_object {
+            out.push(',');
+        }
+        out.push('\n');
+        out.push_str(indent);
+        out.push_str(&serde_json::to_string(k).ok()?);
+        out.push_str(": ");
+        out.push_str(&serde_json::to_string(v).ok()?);
+    }
+    out.push('\n');
+    out.push_str(&text[close..]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> KubeletSpec {
+        let d = |s: &str| Some(duration::parse_go(s).unwrap());
+        KubeletSpec {
+            image_gc_high: Some(70),
+            image_gc_low: Some(50),
+            shutdown_grace_period: d("90s"),
+            shutdown_grace_period_critical_pods: d("30s"),
+            ..Default::default()
+        }
+    }
+
+    fn patched(text: &str, s: &KubeletSpec) -> Patch {
+        patch(text, parse(text, Path::new("k.json")).unwrap(), s)
+    }
+
+    #[test]
+    fn adds_keys_keeping_format() {
+        let text = "{\n  \"a\": [1, 2],\n  \"b\": true\n}\n";
+        let p = patched(text, &settings());
+        assert!(p.new_text.starts_with(
+            "{\n  \"a\": [1, 2],\n  \"b\": true,\n  \"imageGCHighThresholdPercent\": 70,\n"
+        ));
+        assert!(p
+            .new_text
+            .ends_with("  \"shutdownGracePeriodCriticalPods\": \"30s\"\n}\n"));
+        assert_eq!(p.changed_keys.len(), 4);
+        // Second run: nothing to do.
+        assert!(patched(&p.new_text, &settings()).changed_keys.is_empty());
+    }
+
+    #[test]
+    fn operator_values_are_kept_unless_overwrite() {
+        let text = "{\"shutdownGracePeriod\": \"2m\", \"imageGCHighThresholdPercent\": 70}";
+        let p = patched(text, &settings());
+        assert_eq!(p.kept.len(), 1);
+        assert_eq!(p.kept[0].key, "shutdownGracePeriod");
+        let v: Value = serde_json::from_str(&p.new_text).unwrap();
+        assert_eq!(v["shutdownGracePeriod"], "2m");
+        let mut s = settings();
+        s.overwrite = true;
+        let p = patched(text, &s);
+        let v: Value = serde_json::from_str(&p.new_text).unwrap();
+        assert_eq!(v["shutdownGracePeriod"], "90s");
+        assert!(p.kept.is_empty());
+    }
+
+    #[test]
+    fn equal_durations_are_the_same_value() {
+        let s = KubeletSpec {
+            shutdown_grace_period: Some(duration::parse_go("90s").unwrap()),
+            ..Default::default()
+        };
+        assert!(patched("{\"shutdownGracePeriod\": \"1m30s\"}", &s)
+            .changed_keys
+            .is_empty());
+    }
+
+    #[test]
+    fn malformed_names_file_and_line() {
+        let err = parse(
+            "{\n  \"a\": 1,\n  \"b\" 2\n}",
+            Path::new("/x/kubelet-config.json"),
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("/x/kubelet-config.json"), "{msg}");
+        assert!(msg.contains("line 3"), "{msg}");
+    }
+
+    #[test]
+    fn empty_object() {
+        let p = patched("{}", &settings());
+        let v: Value = serde_json::from_str(&p.new_text).unwrap();
+        assert_eq!(v["imageGCLowThresholdPercent"], 50);
+    }
+}

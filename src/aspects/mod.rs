@@ -1,0 +1,66 @@
+//! The node aspects. Each is one module that owns its config section's checks (`spec`), what it
+//! needs read from the node (`reads`), its planning from (spec, facts) (`plan`), its constants
+//! and its errors. The plan runs them in [`REGISTRY`] order; adding an aspect is a new module
+//! and one line there (and, for a new config section, its field in `Spec`).
+
+use std::path::PathBuf;
+
+use crate::facts::{Facts, Family};
+use crate::findings::Findings;
+use crate::plan::Step;
+use crate::spec::Spec;
+
+pub mod bootstrap;
+pub mod kubelet_config;
+pub mod logind;
+pub mod name_tag;
+pub mod nodeconfig;
+pub mod sysctls;
+
+/// One node aspect.
+pub struct Aspect {
+    pub name: &'static str,
+    /// What the aspect needs read from the node, given the detected family.
+    pub reads: fn(&Spec, Option<Family>, &mut Reads),
+    /// Its steps, warnings and findings. Pure: everything it knows is in (spec, facts).
+    pub plan: fn(&Spec, &Facts, &mut Out),
+}
+
+/// The aspects, in the order their steps run.
+pub const REGISTRY: &[Aspect] = &[
+    name_tag::ASPECT,
+    sysctls::ASPECT,
+    kubelet_config::ASPECT,
+    logind::ASPECT,
+    bootstrap::ASPECT,
+    nodeconfig::ASPECT,
+];
+
+/// What the aspects ask to be read from the node (node paths, without the root).
+#[derive(Debug, Default)]
+pub struct Reads {
+    /// Files whose content (or absence) the plan compares against.
+    pub files: Vec<PathBuf>,
+    /// Files only asked about: does it exist?
+    pub exists: Vec<PathBuf>,
+    /// Directories whose `*.conf` files are read too.
+    pub conf_dirs: Vec<PathBuf>,
+    /// Live sysctl values (keys already checked by the spec).
+    pub sysctls: Vec<String>,
+}
+
+impl Reads {
+    pub fn file(&mut self, p: impl Into<PathBuf>) {
+        self.files.push(p.into());
+    }
+}
+
+/// What one aspect's planning produced.
+#[derive(Debug, Default)]
+pub struct Out {
+    pub steps: Vec<Step>,
+    pub warnings: Vec<String>,
+    pub findings: Findings,
+    /// Values the aspect put into a step that must never be shown (the cluster CA).
+    pub secrets: Vec<String>,
+}

@@ -1,0 +1,148 @@
+//! The instance's `Name` tag: `<node group>-<IPv4 with dots as x>`, set with CreateTags only
+//! when it differs. The OS hostname is left alone (EKS names the node from it).
+
+use crate::config::Config;
+use crate::facts::{Facts, Family, TagState};
+use crate::findings::Findings;
+use crate::metadata::Metadata;
+use crate::plan::Step;
+use crate::spec::Spec;
+
+use super::{Aspect, Out, Reads};
+
+pub const ASPECT: Aspect = Aspect {
+    name: "name-tag",
+    reads,
+    plan,
+};
+
+/// The tag the agent sets.
+pub const KEY: &str = "Name";
+/// EC2's limit on a tag value.
+pub const TAG_VALUE_MAX: usize = 256;
+
+#[derive(Debug, Clone)]
+pub struct NameTagSpec {
+    pub enabled: bool,
+    /// `nodeGroup.name`; else the ASG name from the instance's tags.
+    pub group: Option<String>,
+}
+
+pub fn spec(c: &Config, f: &mut Findings) -> NameTagSpec {
+    let group = c.node_group.name.clone().filter(|g| {
+        let ok = !g.is_empty() && g.len() <= 200 && !g.chars().any(|ch| ch.is_control());
+        if !ok {
+            f.push(
+                "nodeGroup.name",
+                "must be 1-200 printable characters (it prefixes the instance's Name tag)",
+            );
+        }
+        ok
+    });
+    NameTagSpec {
+        enabled: c.tagging.enabled,
+        group,
+    }
+}
+
+fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
+
+/// The Name tag value: `<group>-<IPv4 with dots as x>` (IPv6-only: colons as x).
+pub fn value(group: Option<&str>, md: &Metadata) -> Result<String, String> {
+    let group = group
+        .or(md.autoscaling_group_name.as_deref())
+        .ok_or_else(|| {
+            "no node group name: set nodeGroup.name, or turn on instance-metadata tags so the ASG name (aws:autoscaling:groupName) is visible".to_string()
+        })?;
+    let ip = match (&md.private_ipv4, &md.ipv6) {
+        (Some(v4), _) => v4.replace('.', "x"),
+        (None, Some(v6)) => v6.replace(':', "x"),
+        (None, None) => {
+            return Err(
+                "the instance has neither a private IPv4 nor an IPv6 address in its metadata"
+                    .into(),
+            )
+        }
+    };
+    let value = format!("{group}-{ip}");
+    if value.len() > TAG_VALUE_MAX {
+        return Err(format!(
+            "Name tag `{}` is {} characters; EC2 allows at most {TAG_VALUE_MAX}: shorten nodeGroup.name",
+            crate::text::printable(&value),
+            value.len()
+        ));
+    }
+    if value.to_ascii_lowercase().starts_with("aws:") {
+        return Err("tag values may not start with `aws:`".into());
+    }
+    Ok(value)
+}
+
+fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+    let Some(md) = &facts.instance else {
+        return; // checking a config without an instance: nothing to tag
+    };
+    if spec.name_tag.enabled {
+        match value(spec.name_tag.group.as_deref(), md) {
+            Ok(value) => match facts.tags.get(KEY) {
+                TagState::Is(cur) if cur == value => {}
+                current => out.steps.push(Step::Tag {
+                    instance_id: md.instance_id.clone(),
+                    key: KEY.into(),
+                    value,
+                    current,
+                }),
+            },
+            Err(e) => out.findings.push("nodeGroup.name", e),
+        }
+    }
+    // The cluster tag is read with the other tags; without it a self-managed node never joins.
+    let key = format!("kubernetes.io/cluster/{}", spec.cluster.name);
+    if matches!(facts.tags.get(&key), TagState::Absent) {
+        out.warnings.push(format!(
+            "the instance has no `{key}` tag: a self-managed node without it does not join; have the Auto Scaling group propagate it at launch"
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn md() -> Metadata {
+        Metadata {
+            instance_id: "i-1".into(),
+            private_ipv4: Some("10.0.12.34".into()),
+            instance_type: "m6i.large".into(),
+            region: "us-east-1".into(),
+            availability_zone: "us-east-1a".into(),
+            autoscaling_group_name: Some("asg-a".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn name_from_group_or_asg() {
+        assert_eq!(value(Some("scaler"), &md()).unwrap(), "scaler-10x0x12x34");
+        assert_eq!(value(None, &md()).unwrap(), "asg-a-10x0x12x34");
+        let mut m = md();
+        m.autoscaling_group_name = None;
+        assert!(value(None, &m).unwrap_err().contains("nodeGroup.name"));
+    }
+
+    #[test]
+    fn ipv6_only_uses_x_for_colons() {
+        let mut m = md();
+        m.private_ipv4 = None;
+        m.ipv6 = Some("2600:1f18::1".into());
+        assert_eq!(value(Some("g"), &m).unwrap(), "g-2600x1f18xx1");
+    }
+
+    #[test]
+    fn too_long_is_refused() {
+        let long = "a".repeat(250);
+        assert!(value(Some(&long), &md())
+            .unwrap_err()
+            .contains("at most 256"));
+    }
+}

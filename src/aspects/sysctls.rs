@@ -1,0 +1,289 @@
+//! Kernel sysctls: set live under `<root>/proc/sys` and persisted in one file under
+//! `/etc/sysctl.d/`, rewritten whole on every change (never appended to). Values that kubelet's
+//! `protectKernelDefaults` would refuse are findings before anything changes.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::config::SysctlValue;
+use crate::facts::{Facts, Family};
+use crate::findings::Findings;
+use crate::fsutil::under;
+use crate::plan::Step;
+use crate::spec::Spec;
+use crate::text::printable;
+
+use super::{Aspect, Out, Reads};
+
+pub const ASPECT: Aspect = Aspect {
+    name: "sysctls",
+    reads,
+    plan,
+};
+
+/// The persisted file. `99-zz-` sorts after the distribution's `99-sysctl.conf`, so a later file
+/// does not silently undo the agent's values.
+pub const PERSIST_PATH: &str = "/etc/sysctl.d/99-zz-eks-nodeinit.conf";
+
+/// Sysctls kubelet checks when `protectKernelDefaults` is on, with the value it requires
+/// (kubernetes pkg/kubelet/cm: setupKernelTunables; component-helpers/node/util/sysctl).
+pub const PROTECTED_KERNEL_DEFAULTS: [(&str, &str); 6] = [
+    ("vm.overcommit_memory", "1"),
+    ("vm.panic_on_oom", "0"),
+    ("kernel.panic", "10"),
+    ("kernel.panic_on_oops", "1"),
+    ("kernel.keys.root_maxkeys", "1000000"),
+    ("kernel.keys.root_maxbytes", "25000000"),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum SysctlError {
+    #[error("sysctl `{key}` does not exist on this kernel (no {path}); check the name, or load the module that provides it")]
+    Missing { key: String, path: PathBuf },
+    #[error("sysctl `{key}` resolves outside {root}/proc/sys; refusing it")]
+    Escape { key: String, root: PathBuf },
+    #[error("cannot read sysctl `{key}` from {path}: {source}")]
+    Read {
+        key: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot set sysctl `{key}` via {path}: {source}")]
+    Write {
+        key: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Wanted values by key, normalised (single spaces), keys checked.
+pub type SysctlSpec = BTreeMap<String, String>;
+
+pub fn spec(sysctls: &BTreeMap<String, SysctlValue>, f: &mut Findings) -> SysctlSpec {
+    let mut out = SysctlSpec::new();
+    for (k, v) in sysctls {
+        let field = format!("sysctls[\"{}\"]", printable(k));
+        let v = v.as_string();
+        let key_ok = f.check(&field, check_key(k)).is_some();
+        let value_ok = f.check(&field, check_value(&v)).is_some();
+        if key_ok && value_ok {
+            out.insert(k.clone(), normalize(&v));
+        }
+    }
+    out
+}
+
+/// A sysctl key: dot-separated components of `[A-Za-z0-9_-]`; never `/`, `..` or anything that
+/// could leave /proc/sys.
+pub fn check_key(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("empty sysctl key".into());
+    }
+    if key.contains('/') {
+        return Err(format!(
+            "`{}` holds `/`; write sysctl keys with dots (`fs.inotify.max_user_watches`)",
+            printable(key)
+        ));
+    }
+    if key.contains("..") || key.starts_with('.') || key.ends_with('.') {
+        return Err(format!(
+            "`{}` has an empty component; write sysctl keys like `fs.inotify.max_user_watches`",
+            printable(key)
+        ));
+    }
+    if !key
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    {
+        return Err(format!(
+            "`{}` holds characters outside letters, digits, `_`, `-` and `.`",
+            printable(key)
+        ));
+    }
+    Ok(())
+}
+
+fn check_value(v: &str) -> Result<(), String> {
+    if v.trim().is_empty() {
+        return Err("empty value".into());
+    }
+    if v.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(format!(
+            "value `{}` holds a control character (newline, NUL…); it would break /etc/sysctl.d",
+            printable(v)
+        ));
+    }
+    Ok(())
+}
+
+/// Normalise a value for comparison: the kernel prints multi-value sysctls with tabs.
+pub fn normalize(v: &str) -> String {
+    v.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
+    r.sysctls.extend(spec.sysctls.keys().cloned());
+    r.file(PERSIST_PATH);
+}
+
+fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+    let mut wanted = BTreeMap::new();
+    for (k, v) in &spec.sysctls {
+        let field = format!("sysctls[\"{}\"]", printable(k));
+        if let Some(protector) = facts.protect_kernel_defaults() {
+            if let Some((_, need)) = PROTECTED_KERNEL_DEFAULTS.iter().find(|(pk, _)| pk == k) {
+                if v != need {
+                    out.findings.push(field, format!(
+                        "{v} contradicts kubelet's protectKernelDefaults (on in {protector}), which requires {k} = {need}: kubelet would refuse to start; remove it or use {need}"
+                    ));
+                    continue;
+                }
+            }
+        }
+        match facts.sysctls.get(k) {
+            Some(Ok(old)) => {
+                if old != v {
+                    out.steps.push(Step::Sysctl {
+                        key: k.clone(),
+                        path: Path::new("/proc/sys").join(k.replace('.', "/")),
+                        old: old.clone(),
+                        new: v.clone(),
+                    });
+                }
+                wanted.insert(k.clone(), v.clone());
+            }
+            Some(Err(e)) => out.findings.push(field, e.clone()),
+            None => out.findings.push(field, "was not read from the node"),
+        }
+    }
+    let Some(existing) = facts.current_file(PERSIST_PATH, "sysctls", &mut out.findings) else {
+        return;
+    };
+    if spec.sysctls.is_empty() && existing.content.is_none() {
+        return;
+    }
+    let new = persisted_content(&wanted);
+    if existing.content.as_deref() != Some(new.as_str()) {
+        out.steps.push(Step::File {
+            purpose: "persisted sysctls".into(),
+            path: PathBuf::from(PERSIST_PATH),
+            old: existing.content.clone(),
+            new,
+            mode: existing.mode.unwrap_or(0o644),
+            backup: None,
+        });
+    }
+}
+
+/// `<root>/proc/sys/<key with dots as slashes>`. The key must already have passed
+/// [`check_key`] (no `/`, no `..`).
+pub fn proc_path(root: &Path, key: &str) -> PathBuf {
+    under(root, Path::new("/proc/sys").join(key.replace('.', "/")))
+}
+
+/// Read a live value, checking that the key exists and stays inside `<root>/proc/sys`
+/// even through symlinks.
+pub fn read_live(root: &Path, key: &str) -> Result<String, SysctlError> {
+    let path = proc_path(root, key);
+    let missing = || SysctlError::Missing {
+        key: key.into(),
+        path: path.clone(),
+    };
+    let real = std::fs::canonicalize(&path).map_err(|_| missing())?;
+    let base = std::fs::canonicalize(under(root, "/proc/sys")).map_err(|_| missing())?;
+    if !real.starts_with(&base) || real == base {
+        return Err(SysctlError::Escape {
+            key: key.into(),
+            root: root.to_path_buf(),
+        });
+    }
+    if real.is_dir() {
+        return Err(missing());
+    }
+    std::fs::read_to_string(&real)
+        .map(|s| normalize(&s))
+        .map_err(|source| SysctlError::Read {
+            key: key.into(),
+            path,
+            source,
+        })
+}
+
+/// Set a live value.
+pub fn write_live(root: &Path, key: &str, value: &str) -> Result<(), SysctlError> {
+    let path = proc_path(root, key);
+    let werr = |source| SysctlError::Write {
+        key: key.into(),
+        path: path.clone(),
+        source,
+    };
+    // truncate is a no-op on procfs and needed for regular files in test roots.
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(werr)?;
+    f.write_all(format!("{value}\n").as_bytes()).map_err(werr)?;
+    Ok(())
+}
+
+/// The persisted file's content for these sysctls (sorted by key).
+pub fn persisted_content(sysctls: &BTreeMap<String, String>) -> String {
+    let mut s = String::from(
+        "# Written by eks-nodeinit from its config; rewritten on every run. Do not edit:\n# change the config's `sysctls` instead.\n",
+    );
+    for (k, v) in sysctls {
+        s.push_str(&format!("{k} = {v}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_traversal() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("proc/sys/fs")).unwrap();
+        std::fs::write(d.path().join("secret"), "x").unwrap();
+        std::os::unix::fs::symlink(d.path().join("secret"), d.path().join("proc/sys/fs/link"))
+            .unwrap();
+        assert!(matches!(
+            read_live(d.path(), "fs.link"),
+            Err(SysctlError::Escape { .. })
+        ));
+        assert!(matches!(
+            read_live(d.path(), "fs.nope"),
+            Err(SysctlError::Missing { .. })
+        ));
+        assert!(matches!(
+            read_live(d.path(), "fs"),
+            Err(SysctlError::Missing { .. })
+        ));
+    }
+
+    #[test]
+    fn multi_value_is_normalised() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("proc/sys/net/ipv4")).unwrap();
+        std::fs::write(
+            d.path().join("proc/sys/net/ipv4/ip_local_port_range"),
+            "32768\t60999\n",
+        )
+        .unwrap();
+        assert_eq!(
+            read_live(d.path(), "net.ipv4.ip_local_port_range").unwrap(),
+            "32768 60999"
+        );
+        write_live(d.path(), "net.ipv4.ip_local_port_range", "1024 65000").unwrap();
+        assert_eq!(
+            read_live(d.path(), "net.ipv4.ip_local_port_range").unwrap(),
+            "1024 65000"
+        );
+    }
+}

@@ -1,0 +1,380 @@
+//! The spec: the config checked once and resolved into what the node should be. Every check
+//! that needs only the config runs here, once; each aspect checks its own section (its `spec`
+//! function). Nothing downstream re-parses a string or re-runs a check: a [`Spec`] can only be
+//! made by [`resolve`], and planning takes a `Spec`, never a `Config`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::aspects::{bootstrap, kubelet_config, logind, name_tag, nodeconfig, sysctls};
+use crate::config::{Config, HandoffMode, Role};
+use crate::findings::{Findings, Invalid};
+use crate::k8s::{self, Taint};
+use crate::text::printable;
+
+/// What the node should be. Only [`resolve`] makes one.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Spec {
+    pub cluster: ClusterSpec,
+    pub role: Role,
+    pub registration: Registration,
+    pub kubelet: kubelet_config::KubeletSpec,
+    pub sysctls: sysctls::SysctlSpec,
+    pub logind: logind::LogindSpec,
+    pub name_tag: name_tag::NameTagSpec,
+    pub mode: HandoffMode,
+    pub bootstrap: bootstrap::BootstrapSpec,
+    pub nodeconfig: nodeconfig::NodeconfigSpec,
+    pub tagging: TaggingSpec,
+    pub imds: ImdsSpec,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    pub name: String,
+    pub api_server_endpoint: Option<String>,
+    /// Base64 of the cluster CA: a secret, redacted wherever it is shown.
+    pub certificate_authority: Option<String>,
+    pub cidr: Option<String>,
+    pub container_runtime: String,
+}
+
+/// What the kubelet registers the node with, and the extra flags it gets.
+#[derive(Debug, Clone, Default)]
+pub struct Registration {
+    /// Role preset merged with the config's labels, sorted by key.
+    pub labels: Vec<(String, String)>,
+    pub taints: Vec<Taint>,
+    /// `kubelet.extraArgs`, each `--flag=value`.
+    pub extra_args: Vec<String>,
+}
+
+impl Registration {
+    /// kubelet flags for labels, taints and the extra args, in that order.
+    pub fn kubelet_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if !self.labels.is_empty() {
+            let l: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            flags.push(format!("--node-labels={}", l.join(",")));
+        }
+        if !self.taints.is_empty() {
+            let t: Vec<&str> = self.taints.iter().map(|t| t.text.as_str()).collect();
+            flags.push(format!("--register-with-taints={}", t.join(",")));
+        }
+        flags.extend(self.extra_args.iter().cloned());
+        flags
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TaggingSpec {
+    pub enabled: bool,
+    pub required: bool,
+    pub sync_budget: Duration,
+    pub background_deadline: Duration,
+    pub spread: Duration,
+    pub ec2_endpoint: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ImdsSpec {
+    pub endpoint: Option<String>,
+    pub allow_v1_fallback: bool,
+    pub deadline: Duration,
+}
+
+/// Labels and taints a role starts from, before the config's own.
+pub fn role_preset(role: Role) -> (Vec<(&'static str, &'static str)>, Vec<&'static str>) {
+    match role {
+        Role::Master => (
+            vec![("node.kubernetes.io/role", "master")],
+            vec!["CriticalAddonsOnly=true:NoSchedule"],
+        ),
+        Role::Scaler => (vec![("node.kubernetes.io/role", "scaler")], vec![]),
+        Role::None => (vec![], vec![]),
+    }
+}
+
+/// Characters that would break bootstrap.sh's `Environment='KUBELET_EXTRA_ARGS=…'` drop-in or
+/// a systemd unit line.
+pub fn unsafe_for_dropin(s: &str) -> Option<char> {
+    s.chars()
+        .find(|c| c.is_control() || matches!(c, '\'' | '"' | '\\' | '$' | '%' | '`' | ' '))
+}
+
+/// Check the whole config once. Returns the spec of every part that passed, and every finding.
+/// With findings, the spec is partial (failed parts left out) and serves only to look for
+/// problems on the node too, so that all of them are reported together.
+pub fn resolve(c: &Config) -> (Spec, Findings) {
+    let mut f = Findings::default();
+    let cluster = cluster(c, &mut f);
+    let registration = registration(c, &mut f);
+    let kubelet = kubelet_config::spec(&c.kubelet, &mut f);
+    let spec = Spec {
+        cluster,
+        role: c.node_group.role,
+        registration,
+        sysctls: sysctls::spec(&c.sysctls, &mut f),
+        logind: logind::spec(&c.logind, &kubelet, &mut f),
+        kubelet,
+        name_tag: name_tag::spec(c, &mut f),
+        mode: c.handoff.mode,
+        bootstrap: bootstrap::spec(&c.handoff, &mut f),
+        nodeconfig: nodeconfig::spec(&c.handoff, &mut f),
+        tagging: tagging(c, &mut f),
+        imds: imds(c, &mut f),
+    };
+    (spec, f)
+}
+
+/// The spec, or every finding.
+pub fn from_config(c: &Config) -> Result<Spec, Invalid> {
+    match resolve(c) {
+        (spec, f) if f.is_empty() => Ok(spec),
+        (_, f) => Err(Invalid(f.0)),
+    }
+}
+
+fn cluster(c: &Config, f: &mut Findings) -> ClusterSpec {
+    let k = &c.cluster;
+    let name_ok = !k.name.is_empty()
+        && k.name.len() <= 100
+        && k.name.starts_with(|ch: char| ch.is_ascii_alphanumeric())
+        && k.name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
+    if !name_ok {
+        f.push("cluster.name", format!(
+            "`{}` is not an EKS cluster name (1-100 letters, digits, `-`, `_`, starting with a letter or digit)",
+            printable(&k.name)
+        ));
+    }
+    let endpoint = k.api_server_endpoint.clone().filter(|ep| {
+        let ok = ep.starts_with("https://") && ep.len() > 8 && unsafe_for_dropin(ep).is_none();
+        if !ok {
+            f.push("cluster.apiServerEndpoint", format!(
+                "`{}` must be an https:// URL without spaces or quotes (the cluster's endpoint from `aws eks describe-cluster`)",
+                printable(ep)
+            ));
+        }
+        ok
+    });
+    let ca = k.certificate_authority.clone().filter(|ca| {
+        use base64::Engine;
+        let ok =
+            !ca.is_empty() && base64::engine::general_purpose::STANDARD.decode(ca).is_ok();
+        if !ok {
+            // Never echo the value: it is the cluster CA.
+            f.push(
+                "cluster.certificateAuthority",
+                "is not valid base64 on one line; use the cluster's certificateAuthority.data as is",
+            );
+        }
+        ok
+    });
+    let cidr = k.cidr.clone().filter(|cidr| {
+        let ok = parse_cidr(cidr).is_some();
+        if !ok {
+            f.push(
+                "cluster.cidr",
+                format!(
+                    "`{}` is not an IP network like `10.100.0.0/16` (the cluster's service CIDR)",
+                    printable(cidr)
+                ),
+            );
+        }
+        ok
+    });
+    if k.container_runtime != "containerd" {
+        f.push(
+            "cluster.containerRuntime",
+            format!(
+                "`{}` is not supported: EKS AMIs since Kubernetes 1.24 run containerd only",
+                printable(&k.container_runtime)
+            ),
+        );
+    }
+    ClusterSpec {
+        name: k.name.clone(),
+        api_server_endpoint: endpoint,
+        certificate_authority: ca,
+        cidr,
+        container_runtime: k.container_runtime.clone(),
+    }
+}
+
+fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
+    let (ip, len) = s.split_once('/')?;
+    let ip: std::net::IpAddr = ip.parse().ok()?;
+    let len: u8 = len.parse().ok()?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    (len <= max).then_some((ip, len))
+}
+
+/// The labels the node registers with: the role preset, overridden by the config (a `null`
+/// value removes a preset label), sorted by key.
+fn merged_labels(c: &Config) -> BTreeMap<String, String> {
+    let (preset, _) = role_preset(c.node_group.role);
+    let mut m: BTreeMap<String, String> = preset
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for (k, v) in &c.labels {
+        match v {
+            Some(v) => m.insert(k.clone(), v.clone()),
+            None => m.remove(k),
+        };
+    }
+    m
+}
+
+fn registration(c: &Config, f: &mut Findings) -> Registration {
+    let mut labels = Vec::new();
+    for (k, v) in merged_labels(c) {
+        let field = format!("labels[\"{}\"]", printable(&k));
+        if let Err(e) = k8s::check_qualified_name(&k) {
+            f.push(&field, format!("key: {e}"));
+            continue;
+        }
+        let value_ok = f.check(&field, k8s::check_label_value(&v)).is_some();
+        let self_ok = f
+            .check(&field, k8s::check_kubelet_self_label(&k, &v))
+            .is_some();
+        if value_ok && self_ok {
+            labels.push((k, v));
+        }
+    }
+    let (given, written): (Vec<String>, bool) = match &c.taints {
+        Some(t) => (t.clone(), true),
+        None => {
+            let preset = role_preset(c.node_group.role).1;
+            (preset.into_iter().map(String::from).collect(), false)
+        }
+    };
+    let mut taints: Vec<Taint> = Vec::new();
+    for (i, t) in given.iter().enumerate() {
+        let field = if written {
+            format!("taints[{i}]")
+        } else {
+            format!("nodeGroup.role (preset taint {i})")
+        };
+        let Some(t) = f.check(&field, k8s::parse_taint(t)) else {
+            continue;
+        };
+        if taints
+            .iter()
+            .any(|x| x.key == t.key && x.effect == t.effect)
+        {
+            f.push(
+                field,
+                format!(
+                    "duplicate taint `{}:{}`; keep one entry per key and effect",
+                    t.key, t.effect
+                ),
+            );
+            continue;
+        }
+        taints.push(t);
+    }
+    let mut extra_args = Vec::new();
+    for (i, a) in c.kubelet.extra_args.iter().enumerate() {
+        let field = format!("kubelet.extraArgs[{i}]");
+        let problem = if !a.starts_with("--") || !a.contains('=') {
+            Some(format!(
+                "`{}` must be a kubelet flag in `--flag=value` form",
+                printable(a)
+            ))
+        } else if let Some(ch) = unsafe_for_dropin(a) {
+            Some(format!(
+                "`{}` holds {ch:?}, which would break the kubelet's systemd drop-in; remove it",
+                printable(a)
+            ))
+        } else if a.starts_with("--node-labels=") || a.starts_with("--register-with-taints=") {
+            Some(
+                "set labels and taints with the `labels` and `taints` fields, not as raw flags"
+                    .into(),
+            )
+        } else {
+            None
+        };
+        match problem {
+            Some(p) => f.push(field, p),
+            None => extra_args.push(a.clone()),
+        }
+    }
+    Registration {
+        labels,
+        taints,
+        extra_args,
+    }
+}
+
+/// The longest any tagging wait may be: a day (keeps every deadline far from overflow).
+pub const TAGGING_MAX_SEC: u64 = 86_400;
+
+fn tagging(c: &Config, f: &mut Findings) -> TaggingSpec {
+    let t = &c.tagging;
+    if t.sync_budget_ms > 60_000 {
+        f.push(
+            "tagging.syncBudgetMs",
+            "at most 60000: tagging must never hold up the join for long",
+        );
+    }
+    if t.background_deadline_sec == 0 || t.background_deadline_sec > TAGGING_MAX_SEC {
+        f.push(
+            "tagging.backgroundDeadlineSec",
+            format!("must be between 1 and {TAGGING_MAX_SEC} (a day)"),
+        );
+    }
+    if t.spread_sec > TAGGING_MAX_SEC {
+        f.push(
+            "tagging.spreadSec",
+            format!("must be at most {TAGGING_MAX_SEC} (a day)"),
+        );
+    } else if t.spread_sec >= t.background_deadline_sec {
+        f.push(
+            "tagging.spreadSec",
+            format!(
+                "{} is not below tagging.backgroundDeadlineSec ({}): the spread delay would use up the whole deadline; lower it or raise the deadline",
+                t.spread_sec, t.background_deadline_sec
+            ),
+        );
+    }
+    TaggingSpec {
+        enabled: t.enabled,
+        required: t.required,
+        sync_budget: Duration::from_millis(t.sync_budget_ms.min(60_000)),
+        background_deadline: Duration::from_secs(t.background_deadline_sec.min(TAGGING_MAX_SEC)),
+        spread: Duration::from_secs(t.spread_sec.min(TAGGING_MAX_SEC)),
+        ec2_endpoint: t.ec2_endpoint.clone(),
+    }
+}
+
+fn imds(c: &Config, f: &mut Findings) -> ImdsSpec {
+    if c.imds.deadline_ms == 0 || c.imds.deadline_ms > 120_000 {
+        f.push("imds.deadlineMs", "must be between 1 and 120000");
+    }
+    ImdsSpec {
+        endpoint: c.imds.endpoint.clone(),
+        allow_v1_fallback: c.imds.allow_v1_fallback,
+        deadline: Duration::from_millis(c.imds.deadline_ms.clamp(1, 120_000)),
+    }
+}
+
+/// A config path: absolute, without `..`.
+pub fn check_node_path(field: &str, p: &std::path::Path, f: &mut Findings) {
+    if !p.is_absolute() || p.components().any(|x| x == std::path::Component::ParentDir) {
+        f.push(
+            field,
+            format!(
+                "`{}` must be an absolute path without `..`",
+                printable(&p.display().to_string())
+            ),
+        );
+    }
+}

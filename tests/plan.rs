@@ -1,0 +1,364 @@
+//! The plan, in process: pure over (spec, facts), so each aspect is checked against facts built
+//! in memory — no-op, change, operator value kept, conflict — without the binary or a disk.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use eks_nodeinit::aspects::{kubelet_config, logind, nodeconfig, sysctls};
+use eks_nodeinit::config::parse;
+use eks_nodeinit::facts::{
+    Facts, Family, FamilyFact, FileFact, InstanceTags, KubeletFact, TagState,
+};
+use eks_nodeinit::metadata::Metadata;
+use eks_nodeinit::plan::{self, Plan, Step};
+use eks_nodeinit::spec::{self, Spec};
+use serde_json::json;
+
+fn spec(edit: impl FnOnce(&mut serde_json::Value)) -> Spec {
+    let mut v = json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g", "role": "scaler"}});
+    edit(&mut v);
+    spec::from_config(&parse(&v.to_string(), "t.json").unwrap()).unwrap()
+}
+
+fn instance() -> Metadata {
+    Metadata {
+        instance_id: "i-1".into(),
+        private_ipv4: Some("10.0.12.34".into()),
+        instance_type: "m6i.large".into(),
+        region: "eu-west-1".into(),
+        availability_zone: "eu-west-1a".into(),
+        user_data_has_node_config: Some(true),
+        ..Default::default()
+    }
+}
+
+/// A node of `family` with every file absent, no sysctl readable, tags unknown.
+fn facts(family: Family) -> Facts {
+    Facts {
+        root: PathBuf::from("/"),
+        instance: Some(instance()),
+        tags: InstanceTags::Unknown,
+        family: Ok(FamilyFact {
+            family,
+            reason: "test".into(),
+        }),
+        kubelet: None,
+        sysctls: BTreeMap::new(),
+        files: BTreeMap::new(),
+        dirs: BTreeMap::new(),
+        exists: BTreeMap::new(),
+    }
+}
+
+fn absent() -> FileFact {
+    FileFact {
+        content: Ok(None),
+        mode: None,
+    }
+}
+
+fn file(text: &str) -> FileFact {
+    FileFact {
+        content: Ok(Some(text.into())),
+        mode: Some(0o640),
+    }
+}
+
+/// AL2023 facts where every file the aspects read is absent and the tags are known.
+fn al2023(tags: &[(&str, &str)]) -> Facts {
+    let mut f = facts(Family::Al2023);
+    f.tags = InstanceTags::Known(
+        tags.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    for p in [
+        sysctls::PERSIST_PATH,
+        logind::DROPIN_PATH,
+        logind::MAIN_CONF,
+        nodeconfig::DROPIN,
+    ] {
+        f.files.insert(p.into(), absent());
+    }
+    f.exists.insert("/usr/bin/nodeadm".into(), true);
+    f
+}
+
+fn steps(p: &Plan) -> Vec<String> {
+    p.steps.iter().map(Step::describe).collect()
+}
+
+fn errors(s: &Spec, f: &Facts) -> Vec<String> {
+    plan::findings(s, f).iter().map(|x| x.to_string()).collect()
+}
+
+const CLUSTER_TAG: (&str, &str) = ("kubernetes.io/cluster/prod", "owned");
+
+#[test]
+fn name_tag_change_noop_and_unknown() {
+    let s = spec(|_| {});
+    // Change: the Name differs.
+    let p = plan::build(&s, &al2023(&[CLUSTER_TAG, ("Name", "old")])).unwrap();
+    assert!(
+        matches!(&p.steps[0], Step::Tag { value, current: TagState::Is(c), .. } if value == "g-10x0x12x34" && c == "old")
+    );
+    // No-op: it already holds the value.
+    let p = plan::build(&s, &al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")])).unwrap();
+    assert!(
+        !p.steps.iter().any(|x| matches!(x, Step::Tag { .. })),
+        "{:?}",
+        steps(&p)
+    );
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // Unknown tags: a tag step that reads first, and no cluster-tag warning (cannot tell).
+    let mut f = al2023(&[]);
+    f.tags = InstanceTags::Unknown;
+    let p = plan::build(&s, &f).unwrap();
+    assert!(matches!(
+        &p.steps[0],
+        Step::Tag {
+            current: TagState::Unknown,
+            ..
+        }
+    ));
+    assert!(p.warnings.is_empty());
+    // Conflict: no group name and no ASG tag.
+    let s = spec(|v| v["nodeGroup"] = json!({"role": "scaler"}));
+    let e = errors(&s, &al2023(&[CLUSTER_TAG]));
+    assert!(
+        e.iter()
+            .any(|x| x.starts_with("nodeGroup.name: no node group name")),
+        "{e:?}"
+    );
+    // Missing cluster tag: a warning, the node would not join.
+    let p = plan::build(&spec(|_| {}), &al2023(&[])).unwrap();
+    assert!(
+        p.warnings[0].contains("no `kubernetes.io/cluster/prod` tag"),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn sysctls_change_noop_unreadable_and_protected() {
+    let s = spec(|v| v["sysctls"] = json!({"fs.inotify.max_user_watches": 524288}));
+    let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
+    f.sysctls
+        .insert("fs.inotify.max_user_watches".into(), Ok("8192".into()));
+    let p = plan::build(&s, &f).unwrap();
+    assert_eq!(
+        steps(&p)[..2],
+        [
+            "sysctl fs.inotify.max_user_watches=524288",
+            "write /etc/sysctl.d/99-zz-eks-nodeinit.conf"
+        ]
+    );
+    // No-op: live and persisted already right.
+    let mut wanted = BTreeMap::new();
+    wanted.insert(
+        "fs.inotify.max_user_watches".to_string(),
+        "524288".to_string(),
+    );
+    f.sysctls
+        .insert("fs.inotify.max_user_watches".into(), Ok("524288".into()));
+    f.files.insert(
+        sysctls::PERSIST_PATH.into(),
+        file(&sysctls::persisted_content(&wanted)),
+    );
+    let p = plan::build(&s, &f).unwrap();
+    assert!(
+        !steps(&p).iter().any(|x| x.contains("sysctl")),
+        "{:?}",
+        steps(&p)
+    );
+    // An unreadable persisted file is a finding, never "absent".
+    f.files.insert(
+        sysctls::PERSIST_PATH.into(),
+        FileFact {
+            content: Err("cannot read x: Permission denied".into()),
+            mode: None,
+        },
+    );
+    let e = errors(&s, &f);
+    assert!(e[0].starts_with("sysctls: cannot read x"), "{e:?}");
+    // Conflict: protectKernelDefaults (nodeadm's default on AL2023).
+    let s = spec(|v| v["sysctls"] = json!({"vm.overcommit_memory": 0}));
+    let mut f = al2023(&[CLUSTER_TAG]);
+    f.sysctls
+        .insert("vm.overcommit_memory".into(), Ok("0".into()));
+    let e = errors(&s, &f);
+    assert!(
+        e[0].contains("contradicts kubelet's protectKernelDefaults"),
+        "{e:?}"
+    );
+}
+
+fn al2(kubelet_text: &str) -> Facts {
+    let mut f = facts(Family::Al2);
+    f.tags = InstanceTags::Known(
+        [CLUSTER_TAG, ("Name", "g-10x0x12x34")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    for p in [
+        sysctls::PERSIST_PATH,
+        logind::DROPIN_PATH,
+        logind::MAIN_CONF,
+    ] {
+        f.files.insert(p.into(), absent());
+    }
+    let shown = "/etc/kubernetes/kubelet/kubelet-config.json";
+    f.kubelet = Some(KubeletFact {
+        shown: shown.into(),
+        text: Ok(Some(kubelet_text.into())),
+        doc: Some(kubelet_config::parse(kubelet_text, shown.as_ref())),
+        mode: Some(0o644),
+    });
+    f
+}
+
+#[test]
+fn kubelet_config_change_noop_kept_and_malformed() {
+    let s = spec(|v| {
+        v["kubelet"] = json!({"shutdownGracePeriod": "90s", "imageGCHighThresholdPercent": 90})
+    });
+    let p = plan::build(&s, &al2("{\n  \"a\": 1\n}\n")).unwrap();
+    let Step::File { new, backup, .. } = &p.steps[0] else {
+        panic!("{:?}", steps(&p))
+    };
+    assert!(new.contains("\"shutdownGracePeriod\": \"90s\""), "{new}");
+    assert_eq!(
+        backup.as_deref(),
+        Some("/etc/kubernetes/kubelet/kubelet-config.json.orig".as_ref())
+    );
+    // No-op: the values are there (1m30s is 90s).
+    let done = "{\"shutdownGracePeriod\": \"1m30s\", \"imageGCHighThresholdPercent\": 90}";
+    let p = plan::build(&s, &al2(done)).unwrap();
+    assert!(
+        !steps(&p).iter().any(|x| x.contains("kubelet-config")),
+        "{:?}",
+        steps(&p)
+    );
+    // Kept: the operator's value stays, with a warning.
+    let p = plan::build(&s, &al2("{\"shutdownGracePeriod\": \"2m\"}")).unwrap();
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("keeps the operator's shutdownGracePeriod = \"2m\"")),
+        "{:?}",
+        p.warnings
+    );
+    let Step::File { new, .. } = &p.steps[0] else {
+        panic!()
+    };
+    assert!(new.contains("\"2m\"") && new.contains("imageGCHighThresholdPercent"));
+    // Conflict: malformed JSON names the file and line.
+    let e = errors(&s, &al2("{\n  \"a\" 1\n}"));
+    assert!(e[0].starts_with("kubelet.configPath: kubelet config /etc/kubernetes/kubelet/kubelet-config.json is not valid JSON: line 2"), "{e:?}");
+}
+
+#[test]
+fn logind_change_noop_and_later_dropin() {
+    let s = spec(|v| v["kubelet"] = json!({"shutdownGracePeriod": "90s"}));
+    let p = plan::build(&s, &al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")])).unwrap();
+    assert_eq!(
+        steps(&p)[..2],
+        [
+            "write /etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf",
+            "restart systemd-logind"
+        ]
+    );
+    assert!(matches!(
+        p.steps[1],
+        Step::NotifyLogind {
+            inhibit_delay_max_usec: 90_000_000
+        }
+    ));
+    // No-op.
+    let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
+    f.files.insert(
+        logind::DROPIN_PATH.into(),
+        file(&logind::dropin_content(90)),
+    );
+    let p = plan::build(&s, &f).unwrap();
+    assert!(
+        !steps(&p).iter().any(|x| x.contains("logind")),
+        "{:?}",
+        steps(&p)
+    );
+    // A drop-in that sorts later and sets less: a warning.
+    let run = PathBuf::from("/run/systemd/logind.conf.d");
+    f.dirs.insert(run.clone(), vec!["zz-late.conf".into()]);
+    f.files.insert(
+        run.join("zz-late.conf"),
+        file("[Login]\nInhibitDelayMaxSec=5\n"),
+    );
+    let p = plan::build(&s, &f).unwrap();
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("zz-late.conf sorts after")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn handoffs_per_family_and_undetected_family() {
+    let s = spec(|v| {
+        v["cluster"]["certificateAuthority"] = "c2VjcmV0".into();
+        v["taints"] = json!(["dedicated=infra:NoSchedule"]);
+    });
+    // AL2: exec with argv, the CA a secret.
+    let p = plan::build(&s, &al2("{}")).unwrap();
+    let Some(Step::ExecBootstrap { argv }) = p.steps.last() else {
+        panic!("{:?}", steps(&p))
+    };
+    assert_eq!(argv[1..4], ["prod", "--b64-cluster-ca", "c2VjcmV0"]);
+    assert!(argv.iter().any(|a| a == "--node-labels=node.kubernetes.io/role=scaler --register-with-taints=dedicated=infra:NoSchedule"), "{argv:?}");
+    assert_eq!(p.secrets, ["c2VjcmV0"]);
+    assert!(!p.to_text().contains("c2VjcmV0"));
+    // AL2023: the drop-in, then nodeadm; no-op when it is already there.
+    let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
+    let p = plan::build(&s, &f).unwrap();
+    assert_eq!(
+        steps(&p),
+        [
+            "write /etc/eks/nodeadm.d/10-eks-nodeinit.json",
+            "nodeadm reads /etc/eks/nodeadm.d/10-eks-nodeinit.json"
+        ]
+    );
+    f.files
+        .insert(nodeconfig::DROPIN.into(), file(&nodeconfig::text(&s)));
+    let p = plan::build(&s, &f).unwrap();
+    assert_eq!(p.changes(), 0);
+    // No NodeConfig in the user data, no nodeadm: warnings.
+    f.instance.as_mut().unwrap().user_data_has_node_config = Some(false);
+    f.exists.clear();
+    let p = plan::build(&s, &f).unwrap();
+    assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+    // A family that could not be detected is a finding with its reason, never a default.
+    f.family = Err("cannot tell Amazon Linux 2 from 2023".into());
+    let e = errors(&s, &f);
+    assert_eq!(e, ["handoff.mode: cannot tell Amazon Linux 2 from 2023"]);
+}
+
+#[test]
+fn spec_is_checked_once_and_plans_need_one() {
+    // `plan::build` takes a `Spec`, and a `Spec` is only made by `spec::resolve`: a bad config
+    // stops there, with every finding, and cannot reach planning.
+    let c = parse(
+        r#"{"cluster":{"name":"bad name"},"nodeGroup":{},"sysctls":{"a/b":1}}"#,
+        "t",
+    )
+    .unwrap();
+    let e = spec::from_config(&c).unwrap_err();
+    assert_eq!(e.0.len(), 2, "{e}");
+    let (partial, f) = spec::resolve(&c);
+    assert_eq!(f.0.len(), 2);
+    assert!(
+        partial.sysctls.is_empty(),
+        "a refused entry is left out of the spec"
+    );
+}
