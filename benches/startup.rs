@@ -2,9 +2,10 @@
 //!
 //! * eks-nodeinit (`EKS_NODEINIT_BIN`, default target/release/eks-nodeinit) on a sample AL2 root;
 //! * the user-data shell script it replaces (benches/userdata.sh: curl + the AWS CLI);
-//! * the bare network floor: token PUT, the five metadata GETs, the instance role's credentials
-//!   (two GETs) and one CreateTags, made in process with a minimal HTTP client (hyper, one
-//!   connection per host).
+//! * the same-work floor (benches/same_work_floor.rs): a separate minimal process — this bench
+//!   binary again, no AWS SDK — making the same IMDS reads and credential fetch, one
+//!   SigV4-signed CreateTags, writing and fsyncing the same files and report, and exec'ing the
+//!   same bootstrap.sh. What the agent costs beyond it is the agent's own overhead.
 //!
 //! Credentials come from the instance role through IMDS, as on a node; `STARTUP_CREDENTIALS=env`
 //! puts static keys in the environment instead (and drops the floor's two credential GETs).
@@ -13,16 +14,14 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "same_work_floor.rs"]
+mod same_work_floor;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use common::imds_server::ImdsServer;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
 const ROLE: &str = "bench-node-role";
 
@@ -108,63 +107,16 @@ fn shell(imds: &str, moto: &str) -> Duration {
     timed(c)
 }
 
-/// Send a request and read the whole answer.
-async fn body(
-    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
-    req: hyper::Request<Full<Bytes>>,
-) -> Bytes {
-    let resp = client.request(req).await.unwrap();
-    resp.into_body().collect().await.unwrap().to_bytes()
-}
-
-async fn floor(imds: &str, moto: &str, instance_id: &str) -> Duration {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let t = Instant::now();
-    let req = hyper::Request::put(format!("{imds}/latest/api/token"))
-        .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let token = body(&client, req).await;
-    let token = String::from_utf8(token.to_vec()).unwrap();
-    let role_paths = [
-        "iam/security-credentials/".to_string(),
-        format!("iam/security-credentials/{ROLE}"),
-    ];
-    let paths = [
-        "instance-id",
-        "local-ipv4",
-        "instance-type",
-        "placement/region",
-        "placement/availability-zone",
-    ]
-    .into_iter()
-    .chain(
-        role_paths
-            .iter()
-            .map(String::as_str)
-            .filter(|_| role_credentials()),
-    );
-    for p in paths {
-        let req = hyper::Request::get(format!("{imds}/latest/meta-data/{p}"))
-            .header("x-aws-ec2-metadata-token", &token)
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        body(&client, req).await;
-    }
-    let body = format!("Action=CreateTags&Version=2016-11-15&ResourceId.1={instance_id}&Tag.1.Key=Name&Tag.1.Value=scaler-10x0x12x34");
-    let req = hyper::Request::post(moto.to_string())
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("authorization", "AWS4-HMAC-SHA256 Credential=testing/20261122/eu-west-1/ec2/aws4_request, SignedHeaders=host, Signature=0")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
-    let resp = client.request(req).await.unwrap();
-    assert!(
-        resp.status().is_success(),
-        "moto CreateTags: {}",
-        resp.status()
-    );
-    resp.into_body().collect().await.unwrap();
-    t.elapsed()
+/// The same-work floor, as its own process on a fresh root.
+fn floor(imds: &str, moto: &str) -> Duration {
+    let root = fresh_root();
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    env(&mut c, imds);
+    c.env("STARTUP_FLOOR", "1")
+        .env("FLOOR_IMDS", imds)
+        .env("FLOOR_EC2", moto)
+        .env("FLOOR_ROOT", root.path());
+    timed(c)
 }
 
 fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
@@ -174,6 +126,15 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
 }
 
 fn main() {
+    if std::env::var_os("STARTUP_FLOOR").is_some() {
+        let v = |k: &str| std::env::var(k).unwrap();
+        same_work_floor::run(
+            &v("FLOOR_IMDS"),
+            &v("FLOOR_EC2"),
+            Path::new(&v("FLOOR_ROOT")),
+            role_credentials(),
+        );
+    }
     let runs: usize = std::env::var("STARTUP_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -216,13 +177,13 @@ fn main() {
     // Warm-up: page cache, moto's first request.
     agent(&bin, &url, &moto.url);
     shell(&url, &moto.url);
-    rt.block_on(floor(&url, &moto.url, &instance_id));
+    floor(&url, &moto.url);
 
     let (mut a, mut s, mut f) = (vec![], vec![], vec![]);
     for _ in 0..runs {
         a.push(agent(&bin, &url, &moto.url));
         s.push(shell(&url, &moto.url));
-        f.push(rt.block_on(floor(&url, &moto.url, &instance_id)));
+        f.push(floor(&url, &moto.url));
     }
     let (a, s, f) = (stats(a), stats(s), stats(f));
     println!(
@@ -246,8 +207,8 @@ fn main() {
         s.1 / a.1
     );
     println!(
-        "| network floor (token PUT + {} GETs + CreateTags, in process) | {:.1} | {:.1} | {:.1} | eks-nodeinit is {:.2}× the floor |",
-        if role_credentials() { 7 } else { 5 },
+        "| same-work floor (separate process: same IMDS reads{}, signed CreateTags, same files fsync'd, exec) | {:.1} | {:.1} | {:.1} | eks-nodeinit is {:.2}× the floor |",
+        if role_credentials() { " + role credentials" } else { "" },
         f.0, f.1, f.2, a.1 / f.1
     );
 }

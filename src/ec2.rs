@@ -142,10 +142,8 @@ impl Ec2 {
             instance_id,
         };
         let client = &self.client;
-        let mut n = 0;
         let r = op
-            .retried(policy, deadline, || {
-                n += 1;
+            .retried(policy, deadline, &mut self.calls.describe_tags, || {
                 client
                     .describe_tags()
                     .filters(
@@ -157,7 +155,6 @@ impl Ec2 {
                     .send()
             })
             .await;
-        self.calls.describe_tags = self.calls.describe_tags.saturating_add(n);
         Ok(r?
             .tags()
             .iter()
@@ -181,19 +178,15 @@ impl Ec2 {
             instance_id,
         };
         let client = &self.client;
-        let mut n = 0;
-        let r = op
-            .retried(policy, deadline, || {
-                n += 1;
-                client
-                    .create_tags()
-                    .resources(instance_id)
-                    .tags(Tag::builder().key(key).value(value).build())
-                    .send()
-            })
-            .await;
-        self.calls.create_tags = self.calls.create_tags.saturating_add(n);
-        r.map(|_| ())
+        op.retried(policy, deadline, &mut self.calls.create_tags, || {
+            client
+                .create_tags()
+                .resources(instance_id)
+                .tags(Tag::builder().key(key).value(value).build())
+                .send()
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Make the instance's `key` tag equal `value`: read the current tags unless the caller
@@ -238,6 +231,7 @@ impl Op<'_> {
         &self,
         policy: RetryPolicy,
         deadline: Instant,
+        calls: &mut u32,
         mut send: impl FnMut() -> Fut,
     ) -> Result<T, TagError>
     where
@@ -245,6 +239,7 @@ impl Op<'_> {
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
         let r = retry::run(policy, Some(deadline), |_| {
+            *calls = calls.saturating_add(1);
             let fut = send();
             async move {
                 let err = match fut.await {

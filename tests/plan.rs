@@ -64,22 +64,28 @@ fn file(text: &str) -> FileFact {
     }
 }
 
-/// AL2023 facts where every file the aspects read is absent and the tags are known.
-fn al2023(tags: &[(&str, &str)]) -> Facts {
-    let mut f = facts(Family::Al2023);
-    f.tags = InstanceTags::Known(
-        tags.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    for p in [
+/// Facts of `family` with these tags known and the files every aspect reads absent.
+fn node(family: Family, tags: &[(&str, &str)]) -> Facts {
+    let mut f = facts(family);
+    let tags = tags.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+    f.tags = InstanceTags::Known(tags.collect());
+    let mut files = vec![
         sysctls::PERSIST_PATH,
         logind::DROPIN_PATH,
         logind::MAIN_CONF,
-        nodeconfig::DROPIN,
-    ] {
+    ];
+    if family == Family::Al2023 {
+        files.push(nodeconfig::DROPIN);
+    }
+    for p in files {
         f.files.insert(p.into(), absent());
     }
+    f
+}
+
+/// AL2023 facts where every file the aspects read is absent and the tags are known.
+fn al2023(tags: &[(&str, &str)]) -> Facts {
+    let mut f = node(Family::Al2023, tags);
     f.exists.insert("/usr/bin/nodeadm".into(), true);
     f
 }
@@ -194,20 +200,7 @@ fn sysctls_change_noop_unreadable_and_protected() {
 }
 
 fn al2(kubelet_text: &str) -> Facts {
-    let mut f = facts(Family::Al2);
-    f.tags = InstanceTags::Known(
-        [CLUSTER_TAG, ("Name", "g-10x0x12x34")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    for p in [
-        sysctls::PERSIST_PATH,
-        logind::DROPIN_PATH,
-        logind::MAIN_CONF,
-    ] {
-        f.files.insert(p.into(), absent());
-    }
+    let mut f = node(Family::Al2, &[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
     let shown = "/etc/kubernetes/kubelet/kubelet-config.json";
     f.kubelet = Some(KubeletFact {
         shown: shown.into(),

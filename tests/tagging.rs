@@ -44,6 +44,11 @@ fn failing(create_errors: Vec<(u16, &'static str)>) -> Ec2Server {
     })
 }
 
+/// Tags known, none set.
+fn none_set() -> InstanceTags {
+    InstanceTags::Known(BTreeMap::new())
+}
+
 /// The Name tag job for instance ID against this server, tags known (no DescribeTags).
 fn job(s: &Ec2Server) -> eks_nodeinit::tagging::Job {
     eks_nodeinit::tagging::Job {
@@ -82,14 +87,7 @@ async fn access_denied_is_not_retried_and_names_the_permission() {
     let s = failing(vec![(403, "UnauthorizedOperation")]);
     let mut c = ec2(&s).await;
     let e = c
-        .ensure_tag(
-            ID,
-            "Name",
-            "v",
-            &InstanceTags::Known(BTreeMap::new()),
-            fast(),
-            deadline(),
-        )
+        .ensure_tag(ID, "Name", "v", &none_set(), fast(), deadline())
         .await
         .unwrap_err();
     assert!(matches!(e, TagError::Denied { .. }), "{e}");
@@ -108,14 +106,7 @@ async fn instance_not_found_yet_is_retried() {
     let s = failing(vec![(400, "InvalidInstanceID.NotFound"); 2]);
     let mut c = ec2(&s).await;
     let r = c
-        .ensure_tag(
-            ID,
-            "Name",
-            "v",
-            &InstanceTags::Known(BTreeMap::new()),
-            fast(),
-            deadline(),
-        )
+        .ensure_tag(ID, "Name", "v", &none_set(), fast(), deadline())
         .await
         .unwrap();
     assert_eq!(r, TagOutcome::Created);
@@ -155,7 +146,7 @@ async fn the_deadline_bounds_retries() {
             ID,
             "Name",
             "v",
-            &InstanceTags::Known(BTreeMap::new()),
+            &none_set(),
             fast(),
             tokio::time::Instant::now() + Duration::from_millis(800),
         )
