@@ -29,6 +29,8 @@ pub enum ConfigError {
         column: usize,
         message: String,
     },
+    #[error("config {path}: not UTF-8 at byte offset {offset}; save it as UTF-8")]
+    Encoding { path: String, offset: usize },
     #[error("config {path}: field `{field}`: {message}")]
     Field {
         path: String,
@@ -46,14 +48,14 @@ pub struct Config {
     pub cluster: Cluster,
     pub node_group: NodeGroup,
     /// Labels merged over the role preset's labels. A `null` value removes a preset label.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub labels: BTreeMap<String, Option<String>>,
     /// Taints as `key[=value]:Effect`. When present, replaces the role preset's taints
     /// (an empty list removes them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taints: Option<Vec<String>>,
     /// Node-level sysctls: set live and persisted under /etc/sysctl.d.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique_keys")]
     pub sysctls: BTreeMap<String, SysctlValue>,
     #[serde(default)]
     pub kubelet: KubeletSettings,
@@ -317,6 +319,40 @@ fn default_imds_deadline_ms() -> u64 {
     10_000
 }
 
+/// A JSON object into a map, refusing a key given twice (serde's maps keep the last silently,
+/// while a struct's duplicate field is an error: both are now errors).
+fn unique_keys<'de, D, V>(d: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Unique<V>(std::marker::PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Unique<V> {
+        type Value = BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = m.next_key::<String>()? {
+                if out.contains_key(&k) {
+                    return Err(serde::de::Error::custom(format!(
+                        "duplicate key `{}`; give each key once",
+                        crate::text::printable(&k)
+                    )));
+                }
+                let v = m.next_value()?;
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Unique(std::marker::PhantomData))
+}
+
 /// The JSON Schema of the config document (docs/config.schema.json), for editors and CI.
 pub fn json_schema() -> String {
     let schema = schemars::schema_for!(Config);
@@ -328,9 +364,17 @@ pub fn json_schema() -> String {
 /// Parse a config document. `path` is only used in messages.
 pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
     let de = &mut serde_json::Deserializer::from_str(text);
-    let result: Result<Config, _> = serde_path_to_error::deserialize(de);
+    let result: Result<Config, _> = serde_path_to_error::deserialize(&mut *de);
+    // The document, then nothing but whitespace: trailing data is refused, not ignored.
+    let result = result.map(|c| (c, de.end()));
     match result {
-        Ok(c) => Ok(c),
+        Ok((c, Ok(()))) => Ok(c),
+        Ok((_, Err(e))) => Err(ConfigError::Syntax {
+            path: path.to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: "data after the end of the JSON document; a config is one JSON object".into(),
+        }),
         Err(e) => {
             let field = e.path().to_string();
             let inner = e.into_inner();
@@ -377,9 +421,13 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             })?;
         s
     } else {
-        std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
             path: shown.clone(),
             source,
+        })?;
+        String::from_utf8(bytes).map_err(|e| ConfigError::Encoding {
+            path: shown.clone(),
+            offset: e.utf8_error().valid_up_to(),
         })?
     };
     parse(
@@ -418,6 +466,33 @@ mod tests {
             }
             other => panic!("expected syntax error, got {other}"),
         }
+    }
+
+    #[test]
+    fn trailing_data_and_duplicate_keys_are_refused() {
+        let ok = r#"{"cluster":{"name":"c"},"nodeGroup":{}}"#;
+        assert!(parse(&format!("{ok}\n\n"), "c.json").is_ok());
+        let err = parse(&format!("{ok} {{\"labels\": garbage"), "c.json").unwrap_err();
+        assert!(matches!(err, ConfigError::Syntax { line: 1, .. }), "{err}");
+        assert!(err.to_string().contains("data after the end"), "{err}");
+        for field in ["labels", "sysctls"] {
+            let doc = format!(
+                "{{\"cluster\":{{\"name\":\"c\"}},\"nodeGroup\":{{}},\n\"{field}\":{{\"a.b\":\"1\",\n\"a.b\":\"2\"}}}}"
+            );
+            let msg = parse(&doc, "c.json").unwrap_err().to_string();
+            assert!(msg.contains(&format!("field `{field}`")), "{msg}");
+            assert!(msg.contains("duplicate key `a.b`"), "{msg}");
+            assert!(msg.contains("line 3"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn not_utf8_names_the_byte_offset() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.json");
+        std::fs::write(&p, b"{\"cluster\": {\"name\": \"c\xff\"}}").unwrap();
+        let msg = load(&p).unwrap_err().to_string();
+        assert!(msg.contains("not UTF-8 at byte offset 23"), "{msg}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error("`{input}` is not a Kubernetes duration ({reason}); write it like \"90s\" or \"1m30s\"")]
+#[error("`{}` is not a Kubernetes duration ({reason}); write it like \"90s\" or \"1m30s\"", crate::text::printable(.input))]
 pub struct DurationError {
     pub input: String,
     pub reason: &'static str,
@@ -33,56 +33,136 @@ pub fn parse_go(input: &str) -> Result<GoDuration, DurationError> {
     })
 }
 
-/// Parse a Go duration string. Negative durations are refused (no kubelet field here takes one).
+/// Nanoseconds per unit, as Go's `time.ParseDuration` names them (`µs` is U+00B5, `μs` U+03BC).
+fn unit_ns(u: &str) -> Option<u64> {
+    Some(match u {
+        "ns" => 1,
+        "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => return None,
+    })
+}
+
+const LIMIT: u64 = 1 << 63;
+
+/// Leading `[0-9]*`: the value, or `None` on overflow as Go's `leadingInt` reports it.
+fn leading_int(s: &[u8]) -> (Option<u64>, usize) {
+    let mut x: u64 = 0;
+    let mut i = 0;
+    while i < s.len() && s[i].is_ascii_digit() {
+        if x > LIMIT / 10 {
+            return (None, i);
+        }
+        x = x * 10 + u64::from(s[i] - b'0');
+        if x > LIMIT {
+            return (None, i);
+        }
+        i += 1;
+    }
+    (Some(x), i)
+}
+
+/// Leading fraction digits: the value and its scale, dropping precision (never failing) on
+/// overflow, as Go's `leadingFraction`.
+fn leading_fraction(s: &[u8]) -> (u64, f64, usize) {
+    let (mut x, mut scale, mut overflow, mut i) = (0u64, 1f64, false, 0);
+    while i < s.len() && s[i].is_ascii_digit() {
+        if !overflow {
+            if x > (LIMIT - 1) / 10 {
+                overflow = true;
+            } else {
+                let y = x * 10 + u64::from(s[i] - b'0');
+                if y > LIMIT {
+                    overflow = true;
+                } else {
+                    x = y;
+                    scale *= 10.0;
+                }
+            }
+        }
+        i += 1;
+    }
+    (x, scale, i)
+}
+
+/// Parse a duration exactly as Go's `time.ParseDuration` does (which kubelet uses), overflow
+/// included. Negative durations are refused on top (no kubelet field here takes one).
 pub fn parse(input: &str) -> Result<Duration, DurationError> {
     let err = |reason| DurationError {
         input: input.to_string(),
         reason,
     };
-    let mut s = input;
-    if let Some(rest) = s.strip_prefix('+') {
-        s = rest;
-    } else if s.starts_with('-') {
-        return Err(err("negative durations are not allowed"));
+    let mut s = input.as_bytes();
+    let mut neg = false;
+    if let Some((&c, rest)) = s.split_first() {
+        if c == b'-' || c == b'+' {
+            neg = c == b'-';
+            s = rest;
+        }
     }
-    if s == "0" {
+    if s == b"0" {
         return Ok(Duration::ZERO);
     }
     if s.is_empty() {
         return Err(err("empty"));
     }
-    let mut total_ns: f64 = 0.0;
+    let mut d: u64 = 0;
     while !s.is_empty() {
-        let num_end = s
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| err("missing unit"))?;
-        let num = &s[..num_end];
-        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
+        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
             return Err(err("expected a number"));
         }
-        let value: f64 = num.parse().map_err(|_| err("bad number"))?;
-        s = &s[num_end..];
-        let unit_end = s
-            .find(|c: char| c.is_ascii_digit() || c == '.')
+        let (v, n) = leading_int(s);
+        let mut v = v.ok_or_else(|| err("too large (overflows Go's int64 nanoseconds)"))?;
+        let pre = n > 0;
+        s = &s[n..];
+        let (mut f, mut scale, mut post) = (0, 1.0, false);
+        if let Some(rest) = s.strip_prefix(b".") {
+            let (x, sc, n) = leading_fraction(rest);
+            (f, scale, post) = (x, sc, n > 0);
+            s = &rest[n..];
+        }
+        if !pre && !post {
+            return Err(err("expected a number"));
+        }
+        let end = s
+            .iter()
+            .position(|c| *c == b'.' || c.is_ascii_digit())
             .unwrap_or(s.len());
-        let unit = &s[..unit_end];
-        let scale: f64 = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            "" => return Err(err("missing unit")),
-            _ => return Err(err("unknown unit (use ns, us, ms, s, m, h)")),
-        };
-        total_ns += value * scale;
-        s = &s[unit_end..];
+        if end == 0 {
+            return Err(err("missing unit"));
+        }
+        let unit = std::str::from_utf8(&s[..end])
+            .ok()
+            .and_then(unit_ns)
+            .ok_or_else(|| err("unknown unit (use ns, us, ms, s, m, h)"))?;
+        s = &s[end..];
+        let too_large = || err("too large (overflows Go's int64 nanoseconds)");
+        if v > LIMIT / unit {
+            return Err(too_large());
+        }
+        v *= unit;
+        if f > 0 {
+            // As Go: float64 keeps fractions of hours nanosecond-accurate.
+            v += (f as f64 * (unit as f64 / scale)) as u64;
+            if v > LIMIT {
+                return Err(too_large());
+            }
+        }
+        d += v;
+        if d > LIMIT {
+            return Err(too_large());
+        }
     }
-    if total_ns > (i64::MAX as f64) {
-        return Err(err("too large"));
+    if neg {
+        return Err(err("negative durations are not allowed"));
     }
-    Ok(Duration::from_nanos(total_ns.round() as u64))
+    if d > LIMIT - 1 {
+        return Err(err("too large (overflows Go's int64 nanoseconds)"));
+    }
+    Ok(Duration::from_nanos(d))
 }
 
 #[cfg(test)]
@@ -101,8 +181,37 @@ mod tests {
     }
 
     #[test]
+    fn overflow_as_go() {
+        // Go: 9223372036854775807ns is the largest duration; one more overflows.
+        assert_eq!(
+            parse("9223372036854775807ns").unwrap(),
+            Duration::from_nanos(i64::MAX as u64)
+        );
+        for bad in [
+            "9223372036854775808ns",
+            "2562048h",
+            "9999999999999999999s",
+            "2562047h47m16.854775808s",
+        ] {
+            assert!(
+                parse(bad).unwrap_err().reason.contains("too large"),
+                "{bad}"
+            );
+        }
+        assert!(parse("2562047h47m16.854775807s").is_ok());
+        // Go's other corners: a bare fraction, a trailing dot, µ and μ.
+        assert_eq!(parse(".5s").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse("5.s").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse("1\u{b5}s").unwrap(), Duration::from_micros(1));
+        assert_eq!(parse("1\u{3bc}s").unwrap(), Duration::from_micros(1));
+        assert_eq!(parse("1.0000000001s").unwrap(), Duration::from_secs(1));
+    }
+
+    #[test]
     fn refused() {
-        for bad in ["", "90", "s", "1x", "-5s", "1..5s", "1 m", "90 s", "5sec"] {
+        for bad in [
+            "", "90", "s", "1x", "-5s", "1..5s", "1 m", "90 s", "5sec", ".s", "+", "-",
+        ] {
             assert!(parse(bad).is_err(), "{bad} should be refused");
         }
     }

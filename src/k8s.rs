@@ -51,7 +51,9 @@ fn check_name_part(s: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// DNS-1123 subdomain: ≤253, lowercase labels of `[a-z0-9-]` separated by dots.
+/// DNS-1123 subdomain as Kubernetes' `IsDNS1123Subdomain` checks it: at most 253 characters in
+/// all, dot-separated parts of `[a-z0-9-]` starting and ending with a letter or digit. Unlike DNS
+/// itself, Kubernetes sets no 63-character limit on one part.
 fn check_dns_subdomain(s: &str) -> Result<(), String> {
     if s.is_empty() || s.len() > 253 {
         return Err(format!(
@@ -61,7 +63,6 @@ fn check_dns_subdomain(s: &str) -> Result<(), String> {
     }
     for label in s.split('.') {
         let ok = !label.is_empty()
-            && label.len() <= 63
             && label
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')

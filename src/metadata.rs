@@ -74,15 +74,33 @@ pub fn load_file(path: &Path) -> Result<Metadata, MetadataError> {
         source,
     })?;
     let de = &mut serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(de).map_err(|e| MetadataError::Parse {
-        path: shown,
+    let md = serde_path_to_error::deserialize(&mut *de).map_err(|e| MetadataError::Parse {
+        path: shown.clone(),
         message: format!("field `{}`: {}", e.path(), e.inner()),
-    })
+    })?;
+    // One document: trailing data is refused, not ignored.
+    de.end().map_err(|e| MetadataError::Parse {
+        path: shown,
+        message: format!("data after the end of the JSON document ({e})"),
+    })?;
+    Ok(md)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trailing_data_in_a_metadata_file_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("m.json");
+        let one = r#"{"instanceId":"i-1","instanceType":"t","region":"r","availabilityZone":"a"}"#;
+        std::fs::write(&p, format!("{one}\n")).unwrap();
+        assert!(load_file(&p).is_ok());
+        std::fs::write(&p, format!("{one} {{\"instanceId\": 1")).unwrap();
+        let msg = load_file(&p).unwrap_err().to_string();
+        assert!(msg.contains("data after the end"), "{msg}");
+    }
 
     #[test]
     fn nodeconfig_in_user_data() {

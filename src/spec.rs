@@ -36,8 +36,15 @@ pub struct ClusterSpec {
     pub api_server_endpoint: Option<String>,
     /// Base64 of the cluster CA: a secret, redacted wherever it is shown.
     pub certificate_authority: Option<String>,
-    pub cidr: Option<String>,
+    pub cidr: Option<Cidr>,
     pub container_runtime: String,
+}
+
+/// The service CIDR as written, and whether it is IPv6.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cidr {
+    pub text: String,
+    pub ipv6: bool,
 }
 
 /// What the kubelet registers the node with, and the extra flags it gets.
@@ -155,10 +162,10 @@ fn cluster(c: &Config, f: &mut Findings) -> ClusterSpec {
         ));
     }
     let endpoint = k.api_server_endpoint.clone().filter(|ep| {
-        let ok = ep.starts_with("https://") && ep.len() > 8 && unsafe_for_dropin(ep).is_none();
+        let ok = is_endpoint(ep);
         if !ok {
             f.push("cluster.apiServerEndpoint", format!(
-                "`{}` must be an https:// URL without spaces or quotes (the cluster's endpoint from `aws eks describe-cluster`)",
+                "`{}` must be an https:// URL: a host name or address, an optional port and path of letters, digits and `-._~/` (the cluster's endpoint from `aws eks describe-cluster`); other characters break bootstrap.sh's sed edits or a systemd drop-in",
                 printable(ep)
             ));
         }
@@ -177,9 +184,12 @@ fn cluster(c: &Config, f: &mut Findings) -> ClusterSpec {
         }
         ok
     });
-    let cidr = k.cidr.clone().filter(|cidr| {
-        let ok = parse_cidr(cidr).is_some();
-        if !ok {
+    let cidr = k.cidr.as_ref().and_then(|cidr| {
+        let parsed = parse_cidr(cidr).map(|(ip, _)| Cidr {
+            text: cidr.clone(),
+            ipv6: ip.is_ipv6(),
+        });
+        if parsed.is_none() {
             f.push(
                 "cluster.cidr",
                 format!(
@@ -188,7 +198,7 @@ fn cluster(c: &Config, f: &mut Findings) -> ClusterSpec {
                 ),
             );
         }
-        ok
+        parsed
     });
     if k.container_runtime != "containerd" {
         f.push(
@@ -206,6 +216,43 @@ fn cluster(c: &Config, f: &mut Findings) -> ClusterSpec {
         cidr,
         container_runtime: k.container_runtime.clone(),
     }
+}
+
+/// `https://host[:port][/path]` of the characters every hand-off carries: bootstrap.sh writes
+/// the endpoint with `sed` (a `,` or `|` ends its expression) and into a systemd drop-in.
+fn is_endpoint(ep: &str) -> bool {
+    let Some(rest) = ep.strip_prefix("https://") else {
+        return false;
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (host_ok, port) = match authority.strip_prefix('[') {
+        // An IPv6 address: `[addr]` or `[addr]:port`.
+        Some(r) => match r.split_once(']') {
+            Some((v6, tail)) if tail.is_empty() || tail.starts_with(':') => (
+                v6.parse::<std::net::Ipv6Addr>().is_ok(),
+                tail.strip_prefix(':'),
+            ),
+            _ => return false,
+        },
+        None => {
+            let (host, port) = match authority.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            };
+            let label_ok = |l: &str| {
+                !l.is_empty()
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            };
+            (host.split('.').all(label_ok), port)
+        }
+    };
+    let port_ok = port.map_or(true, |p| p.parse::<u16>().is_ok_and(|n| n > 0));
+    let path_ok = path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '/'));
+    host_ok && port_ok && path_ok
 }
 
 fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use eks_nodeinit::aspects::{kubelet_config, logind, nodeconfig, sysctls};
+use eks_nodeinit::aspects::{bootstrap, kubelet_config, logind, nodeconfig, sysctls};
 use eks_nodeinit::config::parse;
 use eks_nodeinit::facts::{
     Facts, Family, FamilyFact, FileFact, InstanceTags, KubeletFact, TagState,
@@ -201,6 +201,7 @@ fn sysctls_change_noop_unreadable_and_protected() {
 
 fn al2(kubelet_text: &str) -> Facts {
     let mut f = node(Family::Al2, &[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
+    f.files.insert(bootstrap::MARKER.into(), absent());
     let shown = "/etc/kubernetes/kubelet/kubelet-config.json";
     f.kubelet = Some(KubeletFact {
         shown: shown.into(),
@@ -335,6 +336,35 @@ fn handoffs_per_family_and_undetected_family() {
     f.family = Err("cannot tell Amazon Linux 2 from 2023".into());
     let e = errors(&s, &f);
     assert_eq!(e, ["handoff.mode: cannot tell Amazon Linux 2 from 2023"]);
+}
+
+#[test]
+fn an_ipv6_service_cidr_goes_to_bootstrap_sh_as_ipv6() {
+    // Passed as --service-ipv4-cidr, bootstrap.sh derived the DNS address
+    // `fd00:10:96::/112.10`; as --service-ipv6-cidr with --ip-family ipv6 it derives fd00:10:96::a.
+    let s = spec(|v| v["cluster"]["cidr"] = "fd00:10:96::/112".into());
+    let p = plan::build(&s, &al2("{}")).unwrap();
+    let Some(Step::ExecBootstrap { argv }) = p.steps.last() else {
+        panic!("{:?}", steps(&p))
+    };
+    let at = argv
+        .iter()
+        .position(|a| a == "--service-ipv6-cidr")
+        .expect("the IPv6 flag");
+    assert_eq!(
+        argv[at + 1..at + 4],
+        ["fd00:10:96::/112", "--ip-family", "ipv6"]
+    );
+    assert!(!argv.iter().any(|a| a == "--service-ipv4-cidr"));
+    let s = spec(|v| v["cluster"]["cidr"] = "10.100.0.0/16".into());
+    let p = plan::build(&s, &al2("{}")).unwrap();
+    let Some(Step::ExecBootstrap { argv }) = p.steps.last() else {
+        panic!()
+    };
+    assert!(argv
+        .windows(2)
+        .any(|w| w == ["--service-ipv4-cidr", "10.100.0.0/16"]));
+    assert!(!argv.iter().any(|a| a == "--ip-family"));
 }
 
 #[test]

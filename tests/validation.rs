@@ -317,3 +317,63 @@ fn unknown_fields_and_syntax_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn label_prefixes_as_kubernetes_checks_them() {
+    // IsDNS1123Subdomain limits the whole prefix (253) and its characters, not each part.
+    let long_part = format!("{}.com/x", "a".repeat(64));
+    assert!(check_qualified_name(&long_part).is_ok(), "{long_part}");
+    let single = format!("{}/x", "b".repeat(100));
+    assert!(check_qualified_name(&single).is_ok(), "{single}");
+    let f = findings(|v| v["labels"] = serde_json::json!({ long_part.clone(): "v" }));
+    assert!(f.is_empty(), "{f:?}");
+    // Over 253 in all, or a part ending in `-`, is refused.
+    assert!(check_qualified_name(&format!("{}/x", "c".repeat(254))).is_err());
+    assert!(check_qualified_name("a-.com/x").is_err());
+    assert!(parse_taint(&format!("{long_part}=v:NoSchedule")).is_ok());
+}
+
+#[test]
+fn api_server_endpoints_the_hand_offs_can_carry() {
+    for good in [
+        "https://0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com",
+        "https://10.0.0.1:6443",
+        "https://[fd00::1]:443/",
+        "https://api.example.com/k8s/",
+    ] {
+        let f = findings(|v| v["cluster"]["apiServerEndpoint"] = good.into());
+        assert!(f.is_empty(), "{good}: {f:?}");
+    }
+    // A `,` ended bootstrap.sh's sed expression ("unknown option to `s'").
+    for bad in [
+        "https://a,b.example.com",
+        "https://x.example.com/a|b",
+        "http://x.example.com",
+        "https://",
+        "https://x.example.com:0",
+        "https://x.example.com:99999",
+        "https://[fd00::1",
+        "https://x.example.com/$(id)",
+    ] {
+        let f = findings(|v| v["cluster"]["apiServerEndpoint"] = bad.into());
+        assert_one(&f, "cluster.apiServerEndpoint", "must be an https:// URL");
+    }
+}
+
+#[test]
+fn numbers_that_overflowed_are_refused_by_range() {
+    // Each panicked (exit 101) before: a microsecond product in the plan, an Instant sum in
+    // the run.
+    let f =
+        findings(|v| v["logind"] = serde_json::json!({"inhibitDelayMaxSec": 18446744073710u64}));
+    assert_one(&f, "logind.inhibitDelayMaxSec", "is above 86400");
+    let f = findings(|v| {
+        v["tagging"] =
+            serde_json::json!({"required": true, "backgroundDeadlineSec": 9223372036854775807u64})
+    });
+    assert_one(&f, "tagging.backgroundDeadlineSec", "between 1 and 86400");
+    let f = findings(|v| {
+        v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "9223372036854775808ns"})
+    });
+    assert_one(&f, "kubelet.shutdownGracePeriod", "too large");
+}

@@ -97,7 +97,7 @@ pub fn document(spec: &Spec) -> Value {
         cluster.insert("certificateAuthority".into(), json!(v));
     }
     if let Some(v) = &c.cidr {
-        cluster.insert("cidr".into(), json!(v));
+        cluster.insert("cidr".into(), json!(v.text));
     }
     let mut kubelet = Map::new();
     let cfg: Map<String, Value> = spec
