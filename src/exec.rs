@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::aspects::{logind, name_tag, nodeconfig, sysctls};
+use crate::aspects::{bootstrap, logind, name_tag, nodeconfig, sysctls};
 use crate::ec2::{Calls, TagError, TagOutcome};
 use crate::facts::{Facts, Family, TagState};
 use crate::fsutil::{self, under};
+use crate::lock::RunLock;
 use crate::plan::{Plan, Step};
 use crate::report::{now_ms, Report, StepOutcome, TagResult, TaggingRecord};
 use crate::spec::{Spec, TaggingSpec};
@@ -46,7 +47,13 @@ pub enum ExecError {
 }
 
 /// Run the plan. On AL2 a successful run does not return: the process becomes bootstrap.sh.
-pub async fn execute(spec: &Spec, facts: &Facts, plan: &Plan, bus: &Bus) -> Result<()> {
+pub async fn execute(
+    spec: &Spec,
+    facts: &Facts,
+    plan: &Plan,
+    bus: &Bus,
+    lock: Option<&RunLock>,
+) -> Result<()> {
     let root = facts.root.as_path();
     let mut report = Report {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -96,6 +103,12 @@ pub async fn execute(spec: &Spec, facts: &Facts, plan: &Plan, bus: &Bus) -> Resu
     for step in &plan.steps {
         if let Step::ExecBootstrap { argv } = step {
             tracing::info!(path = %argv.first().map_or("", String::as_str), "handing off to bootstrap.sh");
+            let marker = format!("exec'd at unix ms {}\n", now_ms());
+            fsutil::write_atomic(&under(root, bootstrap::MARKER), marker.as_bytes(), 0o644)?;
+            if let Some(l) = lock {
+                l.keep_across_exec()
+                    .context("keeping the run lock for bootstrap.sh")?;
+            }
             exec(argv)?;
         }
     }

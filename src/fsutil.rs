@@ -47,6 +47,31 @@ pub fn read_optional(path: &Path) -> Result<Option<String>, FsError> {
     }
 }
 
+const TMP_SUFFIX: &str = ".tmp";
+
+fn tmp_prefix(name: &str) -> String {
+    format!(".{name}.eks-nodeinit.")
+}
+
+/// Remove temp files an earlier, killed run left for `name` in `dir` (only the agent's own
+/// pattern; the run lock keeps a live run's temp file out of reach).
+fn remove_leftovers(dir: &Path, name: &str) {
+    let prefix = tmp_prefix(name);
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with(&prefix) && n.ends_with(TMP_SUFFIX) {
+            match fs::remove_file(e.path()) {
+                Ok(()) => {
+                    tracing::info!(path = %e.path().display(), "removed a leftover temp file")
+                }
+                Err(err) => {
+                    tracing::warn!(path = %e.path().display(), "cannot remove a leftover temp file: {err}")
+                }
+            }
+        }
+    }
+}
+
 /// Write `content` to `path` atomically: a temp file in the same directory, fsync, rename over
 /// the target, fsync the directory. An existing file's mode and owner are kept; a new file
 /// gets `new_mode`. Parent directories are created (0755).
@@ -68,7 +93,14 @@ pub fn write_atomic(path: &Path, content: &[u8], new_mode: u32) -> Result<(), Fs
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.eks-nodeinit.{}.tmp", std::process::id()));
+    remove_leftovers(dir, &name);
+    // A name no other run can have: the PID alone repeats after a reboot or in a namespace.
+    let tmp = dir.join(format!(
+        "{}{}.{:016x}{TMP_SUFFIX}",
+        tmp_prefix(&name),
+        std::process::id(),
+        rand::random::<u64>()
+    ));
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -117,6 +149,33 @@ mod tests {
             PathBuf::from("/tmp/r/etc/passwd")
         );
         assert_eq!(under(Path::new("/"), "/etc/x"), PathBuf::from("/etc/x"));
+    }
+
+    #[test]
+    fn leftovers_of_a_killed_run_are_removed_and_never_collide() {
+        // A killed run left its temp file; a rerun with the same PID (after a reboot, or in a
+        // PID namespace) used to fail with `File exists` on the same name.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.conf");
+        let stale = d
+            .path()
+            .join(format!(".x.conf.eks-nodeinit.{}.tmp", std::process::id()));
+        let stale2 = d.path().join(".x.conf.eks-nodeinit.1.0123456789abcdef.tmp");
+        fs::write(&stale, "half").unwrap();
+        fs::write(&stale2, "half").unwrap();
+        fs::write(
+            d.path().join(".other.eks-nodeinit.1.tmp"),
+            "not ours to clean",
+        )
+        .unwrap();
+        write_atomic(&p, b"new\n", 0o644).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
+        let mut names: Vec<_> = fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".other.eks-nodeinit.1.tmp", "x.conf"]);
     }
 
     #[test]

@@ -24,6 +24,17 @@ pub struct RunLock {
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
+impl RunLock {
+    /// Let the lock outlive an `execv`: the hand-off's bootstrap.sh inherits the descriptor and
+    /// holds the lock until it exits, so no second run can start while it runs.
+    pub fn keep_across_exec(&self) -> std::io::Result<()> {
+        use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+        fcntl(&*self._lock, FcntlArg::F_SETFD(FdFlag::empty()))
+            .map(|_| ())
+            .map_err(std::io::Error::from)
+    }
+}
+
 /// Take the run lock: refuse at once when another run holds it, or, with `wait`, block until
 /// it is released (the background tagging continuation waits for the foreground run).
 pub fn take(root: &Path, wait: bool) -> Result<RunLock, LockError> {

@@ -46,7 +46,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
         return Err(Invalid(all).into());
     }
     // Exactly one run plans and applies: the lock is held from before the facts are read.
-    let _lock = if args.dry_run {
+    let run_lock = if args.dry_run {
         None
     } else {
         Some(lock::take(&args.root, false)?)
@@ -66,7 +66,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     if args.dry_run {
         return Ok(());
     }
-    exec::execute(&spec, &facts, &plan, &bus_for(args)).await
+    exec::execute(&spec, &facts, &plan, &bus_for(args), run_lock.as_ref()).await
 }
 
 /// The background continuation: its job as JSON on stdin; keep trying until the deadline, then

@@ -125,7 +125,7 @@ fn apply_al2_then_second_run_plans_nothing() {
         "--kubelet-extra-args", "--node-labels=example.com/team=platform,node.kubernetes.io/lifecycle=spot,node.kubernetes.io/role=scaler",
     ]);
 
-    // second run: nothing but the hand-off
+    // second run in the same boot: nothing, not even the hand-off (bootstrap.sh ran once)
     let out = init(r, &cfg, &["--dry-run", "--output", "json"]);
     assert!(out.status.success());
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -136,7 +136,71 @@ fn apply_al2_then_second_run_plans_nothing() {
         .iter()
         .map(|s| s["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["execBootstrap"]);
+    assert!(kinds.is_empty(), "{plan:#}");
+    assert!(
+        plan["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("bootstrap.sh was already exec'd in this boot"),
+        "{plan:#}"
+    );
+    // after a reboot (/run is empty again) the hand-off is planned again, and only it
+    std::fs::remove_dir_all(r.join("run/eks-nodeinit")).unwrap();
+    let out = init(r, &cfg, &["--dry-run", "--output", "json"]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 0, "{plan:#}");
+    assert_eq!(plan["steps"][0]["kind"], "execBootstrap", "{plan:#}");
+}
+
+#[test]
+fn one_hand_off_while_bootstrap_sh_runs_and_none_after_it() {
+    // Found under load: the lock was closed on exec, so a second run started while
+    // bootstrap.sh ran went all the way through and exec'd a second bootstrap.sh.
+    let root = sample_root("al2-root");
+    let r = root.path();
+    std::fs::write(
+        r.join("etc/eks/bootstrap.sh"),
+        "#!/bin/sh\necho run >> \"$(dirname \"$0\")/runs.txt\"\nsleep 2\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        r.join("etc/eks/bootstrap.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let cfg = config_with(r, "c.json", no_tagging);
+    let first = cmd()
+        .args(["init", "--metadata"])
+        .arg(example("metadata.json"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--root")
+        .arg(r)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until bootstrap.sh runs (it holds the inherited lock), then try a second run.
+    let runs = r.join("etc/eks/runs.txt");
+    let t = std::time::Instant::now();
+    while !runs.exists() && t.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(runs.exists(), "bootstrap.sh never ran");
+    let second = init(r, &cfg, &[]);
+    assert_eq!(second.status.code(), Some(1), "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains("another eks-nodeinit run holds"),
+        "{}",
+        stderr(&second)
+    );
+    let mut first = first;
+    assert!(first.wait().unwrap().success());
+    // After it: the marker says the hand-off happened; a third run does not exec again.
+    let third = init(r, &cfg, &[]);
+    assert!(third.status.success(), "{}", stderr(&third));
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n");
 }
 
 #[test]
@@ -358,6 +422,14 @@ fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
     mode(&r.join("run/lock"), 0o777);
     mode(&r.join("var/lib/eks-nodeinit"), 0o777);
     mode(&r.join("proc/sys/fs/inotify/max_user_watches"), 0o666);
+    // Outside procfs a live value is replaced atomically, keeping its owner: nobody owns it.
+    mode(&r.join("proc/sys/fs/inotify"), 0o777);
+    std::os::unix::fs::chown(
+        r.join("proc/sys/fs/inotify/max_user_watches"),
+        Some(65534),
+        Some(65534),
+    )
+    .unwrap();
     mode(&cfg, 0o644);
     // nobody may not reach the checkout (e.g. under /root): run copies from inside the root.
     let agent = r.join("eks-nodeinit");

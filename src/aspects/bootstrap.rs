@@ -20,13 +20,18 @@ pub const ASPECT: Aspect = Aspect {
 };
 
 /// Flags the agent sets itself from the config.
-pub const FLAGS_OWNED: [&str; 5] = [
+pub const FLAGS_OWNED: [&str; 6] = [
     "--b64-cluster-ca",
     "--apiserver-endpoint",
     "--kubelet-extra-args",
     "--container-runtime",
     "--service-ipv4-cidr",
+    "--service-ipv6-cidr",
 ];
+
+/// Written (per boot: /run is a tmpfs) just before bootstrap.sh is exec'd; a later run in the
+/// same boot sees it and does not hand off again.
+pub const MARKER: &str = "/run/eks-nodeinit/bootstrap-exec";
 
 #[derive(Debug, Clone)]
 pub struct BootstrapSpec {
@@ -62,10 +67,24 @@ pub fn spec(h: &HandoffSettings, f: &mut Findings) -> BootstrapSpec {
     }
 }
 
-fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
+fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
+    if family == Some(Family::Al2) {
+        r.file(MARKER);
+    }
+}
 
 fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
     if facts.family() != Some(Family::Al2) {
+        return;
+    }
+    let Some(marker) = facts.current_file(MARKER, "handoff", &mut out.findings) else {
+        return;
+    };
+    if let Some(when) = marker.content {
+        out.warnings.push(format!(
+            "bootstrap.sh was already exec'd in this boot ({}, {MARKER}); not again: one hand-off per boot",
+            crate::text::printable(when.trim())
+        ));
         return;
     }
     out.secrets
@@ -90,8 +109,16 @@ fn argv(spec: &Spec, facts: &Facts) -> Vec<String> {
     if let Some(ep) = &c.api_server_endpoint {
         argv.extend(["--apiserver-endpoint".into(), ep.clone()]);
     }
-    if let Some(cidr) = &c.cidr {
-        argv.extend(["--service-ipv4-cidr".into(), cidr.clone()]);
+    match &c.cidr {
+        // bootstrap.sh derives the cluster DNS address from the CIDR of its family.
+        Some(cidr) if cidr.ipv6 => argv.extend([
+            "--service-ipv6-cidr".into(),
+            cidr.text.clone(),
+            "--ip-family".into(),
+            "ipv6".into(),
+        ]),
+        Some(cidr) => argv.extend(["--service-ipv4-cidr".into(), cidr.text.clone()]),
+        None => {}
     }
     argv.extend(["--container-runtime".into(), c.container_runtime.clone()]);
     let flags = spec.registration.kubelet_flags();

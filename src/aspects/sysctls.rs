@@ -51,6 +51,9 @@ pub enum SysctlError {
         #[source]
         source: std::io::Error,
     },
+    /// Outside procfs (a test root): the file could not be replaced.
+    #[error(transparent)]
+    Replace(#[from] crate::fsutil::FsError),
     #[error("cannot set sysctl `{key}` via {path}: {source}")]
     Write {
         key: String,
@@ -213,7 +216,9 @@ pub fn read_live(root: &Path, key: &str) -> Result<String, SysctlError> {
         })
 }
 
-/// Set a live value.
+/// Set a live value. On procfs the kernel takes a value from one `write`: it is written in one
+/// call and a short write is an error. Anywhere else (a test root, a copy of /proc) the file is
+/// replaced atomically, so no reader ever sees it empty.
 pub fn write_live(root: &Path, key: &str, value: &str) -> Result<(), SysctlError> {
     let path = proc_path(root, key);
     let werr = |source| SysctlError::Write {
@@ -221,14 +226,21 @@ pub fn write_live(root: &Path, key: &str, value: &str) -> Result<(), SysctlError
         path: path.clone(),
         source,
     };
-    // truncate is a no-op on procfs and needed for regular files in test roots.
-    let mut f = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .map_err(werr)?;
-    f.write_all(format!("{value}\n").as_bytes()).map_err(werr)?;
-    Ok(())
+    let line = format!("{value}\n");
+    let procfs = nix::sys::statfs::statfs(&path)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+    if !procfs {
+        return Ok(crate::fsutil::write_atomic(&path, line.as_bytes(), 0o644)?);
+    }
+    let mut f = OpenOptions::new().write(true).open(&path).map_err(werr)?;
+    match f.write(line.as_bytes()) {
+        Ok(n) if n == line.len() => Ok(()),
+        Ok(n) => Err(werr(std::io::Error::other(format!(
+            "the kernel took {n} of {} bytes",
+            line.len()
+        )))),
+        Err(e) => Err(werr(e)),
+    }
 }
 
 /// The persisted file's content for these sysctls (sorted by key).
@@ -265,6 +277,38 @@ mod tests {
             read_live(d.path(), "fs"),
             Err(SysctlError::Missing { .. })
         ));
+    }
+
+    #[test]
+    fn a_reader_never_sees_a_test_root_value_empty() {
+        // Truncate-then-write left a window where the file is empty (and a kill there left it
+        // so); the value is now replaced atomically outside procfs.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("proc/sys/vm")).unwrap();
+        let file = d.path().join("proc/sys/vm/max_map_count");
+        std::fs::write(&file, "65530\n").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (file, stop) = (file.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut empty = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if std::fs::read_to_string(&file)
+                        .unwrap_or_default()
+                        .is_empty()
+                    {
+                        empty += 1;
+                    }
+                }
+                empty
+            })
+        };
+        for i in 0..3000 {
+            write_live(d.path(), "vm.max_map_count", &(262144 + i).to_string()).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(reader.join().unwrap(), 0, "a reader saw the value empty");
+        assert_eq!(read_live(d.path(), "vm.max_map_count").unwrap(), "265143");
     }
 
     #[test]
