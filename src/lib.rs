@@ -13,6 +13,7 @@ pub mod fsutil;
 pub mod handoff;
 pub mod imds;
 pub mod kubelet;
+pub mod logging;
 pub mod logind;
 pub mod metadata;
 pub mod plan;
