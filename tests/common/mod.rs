@@ -99,7 +99,11 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// The binary with a clean environment (no AWS settings from the developer's shell).
 pub fn cmd() -> Command {
-    let mut c = agent_command(&bin());
+    with_clean_env(agent_command(&bin()))
+}
+
+/// `c` with the environment `cmd()` gives the binary under test, run from the checkout.
+pub fn with_clean_env(mut c: Command) -> Command {
     c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("AWS_EC2_METADATA_DISABLED", "true")
