@@ -164,47 +164,33 @@ fn under_the_journal_every_line_starts_with_its_priority() {
         v["labels"]["kubernetes.io/role"] = "master".into();
         v["taints"] = serde_json::json!(["dedicated=infra:NoSchedul"]);
     });
-    let (out, err) = stderr_to_file(
-        cmd()
-            .args(["validate", "--config"])
-            .arg(&bad)
-            .env("JOURNAL_STREAM", &stream),
-        &log,
-    );
-    assert_eq!(out.status.code(), Some(3));
-    let got = lines(&err);
+    let bad = bad.to_str().unwrap();
+    let got = journal_errors(&["validate", "--config", bad], &log, 3);
+    assert!(got[0].starts_with("<3>error: the config is invalid (2 problems):"));
     assert!(
-        got[0].starts_with("<3>error: the config is invalid (2 problems):"),
-        "{got:#?}"
+        got.len() >= 3,
+        "the two problems on their own lines: {got:#?}"
     );
-    assert!(got.len() >= 3, "{got:#?}");
-    assert!(got.iter().all(|l| l.starts_with("<3>")), "{got:#?}");
-
-    let (out, err) = stderr_to_file(
-        cmd()
-            .args(["init", "--config", "/nonexistent/config.json"])
-            .env("JOURNAL_STREAM", &stream),
-        &log,
-    );
-    assert_eq!(out.status.code(), Some(3));
-    let got = lines(&err);
+    let got = journal_errors(&["init", "--config", "/nonexistent/config.json"], &log, 3);
+    assert!(got[0].starts_with("<3>error: cannot read config"));
     assert!(got.len() >= 2, "error and cause: {got:#?}");
-    assert!(got.iter().all(|l| l.starts_with("<3>")), "{got:#?}");
-
     // A usage error, before logging is set up.
+    let got = journal_errors(&["init", "--no-such-flag"], &log, 2);
+    assert!(got[0].starts_with("<3>error: unexpected argument"));
+}
+
+/// Run `args` failing with `code`, standard error the journal stream in `log`: its lines,
+/// every one at error priority.
+fn journal_errors(args: &[&str], log: &Path, code: i32) -> Vec<String> {
     let (out, err) = stderr_to_file(
-        cmd()
-            .args(["init", "--no-such-flag"])
-            .env("JOURNAL_STREAM", &stream),
-        &log,
+        cmd().args(args).env("JOURNAL_STREAM", journal_stream(log)),
+        log,
     );
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(code));
     let got = lines(&err);
-    assert!(
-        got[0].starts_with("<3>error: unexpected argument"),
-        "{got:#?}"
-    );
+    assert!(!got.is_empty());
     assert!(got.iter().all(|l| l.starts_with("<3>")), "{got:#?}");
+    got
 }
 
 #[test]
