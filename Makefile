@@ -1,13 +1,19 @@
 # Developer and CI entry points. `make test` is the test command CI runs.
 CARGO ?= cargo
-# The shipped binary: glibc 2.26 (Amazon Linux 2) via cargo-zigbuild. Graviton builds use
-# TARGET=aarch64-unknown-linux-gnu (same glibc floor; not buildable on this x86_64 CI machine).
+# The shipped binary: glibc 2.26 (Amazon Linux 2) via cargo-zigbuild, for x86_64 and, with
+# TARGET=aarch64-unknown-linux-gnu, Graviton (same glibc floor). TARGETS: what package-all and
+# check-package build.
 TARGET ?= x86_64-unknown-linux-gnu
+TARGETS ?= x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu
 GLIBC ?= 2.26
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/$(TARGET)/release/eks-nodeinit
+# A binary of another architecture runs under qemu-user (qemu-aarch64-static, with the arm64
+# glibc from libc6:arm64: .ci/emulator).
+TARGET_ARCH := $(firstword $(subst -, ,$(TARGET)))
+RUN := $(if $(filter $(shell uname -m),$(TARGET_ARCH)),,qemu-$(TARGET_ARCH)-static)
 
-.PHONY: demo build test lint deps check-unit e2e e2e-vm e2e-vm-deps assets package check-package check-glibc tools
+.PHONY: demo build test lint deps check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools
 
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
@@ -41,7 +47,7 @@ check-unit: deps
 	bash .ci/check-unit $(TARGET_DIR)/debug/eks-nodeinit
 
 tools:
-	bash .ci/tools
+	bash .ci/tools $(TARGET)
 
 build: tools
 	@start=$$(date +%s); \
@@ -51,14 +57,32 @@ build: tools
 check-glibc: build
 	bash .ci/check-glibc $(BIN) $(GLIBC)
 
+# Man pages and completions (the same for every architecture), written by the binary being
+# packaged: under its emulator when it is not this machine's architecture.
 assets: build
-	rm -rf target/assets && $(BIN) generate --out target/assets
+	rm -rf target/assets && $(RUN) $(BIN) generate --out target/assets
 	gzip -9n target/assets/*.8
 
+# The DEB and the RPM of TARGET; file names carry the architecture (amd64/arm64,
+# x86_64/aarch64).
 package: assets
 	$(CARGO) deb --no-build --no-strip --target $(TARGET) --output target/packages/
 	$(CARGO) generate-rpm --target $(TARGET) --payload-compress xz -o target/packages/
 	ls -l target/packages/
 
-check-package: package check-glibc
-	bash .ci/check-package
+# Both architectures: four packages in target/packages/ (emptied first: one version each).
+package-all:
+	rm -rf target/packages
+	for t in $(TARGETS); do $(MAKE) --no-print-directory package TARGET=$$t || exit 1; done
+
+check-package: package-all
+	for t in $(TARGETS); do bash .ci/check-glibc $(TARGET_DIR)/$$t/release/eks-nodeinit $(GLIBC) || exit 1; done
+	bash .ci/check-package $(TARGETS)
+
+# The aarch64 release binary under qemu-user, against the x86_64 one and the golden plans:
+# --version, validate of every example, the golden plans, real init runs on temp roots (the
+# same files byte for byte), and the node, examples and logging suites (tests/same_output.rs).
+test-aarch64: deps
+	$(MAKE) --no-print-directory build TARGET=x86_64-unknown-linux-gnu
+	$(MAKE) --no-print-directory build TARGET=aarch64-unknown-linux-gnu
+	bash .ci/test-emulated aarch64-unknown-linux-gnu x86_64-unknown-linux-gnu

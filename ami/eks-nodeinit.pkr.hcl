@@ -1,5 +1,6 @@
 # A custom EKS worker AMI with eks-nodeinit baked in, starting from the EKS-optimized AMI.
 #   packer init ami/ && packer build -var family=al2023 -var kubernetes_version=1.33 ami/
+#   packer build -var family=al2023 -var arch=arm64 ami/      (Graviton)
 # The source AMI comes from the public SSM parameter (source-ami.pkr.hcl).
 
 variable "region" {
@@ -19,21 +20,30 @@ variable "family" {
   default = "al2023"
 }
 
-# "x86_64" or "arm64" (Graviton: build the package with TARGET=aarch64-unknown-linux-gnu).
+# "x86_64" or "arm64" (Graviton). Picks the source AMI's SSM parameter (source-ami.pkr.hcl), the
+# builder's instance type and the RPM of the same architecture from `make package-all`.
 variable "arch" {
   type    = string
   default = "x86_64"
 }
 
+# Empty: m6i.large for x86_64, m7g.large (Graviton3) for arm64.
 variable "instance_type" {
   type    = string
-  default = "m6i.large"
+  default = ""
 }
 
-# The package built by `make package`.
+# Empty: the RPM `make package-all` writes for the architecture,
+# target/packages/eks-nodeinit-0.1.0-1.<x86_64|aarch64>.rpm.
 variable "rpm_path" {
   type    = string
-  default = "target/packages/eks-nodeinit-0.1.0-1.x86_64.rpm"
+  default = ""
+}
+
+locals {
+  rpm_arch      = var.arch == "arm64" ? "aarch64" : "x86_64"
+  instance_type = var.instance_type != "" ? var.instance_type : (var.arch == "arm64" ? "m7g.large" : "m6i.large")
+  rpm_path      = var.rpm_path != "" ? var.rpm_path : "target/packages/eks-nodeinit-0.1.0-1.${local.rpm_arch}.rpm"
 }
 
 # A default config baked into /etc/eks-nodeinit/config.json; user data may replace it.
@@ -45,7 +55,7 @@ variable "config_path" {
 source "amazon-ebs" "eks_node" {
   region        = var.region
   source_ami    = local.source_ami
-  instance_type = var.instance_type
+  instance_type = local.instance_type
   ssh_username  = "ec2-user"
   ami_name      = "eks-nodeinit-${var.family}-${var.kubernetes_version}-${var.arch}-${formatdate("YYYYMMDDhhmmss", timestamp())}"
 
@@ -63,7 +73,7 @@ build {
   sources = ["source.amazon-ebs.eks_node"]
 
   provisioner "file" {
-    source      = var.rpm_path
+    source      = local.rpm_path
     destination = "/tmp/eks-nodeinit.rpm"
   }
 

@@ -16,6 +16,7 @@ pub mod fsutil;
 pub mod imds;
 pub mod k8s;
 pub mod lock;
+pub mod logging;
 pub mod metadata;
 pub mod plan;
 pub mod report;

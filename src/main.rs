@@ -2,12 +2,14 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use eks_nodeinit::cli::{Cli, Command, LogFormat};
-use eks_nodeinit::{config::ConfigError, findings::Invalid, run};
+use eks_nodeinit::{config::ConfigError, findings::Invalid, logging, run};
 
 /// Exit codes: 0 success, 1 failure, 2 usage (clap), 3 invalid config.
 const EXIT_INVALID: u8 = 3;
 
-fn init_logging(cli: &Cli) {
+/// Logs on standard error: colour on a terminal only, sd-daemon priority prefixes under the
+/// journal, plain lines in a file or a pipe (src/logging.rs).
+fn init_logging(cli: &Cli) -> logging::Logs {
     let level = if cli.quiet {
         "warn"
     } else {
@@ -17,18 +19,24 @@ fn init_logging(cli: &Cli) {
             _ => "trace",
         }
     };
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("EKS_NODEINIT_LOG").unwrap_or_else(|_| {
-            tracing_subscriber::EnvFilter::new(format!("eks_nodeinit={level},warn"))
-        });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    match cli.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
+    logging::init(
+        &format!("eks_nodeinit={level},warn"),
+        cli.log_format == LogFormat::Json,
+    )
+}
+
+/// Parse the command line; under the journal a usage error is logged at error priority.
+fn parse_cli() -> Cli {
+    Cli::try_parse().unwrap_or_else(|e| {
+        if e.use_stderr() && logging::Stderr::detect() == logging::Stderr::Journal {
+            logging::Logs {
+                stderr: logging::Stderr::Journal,
+            }
+            .error(&e.render().to_string());
+            std::process::exit(e.exit_code());
+        }
+        e.exit()
+    })
 }
 
 /// The AWS SDK's TLS stack loads the platform's root certificates through rustls-native-certs,
@@ -52,8 +60,8 @@ fn prefer_ca_bundle() {
 
 fn main() -> ExitCode {
     prefer_ca_bundle();
-    let cli = Cli::parse();
-    init_logging(&cli);
+    let cli = parse_cli();
+    let logs = init_logging(&cli);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,7 +69,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            logs.error(&format!("error: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -77,7 +85,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // The chain, printed once.
-            eprintln!("error: {e:#}");
+            logs.error(&format!("error: {e:#}"));
             if e.downcast_ref::<Invalid>().is_some() || e.downcast_ref::<ConfigError>().is_some() {
                 ExitCode::from(EXIT_INVALID)
             } else {

@@ -439,7 +439,7 @@ fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
     mode(&md, 0o644);
     let out = run(std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(&agent)
+        .args(agent_argv(&agent))
         .args(["init", "--metadata"])
         .arg(&md)
         .arg("--config")

@@ -13,8 +13,32 @@ pub fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The binary under test: `EKS_NODEINIT_BIN` when set (e.g. the aarch64 release build, run
+/// through `EKS_NODEINIT_RUNNER`), else this build's.
 pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_eks-nodeinit"))
+    std::env::var_os("EKS_NODEINIT_BIN")
+        .filter(|b| !b.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_eks-nodeinit")))
+}
+
+/// The words that start `agent`: `EKS_NODEINIT_RUNNER` first when set (an emulator such as
+/// `qemu-aarch64-static`, for a binary of another architecture).
+pub fn agent_argv(agent: &Path) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = std::env::var_os("EKS_NODEINIT_RUNNER")
+        .filter(|r| !r.is_empty())
+        .into_iter()
+        .collect();
+    v.push(agent.into());
+    v
+}
+
+/// `agent` (through the runner, when one is set), with the environment untouched.
+pub fn agent_command(agent: &Path) -> Command {
+    let argv = agent_argv(agent);
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..]);
+    c
 }
 
 pub fn copy_tree(src: &Path, dst: &Path) {
@@ -77,7 +101,11 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 /// The binary with a clean environment (no AWS settings from the developer's shell).
 pub fn cmd() -> Command {
-    let mut c = Command::new(bin());
+    with_clean_env(agent_command(&bin()))
+}
+
+/// `c` with the environment `cmd()` gives the binary under test, run from the checkout.
+pub fn with_clean_env(mut c: Command) -> Command {
     c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("AWS_EC2_METADATA_DISABLED", "true")

@@ -125,7 +125,8 @@ fn prerequisites() -> Result<PathBuf, String> {
     deb_path()
 }
 
-/// The DEB under test: `E2E_DEB`, else the newest under `target/packages/` (make package).
+/// The DEB under test: `E2E_DEB`, else the newest amd64 one under `target/packages/` (make
+/// package; the guest is x86_64, and package-all leaves an arm64 DEB beside it).
 fn deb_path() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("E2E_DEB") {
         return Ok(PathBuf::from(p));
@@ -138,9 +139,9 @@ fn deb_path() -> Result<PathBuf, String> {
         .flatten()
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "deb"))
+        .filter(|p| p.to_string_lossy().ends_with("_amd64.deb"))
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
-    newest.ok_or_else(|| format!("no .deb under {} (run `make package`)", dir.display()))
+    newest.ok_or_else(|| format!("no amd64 .deb under {} (run `make package`)", dir.display()))
 }
 
 fn cache_root() -> PathBuf {
@@ -363,7 +364,7 @@ fn utc_in(hours: u32) -> String {
 /// IMDS for the instance moto launched: the paths the agent reads, what cloud-init's Ec2
 /// datasource crawls (listings, the identity document), the instance role's credentials (the
 /// SDK's default chain finds them here) and the scenario's user data.
-fn imds(ec2: &Ec2, user_data: &str) -> ImdsServer {
+fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
     let mut s = State::default();
     let host = format!(
         "ip-{}.{REGION}.compute.internal",
@@ -398,17 +399,18 @@ fn imds(ec2: &Ec2, user_data: &str) -> ImdsServer {
         })
         .to_string(),
     );
-    s.tags = Some(BTreeMap::from([
-        (
-            "aws:autoscaling:groupName".to_string(),
-            "eks-e2e-asg".to_string(),
-        ),
-        (
+    let mut tags = BTreeMap::from([(
+        "aws:autoscaling:groupName".to_string(),
+        "eks-e2e-asg".to_string(),
+    )]);
+    if sc.cluster_tag {
+        tags.insert(
             format!("kubernetes.io/cluster/{CLUSTER}"),
             "owned".to_string(),
-        ),
-    ]));
-    s.user_data = Some(user_data.to_string());
+        );
+    }
+    s.tags = Some(tags);
+    s.user_data = Some(sc.user_data.clone());
     ImdsServer::start_with(s)
 }
 
@@ -467,6 +469,9 @@ struct Scenario {
     config: serde_json::Value,
     /// The config arrives as /etc/eks-nodeinit/config.json and the packaged unit runs the agent.
     by_unit: bool,
+    /// The instance carries the `kubernetes.io/cluster/<name>` tag. Without it the agent warns
+    /// that the node will not join: the scenario whose journal must show a warning.
+    cluster_tag: bool,
 }
 
 /// The AL2 kubelet config the agent patches: the config's default `kubelet.configPath`.
@@ -500,6 +505,7 @@ fn scenario(name: &'static str) -> Scenario {
         config: serde_json::from_str(&config).unwrap(),
         user_data,
         by_unit,
+        cluster_tag: name != "al2-unit",
     }
 }
 
@@ -972,6 +978,7 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
             assert_eq!(k[key], cfg["kubelet"][key], "{key}");
         }
     }
+    check_logs(sc, run);
     if let Some(ca) = cfg["cluster"]["certificateAuthority"].as_str() {
         for name in ["journal", "cloud-init-output", "second-run"] {
             assert!(
@@ -980,6 +987,88 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
                 sc.name
             );
         }
+    }
+}
+
+/// The agent's logs as an operator reads them: plain lines in cloud-init's output log; in the
+/// journal, MESSAGE a string (no colour codes, which journald stores as byte arrays) and the
+/// priority the line carries, so `journalctl -u eks-nodeinit -p warning` shows the warning of
+/// the scenario that has one and none of the info lines.
+fn check_logs(sc: &Scenario, run: &Run) {
+    const INFO_LINE: &str = "report written";
+    const WARNING: &str = "the instance has no `kubernetes.io/cluster/";
+    let output = run.must(1, "cloud-init-output");
+    assert!(
+        !output.contains('\u{1b}'),
+        "[{}] an ESC byte in /var/log/cloud-init-output.log:\n{output:?}",
+        sc.name
+    );
+    let prefixed: Vec<&str> = output
+        .lines()
+        .filter(|l| l.len() > 3 && l.starts_with('<') && l.as_bytes()[2] == b'>')
+        .collect();
+    assert!(
+        prefixed.is_empty(),
+        "[{}] journal priority prefixes in cloud-init's output log: {prefixed:?}",
+        sc.name
+    );
+    // Where the agent's own lines are: cloud-final's output (a script) or the unit's journal.
+    let unit = match sc.by_unit {
+        true => "eks-nodeinit.service",
+        false => "cloud-final.service",
+    };
+    if !sc.by_unit {
+        assert!(output.contains(INFO_LINE), "[{}] {output}", sc.name);
+    }
+    let entries: Vec<serde_json::Value> = run
+        .must(1, "journal-json")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("journal-json: {e}: {l}")))
+        .collect();
+    for e in &entries {
+        assert!(
+            e["MESSAGE"].is_string(),
+            "[{}] journald stored a MESSAGE as bytes (not a string): {e}",
+            sc.name
+        );
+    }
+    // The agent's entries holding `needle` (the plan on standard output repeats its warnings
+    // under `warnings:`, at info): their priorities.
+    let priorities = |needle: &str| -> Vec<String> {
+        let found: Vec<String> = entries
+            .iter()
+            .filter(|e| {
+                e["_SYSTEMD_UNIT"] == unit
+                    && e["MESSAGE"].as_str().is_some_and(|m| m.contains(needle))
+            })
+            .map(|e| e["PRIORITY"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert!(
+            !found.is_empty(),
+            "[{}] no `{needle}` from {unit} in the journal:\n{entries:#?}",
+            sc.name
+        );
+        found
+    };
+    // A unit's stream carries the agent's priority; cloud-init's pipe (tee) logs it all at info.
+    let p = priorities(INFO_LINE);
+    assert!(p.iter().all(|p| p == "6"), "[{}] {p:?}", sc.name);
+    let warnings = run.must(1, "journal-warnings");
+    assert!(
+        !warnings.contains(INFO_LINE),
+        "[{}] info lines at warning priority:\n{warnings}",
+        sc.name
+    );
+    if !sc.cluster_tag {
+        assert!(
+            warnings.contains(WARNING),
+            "[{}] `journalctl -u eks-nodeinit -p warning` lacks the agent's warning:\n{warnings}",
+            sc.name
+        );
+        let p = priorities(WARNING);
+        assert!(p.contains(&"4".to_string()), "[{}] {p:?}", sc.name);
+    } else {
+        assert!(!warnings.contains(WARNING), "[{}] {warnings}", sc.name);
     }
 }
 
@@ -1108,7 +1197,7 @@ fn e2e(name: &'static str) {
     let (ca, crt, key) = certificates(work.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ec2 = Ec2::start(&rt, work.path(), &crt, &key);
-    let imds = imds(&ec2, &sc.user_data);
+    let imds = imds(&ec2, &sc);
     let _mirror = TagMirror::start(&rt, &ec2, &imds);
     let disk = disk(&sc, &image, work.path(), &ca, &deb);
     let prepared = t.elapsed().as_secs_f64();
