@@ -7,7 +7,8 @@
 //! Compared: `--version`, `validate` (a valid and an invalid config), the dry-run plans of the
 //! golden cases, and real `init` runs on the same temp path with the same inputs — exit code,
 //! standard output, standard error (in the journal's form, which has no timestamps), every
-//! file under the root (the report without its two timestamps), the recorded bootstrap.sh argv.
+//! file under the root (times in milliseconds since the epoch masked), the recorded
+//! bootstrap.sh argv.
 
 mod common;
 
@@ -163,19 +164,47 @@ fn golden_dry_run_plans() {
     }
 }
 
-/// Every file under `root` (the report without its timestamps), the way `snapshot` reads it.
+/// Every file under `root`, the way `snapshot` reads it, with the times a run records masked:
+/// every 13-digit number that is a time in milliseconds since the epoch between 2020 and 2100
+/// (the report's `startedAtUnixMs`/`finishedAtUnixMs`, any marker stamped with the time).
 fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut m = snapshot(root);
-    let rep = PathBuf::from("var/lib/eks-nodeinit/report.json");
-    if let Some(bytes) = m.get_mut(&rep) {
-        let mut v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
-        for k in ["startedAtUnixMs", "finishedAtUnixMs"] {
-            assert!(v[k].as_u64().is_some_and(|ms| ms > 0), "report {k}: {v:#}");
-            v[k] = 0.into();
+    let report = std::str::from_utf8(&m[Path::new("var/lib/eks-nodeinit/report.json")])
+        .unwrap()
+        .to_string();
+    assert!(
+        mask_unix_ms(&report).matches("<unix ms>").count() >= 2,
+        "the report's two timestamps: {report}"
+    );
+    for bytes in m.values_mut() {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            *bytes = mask_unix_ms(text).into_bytes();
         }
-        *bytes = serde_json::to_vec_pretty(&v).unwrap();
     }
     m
+}
+
+fn mask_unix_ms(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        let is_time = digits.len() == 13
+            && digits
+                .parse::<u64>()
+                .is_ok_and(|ms| (1_577_836_800_000..4_102_444_800_000).contains(&ms));
+        out.push_str(if is_time { "<unix ms>" } else { digits });
+        digits.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
 }
 
 /// A real `init` on a copy of `sample` at the same path for both binaries (tagging off; on AL2
