@@ -1127,8 +1127,27 @@ fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
             .all(|f| f.starts_with("--") && !f.contains('=')),
         "{argv:?}"
     );
-    // The same argv the plan shows (the CA redacted there).
-    let plan: serde_json::Value = serde_json::from_str(&run.must(1, "second-run")).unwrap();
+    // In the boot that handed off, a later run sees the per-boot marker and plans no second
+    // exec of bootstrap.sh.
+    let again: serde_json::Value = serde_json::from_str(&run.must(1, "second-run")).unwrap();
+    assert!(
+        !again["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["kind"] == "execBootstrap"),
+        "boot 1: a second hand-off planned: {again:#}"
+    );
+    assert!(
+        again["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("bootstrap.sh was already exec'd in this boot")),
+        "{again:#}"
+    );
+    // The same argv the plan shows (the CA redacted there): after the reboot (/run is empty)
+    // the dry run plans the hand-off again.
+    let plan: serde_json::Value = serde_json::from_str(&run.must(2, "second-run")).unwrap();
     let planned: Vec<String> = plan["steps"]
         .as_array()
         .unwrap()
