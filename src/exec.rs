@@ -234,7 +234,8 @@ fn start_tagging(spec: &Spec, facts: &Facts, plan: &Plan) -> Option<Tagging> {
     let task = if t.required {
         let deadline = t.background_deadline;
         TagTask::Required(tokio::spawn(async move {
-            tagging::required(&j, delay, deadline).await
+            // A required tag is worth the wait: the spread delay is waited out here.
+            tagging::background(&j, delay, deadline).await
         }))
     } else {
         let budget = t.sync_budget;

@@ -126,11 +126,11 @@ pub fn check_kubelet_self_label(key: &str, value: &str) -> Result<(), String> {
     }
     let instead = if key == "kubernetes.io/role" || in_namespace(prefix, "node-role.kubernetes.io")
     {
-        let role = if key == "kubernetes.io/role" {
+        let role = printable(if key == "kubernetes.io/role" {
             value
         } else {
             name
-        };
+        });
         format!(
             "use `node.kubernetes.io/role={role}` instead (node-role.kubernetes.io/* can only be set by a controller or kubectl after the node joins)"
         )

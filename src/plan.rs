@@ -149,12 +149,11 @@ pub fn redaction(secret: &str) -> String {
     format!("<redacted {} bytes sha256:{hex}>", secret.len())
 }
 
-pub fn redact(plan: &Plan, text: &str) -> String {
+/// `text` with every secret replaced by its redaction (plans, the report).
+pub fn redact(secrets: &[String], text: &str) -> String {
     let mut out = text.to_string();
-    for s in &plan.secrets {
-        if !s.is_empty() {
-            out = out.replace(s, &redaction(s));
-        }
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        out = out.replace(s.as_str(), &redaction(s));
     }
     out
 }
@@ -178,7 +177,7 @@ impl Plan {
         });
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
         s.push('\n');
-        redact(self, &s)
+        redact(&self.secrets, &s)
     }
 
     /// Human-readable plan with unified diffs, secrets redacted.
@@ -214,7 +213,7 @@ impl Plan {
                 let _ = writeln!(o, "  - {w}");
             }
         }
-        redact(self, &o)
+        redact(&self.secrets, &o)
     }
 }
 

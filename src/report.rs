@@ -90,9 +90,7 @@ impl Report {
         let path = under(root, REPORT_PATH);
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
-        for s in secrets.iter().filter(|s| !s.is_empty()) {
-            text = text.replace(s.as_str(), &crate::plan::redaction(s));
-        }
+        let text = crate::plan::redact(secrets, &text);
         fsutil::write_atomic(&path, text.as_bytes(), 0o644)?;
         Ok(path)
     }

@@ -91,16 +91,6 @@ pub fn draw_spread(spread: Duration) -> Duration {
     Duration::from_millis(rand::random_range(0..=ms))
 }
 
-/// `tagging.required`: the hand-off waits for the tag. The spread delay is waited out here
-/// (a required tag is worth the wait), then the job runs until `deadline`, counted from now.
-pub async fn required(
-    job: &Job,
-    delay: Duration,
-    deadline: Duration,
-) -> (Result<TagOutcome, TagError>, Calls) {
-    background(job, delay, deadline).await
-}
-
 /// Try within `budget`, which is hard: an attempt still in flight at its end is abandoned. A
 /// job with a spread `delay` makes no call here at all; the background part waits the delay,
 /// so the hand-off never waits for the spread. The calls are those of finished attempts.
