@@ -62,17 +62,62 @@ pub fn sample_root(name: &str) -> tempfile::TempDir {
     d
 }
 
-/// Replace bootstrap.sh with one that records its argv, one word per line, in `argv.txt`
-/// beside it.
-pub fn recording_bootstrap(root: &Path) -> PathBuf {
+/// The options of the newest AL2 bootstrap.sh (amazon-eks-ami, before AL2 support was removed),
+/// each taking one value. `--service-ipv4-cidr` is the newest (2025-05).
+pub const BOOTSTRAP_OPTIONS: &[&str] = &[
+    "--use-max-pods",
+    "--b64-cluster-ca",
+    "--apiserver-endpoint",
+    "--kubelet-extra-args",
+    "--enable-docker-bridge",
+    "--aws-api-retry-attempts",
+    "--docker-config-json",
+    "--containerd-config-file",
+    "--pause-container-account",
+    "--pause-container-version",
+    "--dns-cluster-ip",
+    "--container-runtime",
+    "--ip-family",
+    "--service-ipv4-cidr",
+    "--service-ipv6-cidr",
+    "--enable-local-outpost",
+    "--cluster-id",
+    "--mount-bpf-fs",
+    "--local-disks",
+];
+
+/// A bootstrap.sh stand-in with the real script's option grammar (a `while`/`case $key in` loop:
+/// each option takes the next word, `-h | --help` exits 1, other words are positional, `$2` under
+/// `set -o nounset`) for `options`; `record` (shell) runs first with the argv untouched.
+pub fn bootstrap_standin(options: &[&str], record: &str) -> String {
+    let mut s = String::from(
+        "#!/bin/bash\n# Stand-in for the EKS AL2 AMI's /etc/eks/bootstrap.sh: its option grammar, no node setup.\nset -o nounset\n",
+    );
+    s.push_str(record);
+    s.push_str("\nPOSITIONAL=()\nwhile [[ $# -gt 0 ]]; do\n  key=\"$1\"\n  case $key in\n    -h | --help)\n      echo \"usage: $0 [options] <cluster-name>\"\n      exit 1\n      ;;\n");
+    for o in options {
+        s.push_str(&format!("    {o})\n      VALUE=\"$2\"\n      shift\n      shift\n      ;;\n"));
+    }
+    s.push_str("    *)\n      POSITIONAL+=(\"$1\")\n      shift\n      ;;\n  esac\ndone\n");
+    s
+}
+
+/// Install `script` as the root's bootstrap.sh (mode 0755).
+pub fn install_bootstrap(root: &Path, script: &str) -> PathBuf {
     let p = root.join("etc/eks/bootstrap.sh");
-    std::fs::write(
-        &p,
-        "#!/bin/sh\nout=\"$(dirname \"$0\")/argv.txt\"\n: > \"$out\"\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> \"$out\"; done\n",
-    )
-    .unwrap();
+    std::fs::write(&p, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// The shell that records the argv, one word per line, in `argv.txt` beside the script.
+pub const RECORD_ARGV: &str = "out=\"$(dirname \"$0\")/argv.txt\"\n: > \"$out\"\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> \"$out\"; done\n";
+
+/// Replace bootstrap.sh with a stand-in (the newest option grammar) that records its argv, one
+/// word per line, in `argv.txt` beside it.
+pub fn recording_bootstrap(root: &Path) -> PathBuf {
+    install_bootstrap(root, &bootstrap_standin(BOOTSTRAP_OPTIONS, RECORD_ARGV));
     root.join("etc/eks/argv.txt")
 }
 
