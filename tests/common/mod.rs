@@ -2,7 +2,9 @@
 //! clean environment, and small real HTTP peers (an IMDSv2 server, an EC2 Query API server).
 #![allow(dead_code)]
 
+pub mod bootstrap_sh;
 pub mod ec2_server;
+pub mod faults;
 pub mod imds_server;
 
 use std::collections::BTreeMap;
@@ -96,7 +98,9 @@ pub fn bootstrap_standin(options: &[&str], record: &str) -> String {
     s.push_str(record);
     s.push_str("\nPOSITIONAL=()\nwhile [[ $# -gt 0 ]]; do\n  key=\"$1\"\n  case $key in\n    -h | --help)\n      echo \"usage: $0 [options] <cluster-name>\"\n      exit 1\n      ;;\n");
     for o in options {
-        s.push_str(&format!("    {o})\n      VALUE=\"$2\"\n      shift\n      shift\n      ;;\n"));
+        s.push_str(&format!(
+            "    {o})\n      VALUE=\"$2\"\n      shift\n      shift\n      ;;\n"
+        ));
     }
     s.push_str("    *)\n      POSITIONAL+=(\"$1\")\n      shift\n      ;;\n  esac\ndone\n");
     s
@@ -119,6 +123,19 @@ pub const RECORD_ARGV: &str = "out=\"$(dirname \"$0\")/argv.txt\"\n: > \"$out\"\
 pub fn recording_bootstrap(root: &Path) -> PathBuf {
     install_bootstrap(root, &bootstrap_standin(BOOTSTRAP_OPTIONS, RECORD_ARGV));
     root.join("etc/eks/argv.txt")
+}
+
+/// The shell that appends one line per call to `calls.log` beside the script: how many times
+/// bootstrap.sh was exec'd.
+pub const RECORD_CALL: &str = "echo call >> \"$(dirname \"$0\")/calls.log\"\n";
+
+/// Replace bootstrap.sh with a stand-in (the newest option grammar) that appends a line per call
+/// to `calls.log` and records its argv in `argv.txt`, both beside it, then runs `then` (shell,
+/// e.g. `sleep 0.3`) before reading its options.
+pub fn counting_bootstrap(root: &Path, then: &str) -> PathBuf {
+    let record = format!("{RECORD_CALL}{RECORD_ARGV}{then}\n");
+    install_bootstrap(root, &bootstrap_standin(BOOTSTRAP_OPTIONS, &record));
+    root.join("etc/eks/calls.log")
 }
 
 /// Every regular file under `root` and its bytes, but the run lock: it is taken before the node
