@@ -396,10 +396,11 @@ fn validate_command_exit_codes() {
 }
 
 #[test]
-fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
+fn an_unwritable_directory_found_mid_apply_changes_nothing_and_stops_before_the_hand_off() {
     // A write that fails after a clean plan: the agent runs as an unprivileged user (nobody)
     // who can read the node root and write the sysctl, the lock and the report, but not
-    // /etc/sysctl.d.
+    // /etc/sysctl.d. Apply is two-phase: every new file is written beside its target first, so
+    // the failure surfaces before the live sysctl (or any file) has changed.
     if !nix::unistd::geteuid().is_root() {
         eprintln!("SKIP: needs root to run the agent as another user");
         return;
@@ -437,6 +438,7 @@ fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
     let md = r.join("metadata.json");
     std::fs::copy(example("metadata.json"), &md).unwrap();
     mode(&md, 0o644);
+    let before = snapshot(r);
     let out = run(std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .args(agent_argv(&agent))
@@ -454,24 +456,24 @@ fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
     assert!(!argv_file.exists(), "no hand-off after a failed step");
     let rep = report(r);
     let steps = rep["steps"].as_array().unwrap();
-    assert_eq!(
-        steps[0]["step"],
-        "sysctl fs.inotify.max_user_watches=524288"
-    );
-    assert_eq!(
-        steps[0]["outcome"], "done",
-        "the sysctl was set first: {rep:#}"
-    );
+    assert_eq!(steps.len(), 1, "{rep:#}");
+    assert_eq!(steps[0]["step"], "prepare");
+    let outcome = steps[0]["outcome"].as_str().unwrap();
     assert!(
-        steps.last().unwrap()["outcome"]
-            .as_str()
-            .unwrap()
-            .starts_with("failed: cannot write"),
+        outcome.starts_with("failed: nothing was changed: cannot write")
+            && outcome.contains("etc/sysctl.d"),
         "{rep:#}"
+    );
+    let mut after = snapshot(r);
+    after.remove(std::path::Path::new("var/lib/eks-nodeinit/report.json"));
+    assert_eq!(
+        after, before,
+        "nothing changed but the report (no temp file either)"
     );
     assert_eq!(
         std::fs::read_to_string(r.join("proc/sys/fs/inotify/max_user_watches")).unwrap(),
-        "524288\n"
+        "8192\n",
+        "the live value was not touched"
     );
 }
 

@@ -96,7 +96,9 @@ pub fn bootstrap_standin(options: &[&str], record: &str) -> String {
     s.push_str(record);
     s.push_str("\nPOSITIONAL=()\nwhile [[ $# -gt 0 ]]; do\n  key=\"$1\"\n  case $key in\n    -h | --help)\n      echo \"usage: $0 [options] <cluster-name>\"\n      exit 1\n      ;;\n");
     for o in options {
-        s.push_str(&format!("    {o})\n      VALUE=\"$2\"\n      shift\n      shift\n      ;;\n"));
+        s.push_str(&format!(
+            "    {o})\n      VALUE=\"$2\"\n      shift\n      shift\n      ;;\n"
+        ));
     }
     s.push_str("    *)\n      POSITIONAL+=(\"$1\")\n      shift\n      ;;\n  esac\ndone\n");
     s
