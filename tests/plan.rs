@@ -7,12 +7,15 @@ use std::path::PathBuf;
 use eks_nodeinit::aspects::{bootstrap, kubelet_config, logind, nodeconfig, sysctls};
 use eks_nodeinit::config::parse;
 use eks_nodeinit::facts::{
-    Facts, Family, FamilyFact, FileFact, InstanceTags, KubeletFact, TagState,
+    ExecLimits, Facts, Family, FamilyFact, FileFact, InstanceTags, KubeletFact, TagState,
 };
 use eks_nodeinit::metadata::Metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
 use serde_json::json;
+
+mod common;
+use common::{bootstrap_standin, BOOTSTRAP_OPTIONS};
 
 fn spec(edit: impl FnOnce(&mut serde_json::Value)) -> Spec {
     let mut v = json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g", "role": "scaler"}});
@@ -47,6 +50,12 @@ fn facts(family: Family) -> Facts {
         files: BTreeMap::new(),
         dirs: BTreeMap::new(),
         exists: BTreeMap::new(),
+        executable: BTreeMap::new(),
+        exec_limits: ExecLimits {
+            arg_max: Some(2_097_152),
+            max_arg_strlen: Some(131_072),
+            env_bytes: 0,
+        },
     }
 }
 
@@ -54,6 +63,7 @@ fn absent() -> FileFact {
     FileFact {
         content: Ok(None),
         mode: None,
+        link: None,
     }
 }
 
@@ -61,6 +71,7 @@ fn file(text: &str) -> FileFact {
     FileFact {
         content: Ok(Some(text.into())),
         mode: Some(0o640),
+        link: None,
     }
 }
 
@@ -183,6 +194,7 @@ fn sysctls_change_noop_unreadable_and_protected() {
         FileFact {
             content: Err("cannot read x: Permission denied".into()),
             mode: None,
+            link: None,
         },
     );
     let e = errors(&s, &f);
@@ -200,8 +212,15 @@ fn sysctls_change_noop_unreadable_and_protected() {
 }
 
 fn al2(kubelet_text: &str) -> Facts {
+    al2_with(kubelet_text, &bootstrap_standin(BOOTSTRAP_OPTIONS, ""))
+}
+
+/// AL2 facts whose bootstrap.sh is `script` (executable).
+fn al2_with(kubelet_text: &str, script: &str) -> Facts {
     let mut f = node(Family::Al2, &[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
     f.files.insert(bootstrap::MARKER.into(), absent());
+    f.files.insert("/etc/eks/bootstrap.sh".into(), file(script));
+    f.executable.insert("/etc/eks/bootstrap.sh".into(), true);
     let shown = "/etc/kubernetes/kubelet/kubelet-config.json";
     f.kubelet = Some(KubeletFact {
         shown: shown.into(),
@@ -384,4 +403,141 @@ fn spec_is_checked_once_and_plans_need_one() {
         partial.sysctls.is_empty(),
         "a refused entry is left out of the spec"
     );
+}
+
+fn exec_argv(p: &Plan) -> Vec<String> {
+    match p.steps.last() {
+        Some(Step::ExecBootstrap { argv }) => argv.clone(),
+        _ => panic!("no hand-off: {:?}", steps(p)),
+    }
+}
+
+#[test]
+fn an_older_bootstrap_sh_gets_the_dns_address_instead_of_the_cidr_flag() {
+    // Before amazon-eks-ami PR #2264 (2025-05) bootstrap.sh had no --service-ipv4-cidr: the
+    // flag and the CIDR became positional words and were lost. The node's own script is read.
+    let before_2264: Vec<&str> = BOOTSTRAP_OPTIONS
+        .iter()
+        .copied()
+        .filter(|o| *o != "--service-ipv4-cidr")
+        .collect();
+    let old = bootstrap_standin(&before_2264, "");
+    let s = spec(|v| v["cluster"]["cidr"] = "10.100.0.0/16".into());
+    let argv = exec_argv(&plan::build(&s, &al2_with("{}", &old)).unwrap());
+    assert!(
+        argv.windows(2)
+            .any(|w| w == ["--dns-cluster-ip", "10.100.0.10"]),
+        "{argv:?}"
+    );
+    assert!(!argv.iter().any(|a| a == "--service-ipv4-cidr"));
+    // The operator's own --dns-cluster-ip stands.
+    let s2 = spec(|v| {
+        v["cluster"]["cidr"] = "10.100.0.0/16".into();
+        v["handoff"] = json!({"extraBootstrapArgs": ["--dns-cluster-ip", "10.100.0.53"]});
+    });
+    let argv = exec_argv(&plan::build(&s2, &al2_with("{}", &old)).unwrap());
+    assert_eq!(argv.iter().filter(|a| *a == "--dns-cluster-ip").count(), 1);
+    assert!(argv
+        .windows(2)
+        .any(|w| w == ["--dns-cluster-ip", "10.100.0.53"]));
+    // Older still (no --dns-cluster-ip either, 2019): refused, naming the field.
+    let ancient = bootstrap_standin(
+        &[
+            "--b64-cluster-ca",
+            "--apiserver-endpoint",
+            "--kubelet-extra-args",
+            "--container-runtime",
+        ],
+        "",
+    );
+    let e = errors(&s, &al2_with("{}", &ancient));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].starts_with("cluster.cidr: /etc/eks/bootstrap.sh has no `--dns-cluster-ip` option (nor --service-ipv4-cidr)"), "{e:?}");
+    // IPv6 needs --service-ipv6-cidr (2021-10).
+    let s6 = spec(|v| v["cluster"]["cidr"] = "fd00:10:96::/112".into());
+    let e = errors(&s6, &al2_with("{}", &ancient));
+    assert!(
+        e.iter()
+            .any(|x| x.contains("no `--service-ipv6-cidr` option")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_bootstrap_sh_that_cannot_be_read_or_run_is_a_finding() {
+    let s = spec(|_| {});
+    let mut f = al2("{}");
+    f.executable.insert("/etc/eks/bootstrap.sh".into(), false);
+    f.files
+        .get_mut(std::path::Path::new("/etc/eks/bootstrap.sh"))
+        .unwrap()
+        .mode = Some(0o644);
+    let e = errors(&s, &f);
+    assert_eq!(e, ["handoff.bootstrapPath: /etc/eks/bootstrap.sh is not executable (mode 0644): the hand-off would fail with `Permission denied` after every change; make it executable (chmod 0755) in the AMI"]);
+    let f = al2_with("{}", "#!/bin/sh\nexec /usr/local/bin/join \"$@\"\n");
+    let e = errors(&s, &f);
+    assert!(e[0].starts_with("handoff.bootstrapPath: cannot read the options of /etc/eks/bootstrap.sh: has no `case $key in`"), "{e:?}");
+}
+
+#[test]
+fn extra_bootstrap_args_are_read_as_the_node_script_reads_them() {
+    // Each of these used to go through: a typo became an ignored positional word, a missing
+    // value killed bootstrap.sh under nounset, a flag took the next flag as its value, --help
+    // exited 1 — all after every change was applied.
+    for (extra, says) in [
+        (
+            json!(["--use-max-pod", "false"]),
+            "did you mean `--use-max-pods`?",
+        ),
+        (json!(["--use-max-pods"]), "`$2: unbound variable`"),
+        (
+            json!(["--use-max-pods", "--dns-cluster-ip", "10.100.0.10"]),
+            "would take the option `--dns-cluster-ip` as its value",
+        ),
+        (json!(["--help"]), "print its usage and exit 1"),
+        (
+            json!(["--container-runtime", "containerd"]),
+            "is set by eks-nodeinit",
+        ),
+    ] {
+        let c = parse(&json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g"}, "handoff": {"extraBootstrapArgs": extra}}).to_string(), "t").unwrap();
+        let e = spec::from_config(&c).unwrap_err();
+        assert!(
+            e.0[0].field.starts_with("handoff.extraBootstrapArgs[")
+                && e.0[0].message.contains(says),
+            "{extra}: {e}"
+        );
+    }
+    // Valid for the newest script, unknown to this node's: refused at plan time.
+    let s = spec(|v| v["handoff"] = json!({"extraBootstrapArgs": ["--local-disks", "raid0"]}));
+    let no_disks: Vec<&str> = BOOTSTRAP_OPTIONS
+        .iter()
+        .copied()
+        .filter(|o| *o != "--local-disks")
+        .collect();
+    let e = errors(&s, &al2_with("{}", &bootstrap_standin(&no_disks, "")));
+    assert!(e[0].starts_with("handoff.extraBootstrapArgs[0]: `--local-disks` is not an option of /etc/eks/bootstrap.sh"), "{e:?}");
+    assert!(plan::build(&s, &al2("{}")).is_ok());
+}
+
+#[test]
+fn an_argv_execve_would_refuse_is_a_finding_before_any_change() {
+    // One word over MAX_ARG_STRLEN: validate accepted it, everything was applied, then E2BIG.
+    let s = spec(|v| v["kubelet"] = json!({"extraArgs": [format!("--v={}", "9".repeat(131_072))]}));
+    let e = errors(&s, &al2("{}"));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with(
+            "handoff: the --kubelet-extra-args value (labels, taints and kubelet.extraArgs) is 131"
+        ) && e[0].contains("bytes; Linux passes at most 131071 bytes per argument"),
+        "{e:?}"
+    );
+    // The whole argv and environment over ARG_MAX.
+    let s = spec(|v| v["kubelet"] = json!({"extraArgs": [format!("--v={}", "9".repeat(100_000))]}));
+    let mut f = al2("{}");
+    f.exec_limits.env_bytes = 2_000_000;
+    let e = errors(&s, &f);
+    assert!(e[0].contains("(ARG_MAX)"), "{e:?}");
+    f.exec_limits.env_bytes = 0;
+    assert!(errors(&s, &f).is_empty());
 }
