@@ -149,10 +149,10 @@ struct Prepared {
 }
 
 enum Change {
-    /// A file (and its one-time backup) staged beside its target.
+    /// A file (and its one-time backup) staged beside its target, with its node path.
     Files {
         step: String,
-        staged: Vec<fsutil::Staged>,
+        staged: Vec<(PathBuf, fsutil::Staged)>,
     },
     Sysctl {
         step: String,
@@ -186,10 +186,11 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                 if let (Some(b), Some(orig)) = (backup, old) {
                     let bfull = under(root, b);
                     if !bfull.exists() {
-                        staged.push(fsutil::stage(&bfull, orig.as_bytes(), *mode)?);
+                        staged.push((b.clone(), fsutil::stage(&bfull, orig.as_bytes(), *mode)?));
                     }
                 }
-                staged.push(fsutil::stage(&under(root, path), new.as_bytes(), *mode)?);
+                let s = fsutil::stage(&under(root, path), new.as_bytes(), *mode)?;
+                staged.push((path.clone(), s));
                 changes.push(Change::Files {
                     step: step.describe(),
                     staged,
@@ -226,8 +227,7 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
     for c in changes {
         let (step, outcome) = match c {
             Change::Files { step, staged } => {
-                for s in staged {
-                    let path = s.path().to_path_buf();
+                for (path, s) in staged {
                     s.commit()?;
                     tracing::info!(path = %path.display(), "wrote file");
                 }

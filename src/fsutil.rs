@@ -35,8 +35,20 @@ pub fn under(root: &Path, path: impl AsRef<Path>) -> PathBuf {
     out
 }
 
-/// Read a file that may be absent.
+/// Read a file that may be absent. Anything but a regular file (a directory, a FIFO that would
+/// block the read, a device) is an error, never read.
 pub fn read_optional(path: &Path) -> Result<Option<String>, FsError> {
+    if let Ok(m) = fs::metadata(path) {
+        if !m.is_file() {
+            return Err(FsError::Read {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(format!(
+                    "is {}, not a regular file",
+                    kind_of(&m.file_type())
+                )),
+            });
+        }
+    }
     match fs::read_to_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -101,10 +113,11 @@ pub fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsErr
         .ok_or_else(|| werr(std::io::Error::other("no parent directory")))?;
     fs::create_dir_all(dir).map_err(werr)?;
     let existing = fs::symlink_metadata(path).ok();
-    if existing.as_ref().is_some_and(|m| !m.is_file()) {
-        return Err(werr(std::io::Error::other(
-            "not a regular file (a link, directory or device): the agent replaces regular files only",
-        )));
+    if let Some(m) = existing.as_ref().filter(|m| !m.is_file()) {
+        return Err(werr(std::io::Error::other(format!(
+            "is {}: the agent replaces regular files only",
+            kind_of(&m.file_type())
+        ))));
     }
     let mode = existing
         .as_ref()
@@ -174,6 +187,24 @@ impl Drop for Staged {
         if !self.committed {
             let _ = fs::remove_file(&self.tmp);
         }
+    }
+}
+
+/// What a non-regular file is, for messages.
+pub fn kind_of(t: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "a regular file"
     }
 }
 
