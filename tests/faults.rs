@@ -332,3 +332,31 @@ fn a_read_only_etc_changes_nothing() {
         "the live sysctl was not set"
     );
 }
+
+#[test]
+fn a_failed_exec_is_recorded_and_the_next_run_hands_off() {
+    // Before: the report said "exec bootstrap.sh" with no failed step, and the per-boot marker
+    // kept every later run from handing off.
+    let root = sample_root("al2-root");
+    let r = root.path();
+    let script = bootstrap_standin(BOOTSTRAP_OPTIONS, RECORD_ARGV);
+    install_bootstrap(r, &script.replacen("#!/bin/bash", "#!/nonexistent/bash", 1));
+    let cfg = config_with(r, "c.json", no_tagging);
+    let out = init(r, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot exec"), "{}", stderr(&out));
+    let rep = report(r);
+    assert_eq!(rep["handoff"], "", "{rep:#}");
+    let last = rep["steps"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["step"], "hand-off");
+    assert!(last["outcome"]
+        .as_str()
+        .unwrap()
+        .starts_with("failed: cannot exec"));
+    assert!(!r.join("run/eks-nodeinit/bootstrap-exec").exists());
+    // Fixed, the next run hands off (and changes nothing else: it was all applied).
+    install_bootstrap(r, &script);
+    let out = init(r, &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(r.join("etc/eks/argv.txt").exists());
+}
