@@ -498,3 +498,84 @@ fn an_unreadable_current_file_is_a_finding_not_absent() {
     );
     assert_eq!(before, snapshot(root.path()));
 }
+
+/// A fake CA and a marker that live only in the user data: neither may ever be printed.
+const UD_CA: &str = "RkFLRS1VU0VSLURBVEEtQ0EtZm9yLXRlc3RzLW9ubHkK";
+const UD_MARKER: &str = "user-data-secret-7f3a";
+
+/// A metadata file like examples/metadata.json whose `userData` is MIME user data: a NodeConfig
+/// part registering `taints` (with the cluster CA), then a script part.
+fn metadata_with_user_data(dir: &std::path::Path, taints: &str) -> std::path::PathBuf {
+    let ud = format!(
+        "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"//\"\r\n\r\n--//\r\nContent-Type: application/node.eks.aws\r\n\r\n---\r\napiVersion: node.eks.aws/v1alpha1\r\nkind: NodeConfig\r\nspec:\r\n  cluster:\r\n    name: prod-eu\r\n    certificateAuthority: {UD_CA}\r\n  kubelet:\r\n    flags:\r\n      - --register-with-taints={taints}\r\n\r\n--//\r\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\r\n\r\n#!/bin/bash\r\n# token={UD_MARKER}\r\neks-nodeinit init\r\n--//--\r\n"
+    );
+    let text = std::fs::read_to_string(example("metadata.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["userData"] = ud.into();
+    let p = dir.join("metadata.json");
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    p
+}
+
+fn assert_user_data_unprinted(out: &std::process::Output, root: &std::path::Path) {
+    let report =
+        std::fs::read_to_string(root.join("var/lib/eks-nodeinit/report.json")).unwrap_or_default();
+    for (what, text) in [
+        ("stdout", stdout(out)),
+        ("stderr", stderr(out)),
+        ("report", report),
+    ] {
+        for secret in [UD_CA, UD_MARKER] {
+            assert!(!text.contains(secret), "the user data shows in {what}");
+        }
+    }
+}
+
+#[test]
+fn al2023_user_data_taints_survive_the_agents_register_with_taints() {
+    // Issue 11 item 7: kubelet keeps only the last --register-with-taints and nodeadm appends the
+    // drop-in's flags after the user data's, so the drop-in's flag carries the user data's
+    // taints too.
+    let root = sample_root("al2023-root");
+    let md = metadata_with_user_data(root.path(), "team=data:NoSchedule,gpu:NoExecute");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        no_tagging(v);
+        v["nodeGroup"]["role"] = "master".into();
+    });
+    let dry = init_with(root.path(), &cfg, &md, &["--dry-run"]);
+    assert!(dry.status.success());
+    assert!(stdout(&dry).contains("carries the user data's 2 taints (kubelet.flags[0] of the NodeConfig in MIME part 1 of the user data)"));
+    assert_user_data_unprinted(&dry, root.path());
+    let out = init_with(root.path(), &cfg, &md, &[]);
+    assert!(out.status.success());
+    let nc: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("etc/eks/nodeadm.d/10-eks-nodeinit.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        nc["spec"]["kubelet"]["flags"][1],
+        "--register-with-taints=team=data:NoSchedule,gpu:NoExecute,CriticalAddonsOnly=true:NoSchedule"
+    );
+    assert_user_data_unprinted(&out, root.path());
+}
+
+#[test]
+fn al2023_conflicting_user_data_taint_changes_nothing() {
+    let root = sample_root("al2023-root");
+    let md = metadata_with_user_data(root.path(), "CriticalAddonsOnly=false:NoSchedule");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        no_tagging(v);
+        v["nodeGroup"]["role"] = "master".into();
+    });
+    let before = snapshot(root.path());
+    let out = init_with(root.path(), &cfg, &md, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("taints: taint `CriticalAddonsOnly:NoSchedule` is given different values by the user data (kubelet.flags[0] of the NodeConfig in MIME part 1 of the user data) and by the config"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(before, snapshot(root.path()), "nothing changed");
+    assert_user_data_unprinted(&out, root.path());
+}

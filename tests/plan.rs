@@ -12,6 +12,7 @@ use eks_nodeinit::facts::{
 use eks_nodeinit::metadata::Metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
+use eks_nodeinit::userdata::UserDataFact;
 use serde_json::json;
 
 mod common;
@@ -23,6 +24,20 @@ fn spec(edit: impl FnOnce(&mut serde_json::Value)) -> Spec {
     spec::from_config(&parse(&v.to_string(), "t.json").unwrap()).unwrap()
 }
 
+/// The user data as nodeadm would read it from these bytes.
+fn user_data(text: &str) -> UserDataFact {
+    UserDataFact::from_bytes(Some(text.as_bytes()))
+}
+
+/// MIME user data: a shell script part, then a NodeConfig part with these kubelet flags.
+fn nodeconfig_part(flags: &[&str]) -> String {
+    let flags: Vec<String> = flags.iter().map(|f| format!("      - \"{f}\"\n")).collect();
+    format!(
+        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: text/x-shellscript\n\n#!/bin/sh\n--//\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: prod\n  kubelet:\n    flags:\n      - --v=2\n{}--//--\n",
+        flags.concat()
+    )
+}
+
 fn instance() -> Metadata {
     Metadata {
         instance_id: "i-1".into(),
@@ -30,7 +45,7 @@ fn instance() -> Metadata {
         instance_type: "m6i.large".into(),
         region: "eu-west-1".into(),
         availability_zone: "eu-west-1a".into(),
-        user_data_has_node_config: Some(true),
+        user_data: user_data(&nodeconfig_part(&[])),
         ..Default::default()
     }
 }
@@ -347,7 +362,7 @@ fn handoffs_per_family_and_undetected_family() {
     let p = plan::build(&s, &f).unwrap();
     assert_eq!(p.changes(), 0);
     // No NodeConfig in the user data, no nodeadm: warnings.
-    f.instance.as_mut().unwrap().user_data_has_node_config = Some(false);
+    f.instance.as_mut().unwrap().user_data = user_data("#!/bin/sh\n");
     f.exists.clear();
     let p = plan::build(&s, &f).unwrap();
     assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
@@ -540,4 +555,168 @@ fn an_argv_execve_would_refuse_is_a_finding_before_any_change() {
     assert!(e[0].contains("(ARG_MAX)"), "{e:?}");
     f.exec_limits.env_bytes = 0;
     assert!(errors(&s, &f).is_empty());
+}
+
+/// The drop-in's kubelet flags in this plan.
+fn dropin_flags(p: &Plan) -> Vec<String> {
+    let new = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::File { path, new, .. } if path == std::path::Path::new(nodeconfig::DROPIN) => {
+                Some(new.clone())
+            }
+            _ => None,
+        })
+        .expect("a drop-in step");
+    let doc: serde_json::Value = serde_json::from_str(&new).unwrap();
+    doc["spec"]["kubelet"]["flags"]
+        .as_array()
+        .map(|a| a.iter().map(|f| f.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn nodeadm_note(p: &Plan) -> String {
+    p.steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Nodeadm { note, .. } => Some(note.clone()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// AL2023 facts whose user data is `text`.
+fn al2023_with_user_data(text: &str) -> Facts {
+    let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
+    f.instance.as_mut().unwrap().user_data = user_data(text);
+    f
+}
+
+#[test]
+fn user_data_taints_are_carried_into_the_one_register_with_taints() {
+    // Issue 11 item 7: kubelet keeps only the last --register-with-taints, and the drop-in's
+    // flags come after the user data's, so the agent's flag must hold both sets.
+    let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule"]));
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=team=a:NoSchedule,gpu:NoExecute",
+    ]));
+    let p = plan::build(&s, &f).unwrap();
+    assert_eq!(
+        dropin_flags(&p),
+        [
+            "--node-labels=node.kubernetes.io/role=scaler",
+            "--register-with-taints=team=a:NoSchedule,gpu:NoExecute,dedicated=infra:NoSchedule"
+        ]
+    );
+    let note = nodeadm_note(&p);
+    assert!(
+        note.contains("carries the user data's 2 taints (kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data)"),
+        "{note}"
+    );
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // Taints in kubelet.config.registerWithTaints count too (without a flag overriding them).
+    let ud = nodeconfig_part(&[]).replace(
+        "      - --v=2\n",
+        "      - --v=2\n    config:\n      registerWithTaints:\n        - {key: team, value: b, effect: NoExecute}\n",
+    );
+    let p = plan::build(&s, &al2023_with_user_data(&ud)).unwrap();
+    assert_eq!(
+        dropin_flags(&p)[1],
+        "--register-with-taints=team=b:NoExecute,dedicated=infra:NoSchedule"
+    );
+    assert!(nodeadm_note(&p)
+        .contains("kubelet.config.registerWithTaints of the NodeConfig in MIME part 2"));
+}
+
+#[test]
+fn the_same_user_data_taint_is_carried_once() {
+    let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule", "b:NoExecute"]));
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints",
+        "dedicated=infra:NoSchedule,a:NoSchedule",
+    ]));
+    let p = plan::build(&s, &f).unwrap();
+    assert_eq!(
+        dropin_flags(&p)[1],
+        "--register-with-taints=dedicated=infra:NoSchedule,a:NoSchedule,b:NoExecute"
+    );
+}
+
+#[test]
+fn conflicting_or_invalid_user_data_taints_are_findings() {
+    let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule"]));
+    // Same key and effect, another value: a finding naming the part and `taints`.
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=dedicated=batch:NoSchedule",
+    ]));
+    let e = errors(&s, &f);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("taints: taint `dedicated:NoSchedule` is given different values by the user data (kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data) and by the config"),
+        "{e:?}"
+    );
+    assert!(plan::build(&s, &f).is_err(), "nothing is planned");
+    // The same key with another effect is another taint.
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=dedicated=batch:NoExecute",
+    ]));
+    assert!(plan::build(&s, &f).is_ok());
+    // A user-data taint kubelet refuses: a finding that does not echo it.
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=ok:NoSchedule,secret-looking-value:Never",
+    ]));
+    let e = errors(&s, &f);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with(
+            "taints: taint 2 of kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data"
+        ),
+        "{e:?}"
+    );
+    assert!(e[0].contains("effect is not one of"), "{e:?}");
+    assert!(!e[0].contains("secret-looking-value"), "{e:?}");
+    // User data nodeadm cannot read: with taints a finding (the agent cannot tell what it
+    // would drop), without them a warning.
+    let broken = nodeconfig_part(&[]).replace("kind: NodeConfig", "kind: [NodeConfig");
+    let e = errors(&s, &al2023_with_user_data(&broken));
+    assert!(
+        e[0].starts_with(
+            "taints: MIME part 2 of the user data is not a NodeConfig nodeadm can decode"
+        ),
+        "{e:?}"
+    );
+    let none = spec(|v| v["taints"] = json!([]));
+    let p = plan::build(&none, &al2023_with_user_data(&broken)).unwrap();
+    assert!(
+        p.warnings[0].starts_with("nodeadm cannot read the instance's user data: MIME part 2"),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn without_agent_taints_the_user_data_taints_stand() {
+    let s = spec(|v| v["taints"] = json!([]));
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=team=a:NoSchedule",
+    ]));
+    let p = plan::build(&s, &f).unwrap();
+    let flags = dropin_flags(&p);
+    assert!(
+        !flags
+            .iter()
+            .any(|f| f.starts_with("--register-with-taints")),
+        "{flags:?}"
+    );
+    assert!(!nodeadm_note(&p).contains("taint"));
+    // With no NodeConfig or no taints in the user data, the agent's taints go alone, as before.
+    let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule"]));
+    for ud in ["#!/bin/sh\n".to_string(), nodeconfig_part(&[])] {
+        let p = plan::build(&s, &al2023_with_user_data(&ud)).unwrap();
+        assert_eq!(
+            dropin_flags(&p)[1],
+            "--register-with-taints=dedicated=infra:NoSchedule"
+        );
+    }
 }

@@ -410,7 +410,7 @@ fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
         );
     }
     s.tags = Some(tags);
-    s.user_data = Some(sc.user_data.clone());
+    s.user_data = Some(sc.user_data.clone().into_bytes());
     ImdsServer::start_with(s)
 }
 
