@@ -158,17 +158,13 @@ fn one_hand_off_while_bootstrap_sh_runs_and_none_after_it() {
     // bootstrap.sh ran went all the way through and exec'd a second bootstrap.sh.
     let root = sample_root("al2-root");
     let r = root.path();
-    std::fs::write(
-        r.join("etc/eks/bootstrap.sh"),
-        "#!/bin/sh\necho run >> \"$(dirname \"$0\")/runs.txt\"\nsleep 2\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        r.join("etc/eks/bootstrap.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    install_bootstrap(
+        r,
+        &bootstrap_standin(
+            BOOTSTRAP_OPTIONS,
+            "echo run >> \"$(dirname \"$0\")/runs.txt\"\nsleep 2\n",
+        ),
+    );
     let cfg = config_with(r, "c.json", no_tagging);
     let first = cmd()
         .args(["init", "--metadata"])
