@@ -164,11 +164,6 @@ pub fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsErr
 }
 
 impl Staged {
-    /// The target path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Rename the staged file over its target and fsync the directory.
     pub fn commit(mut self) -> Result<(), FsError> {
         let werr = |source| FsError::Write {
