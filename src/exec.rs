@@ -47,6 +47,12 @@ pub enum ExecError {
 }
 
 /// Run the plan. On AL2 a successful run does not return: the process becomes bootstrap.sh.
+///
+/// Two phases, so that a node is never left half-configured by a fault the node itself holds
+/// (a full disk, a read-only or unwritable /etc, a sysctl that cannot be opened): first every
+/// new file is written and fsynced beside its target and every live sysctl opened; only when
+/// all of that succeeded are the files renamed into place, then the live sysctls set, then
+/// logind told, then the hand-off. The tag starts with the second phase.
 pub async fn execute(
     spec: &Spec,
     facts: &Facts,
@@ -66,20 +72,16 @@ pub async fn execute(
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    let tagging = start_tagging(spec, facts, plan);
-    for step in &plan.steps {
-        if let Err(e) = run_local(root, step, bus, &mut report).await {
-            // Record how far it got; the error itself is what the caller sees.
-            report.steps.push(StepOutcome {
-                step: "apply".into(),
-                outcome: format!("failed: {e}"),
-            });
-            report.finished_at_unix_ms = now_ms();
-            if let Err(w) = report.write(root, &plan.secrets) {
-                tracing::error!("cannot write the report either: {w}");
-            }
-            return Err(e.into());
+    let prepared = match prepare(root, plan) {
+        Ok(p) => p,
+        Err(e) => {
+            let e = anyhow::Error::new(e).context("nothing was changed");
+            return Err(failed_run(root, plan, &mut report, "prepare", e));
         }
+    };
+    let tagging = start_tagging(spec, facts, plan);
+    if let Err(e) = apply(prepared.changes, bus, &mut report).await {
+        return Err(failed_run(root, plan, &mut report, "apply", e.into()));
     }
     let tag_failure = match tagging {
         Some(t) => finish_tagging(t, spec, root, &mut report).await,
@@ -100,61 +102,151 @@ pub async fn execute(
     if let Some(e) = tag_failure {
         return Err(anyhow::Error::new(e).context("tagging.required is on"));
     }
-    for step in &plan.steps {
-        if let Step::ExecBootstrap { argv } = step {
-            tracing::info!(path = %argv.first().map_or("", String::as_str), "handing off to bootstrap.sh");
-            let marker = format!("exec'd at unix ms {}\n", now_ms());
-            fsutil::write_atomic(&under(root, bootstrap::MARKER), marker.as_bytes(), 0o644)?;
-            if let Some(l) = lock {
-                l.keep_across_exec()
-                    .context("keeping the run lock for bootstrap.sh")?;
-            }
-            exec(argv)?;
-        }
+    let Some((argv, marker)) = prepared.handoff else {
+        return Ok(());
+    };
+    tracing::info!(path = %argv.first().map_or("", String::as_str), "handing off to bootstrap.sh");
+    marker.commit()?;
+    if let Some(l) = lock {
+        l.keep_across_exec()
+            .context("keeping the run lock for bootstrap.sh")?;
     }
-    Ok(())
+    let e = match exec(&argv) {
+        Err(e) => e,
+        Ok(never) => match never {},
+    };
+    // Not handed off after all: a rerun must try again, and the report must say so.
+    let _ = std::fs::remove_file(under(root, bootstrap::MARKER));
+    report.handoff = String::new();
+    Err(failed_run(root, plan, &mut report, "hand-off", e.into()))
 }
 
-/// Sysctls, files and logind; the tag and the hand-off have their own places.
-async fn run_local(
+/// Record a failed phase in the report (as far as the disk lets it be written) and give back
+/// the error the caller sees.
+fn failed_run(
     root: &Path,
-    step: &Step,
-    bus: &Bus,
+    plan: &Plan,
     report: &mut Report,
-) -> Result<(), ExecError> {
-    let outcome = match step {
-        Step::Sysctl { key, new, .. } => {
-            sysctls::write_live(root, key, new)?;
-            tracing::info!(sysctl = %key, value = %new, "set sysctl");
-            "done".to_string()
-        }
-        Step::File {
-            path,
-            new,
-            mode,
-            backup,
-            old,
-            ..
-        } => {
-            if let (Some(b), Some(orig)) = (backup, old) {
-                let bfull = under(root, b);
-                if !bfull.exists() {
-                    fsutil::write_atomic(&bfull, orig.as_bytes(), *mode)?;
-                }
-            }
-            fsutil::write_atomic(&under(root, path), new.as_bytes(), *mode)?;
-            tracing::info!(path = %path.display(), "wrote file");
-            "done".to_string()
-        }
-        Step::NotifyLogind {
-            inhibit_delay_max_usec,
-        } => notify_logind(bus, *inhibit_delay_max_usec, report).await,
-        Step::Tag { .. } | Step::ExecBootstrap { .. } | Step::Nodeadm { .. } => return Ok(()),
-    };
+    phase: &str,
+    e: anyhow::Error,
+) -> anyhow::Error {
     report.steps.push(StepOutcome {
-        step: step.describe(),
-        outcome,
+        step: phase.into(),
+        outcome: format!("failed: {e:#}"),
     });
+    report.finished_at_unix_ms = now_ms();
+    if let Err(w) = report.write(root, &plan.secrets) {
+        tracing::error!("cannot write the report either: {w}");
+    }
+    e
+}
+
+/// Everything the second phase does, made ready by the first.
+struct Prepared {
+    changes: Vec<Change>,
+    /// bootstrap.sh's argv and the per-boot marker, staged.
+    handoff: Option<(Vec<String>, fsutil::Staged)>,
+}
+
+enum Change {
+    /// A file (and its one-time backup) staged beside its target, with its node path.
+    Files {
+        step: String,
+        staged: Vec<(PathBuf, fsutil::Staged)>,
+    },
+    Sysctl {
+        step: String,
+        key: String,
+        value: String,
+        prepared: sysctls::PreparedSysctl,
+    },
+    NotifyLogind {
+        step: String,
+        usec: u64,
+    },
+}
+
+/// The first phase: write and fsync every file's new content beside it and open every live
+/// sysctl. Nothing the node reads has changed when this returns, whether it failed or not.
+fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
+    let mut changes = Vec::new();
+    let mut sysctl_changes = Vec::new();
+    let mut handoff = None;
+    for step in &plan.steps {
+        match step {
+            Step::File {
+                path,
+                new,
+                mode,
+                backup,
+                old,
+                ..
+            } => {
+                let mut staged = Vec::new();
+                if let (Some(b), Some(orig)) = (backup, old) {
+                    let bfull = under(root, b);
+                    if !bfull.exists() {
+                        staged.push((b.clone(), fsutil::stage(&bfull, orig.as_bytes(), *mode)?));
+                    }
+                }
+                let s = fsutil::stage(&under(root, path), new.as_bytes(), *mode)?;
+                staged.push((path.clone(), s));
+                changes.push(Change::Files {
+                    step: step.describe(),
+                    staged,
+                });
+            }
+            Step::Sysctl { key, new, .. } => sysctl_changes.push(Change::Sysctl {
+                step: step.describe(),
+                key: key.clone(),
+                value: new.clone(),
+                prepared: sysctls::prepare_live(root, key, new)?,
+            }),
+            Step::NotifyLogind {
+                inhibit_delay_max_usec,
+            } => sysctl_changes.push(Change::NotifyLogind {
+                step: step.describe(),
+                usec: *inhibit_delay_max_usec,
+            }),
+            Step::ExecBootstrap { argv } => {
+                let marker = format!("exec'd at unix ms {}\n", now_ms());
+                let staged =
+                    fsutil::stage(&under(root, bootstrap::MARKER), marker.as_bytes(), 0o644)?;
+                handoff = Some((argv.clone(), staged));
+            }
+            Step::Tag { .. } | Step::Nodeadm { .. } => {}
+        }
+    }
+    // Files into place first, then the live values, then logind (it reads its drop-in).
+    changes.extend(sysctl_changes);
+    Ok(Prepared { changes, handoff })
+}
+
+/// The second phase: rename the staged files into place, set the live sysctls, tell logind.
+async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(), ExecError> {
+    for c in changes {
+        let (step, outcome) = match c {
+            Change::Files { step, staged } => {
+                for (path, s) in staged {
+                    s.commit()?;
+                    tracing::info!(path = %path.display(), "wrote file");
+                }
+                (step, "done".to_string())
+            }
+            Change::Sysctl {
+                step,
+                key,
+                value,
+                prepared,
+            } => {
+                prepared.apply()?;
+                tracing::info!(sysctl = %key, value = %value, "set sysctl");
+                (step, "done".to_string())
+            }
+            Change::NotifyLogind { step, usec } => (step, notify_logind(bus, usec, report).await),
+        };
+        report.steps.push(StepOutcome { step, outcome });
+    }
     Ok(())
 }
 

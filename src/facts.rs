@@ -76,11 +76,47 @@ impl InstanceTags {
     }
 }
 
-/// A file as found: its content (`None`: absent; `Err`: could not be read) and mode.
+/// A file as found: its content (`None`: absent; `Err`: could not be read), mode, and where
+/// the path is a symbolic link, the link's target (the content is then the target's).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileFact {
     pub content: Result<Option<String>, String>,
     pub mode: Option<u32>,
+    pub link: Option<PathBuf>,
+}
+
+/// What `execve` accepts on this machine, for checking the hand-off's argv before any change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecLimits {
+    /// `sysconf(_SC_ARG_MAX)`: the argv and the environment, strings and pointers, in bytes.
+    pub arg_max: Option<usize>,
+    /// The longest single argv or environment string, its NUL included (Linux's
+    /// MAX_ARG_STRLEN: 32 pages).
+    pub max_arg_strlen: Option<usize>,
+    /// What this process's environment (inherited by bootstrap.sh) takes of `arg_max`.
+    pub env_bytes: usize,
+}
+
+impl ExecLimits {
+    pub fn read() -> ExecLimits {
+        use nix::unistd::{sysconf, SysconfVar};
+        let var = |v| {
+            sysconf(v)
+                .ok()
+                .flatten()
+                .and_then(|n| usize::try_from(n).ok())
+        };
+        let ptr = std::mem::size_of::<usize>();
+        let env_bytes = std::env::vars_os().fold(0usize, |n, (k, v)| {
+            // `KEY=VALUE`, its NUL and its pointer.
+            n.saturating_add(k.len() + v.len() + 2 + ptr)
+        });
+        ExecLimits {
+            arg_max: var(SysconfVar::ARG_MAX),
+            max_arg_strlen: var(SysconfVar::PAGE_SIZE).and_then(|p| p.checked_mul(32)),
+            env_bytes,
+        }
+    }
 }
 
 /// The file a plan compares against, once known to be readable.
@@ -115,6 +151,9 @@ pub struct Facts {
     /// `*.conf` names in each directory asked for.
     pub dirs: BTreeMap<PathBuf, Vec<String>>,
     pub exists: BTreeMap<PathBuf, bool>,
+    /// Whether this process may execute each path asked for (`access(X_OK)` on a regular file).
+    pub executable: BTreeMap<PathBuf, bool>,
+    pub exec_limits: ExecLimits,
 }
 
 impl Facts {
@@ -162,6 +201,12 @@ impl Facts {
                 .iter()
                 .map(|p| (p.clone(), under(root, p).exists()))
                 .collect(),
+            executable: reads
+                .executables
+                .iter()
+                .map(|p| (p.clone(), is_executable(&under(root, p))))
+                .collect(),
+            exec_limits: ExecLimits::read(),
             files,
             dirs,
             family,
@@ -194,8 +239,21 @@ impl Facts {
     pub fn current_file(&self, path: &str, field: &str, f: &mut Findings) -> Option<Current> {
         match self.files.get(Path::new(path)) {
             Some(FileFact {
+                link: Some(target), ..
+            }) => {
+                f.push(
+                    field,
+                    format!(
+                        "{path} is a symbolic link to {}: the agent replaces files atomically and will neither replace the link with a file nor write through it; make {path} a regular file",
+                        crate::text::printable(&target.display().to_string())
+                    ),
+                );
+                None
+            }
+            Some(FileFact {
                 content: Ok(c),
                 mode,
+                ..
             }) => Some(Current {
                 content: c.clone(),
                 mode: *mode,
@@ -219,6 +277,14 @@ impl Facts {
     pub fn exists(&self, p: &Path) -> bool {
         self.exists.get(p).copied().unwrap_or(false)
     }
+
+    pub fn executable(&self, p: &Path) -> bool {
+        self.executable.get(p).copied().unwrap_or(false)
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
 }
 
 fn read_file(root: &Path, p: &Path) -> FileFact {
@@ -226,6 +292,7 @@ fn read_file(root: &Path, p: &Path) -> FileFact {
     FileFact {
         content: fsutil::read_optional(&full).map_err(|e| e.to_string()),
         mode: fsutil::mode_of(&full),
+        link: fsutil::link_target(&full),
     }
 }
 
@@ -243,7 +310,14 @@ fn conf_names(dir: &Path) -> Vec<String> {
 
 fn read_kubelet(root: &Path, path: &Path) -> KubeletFact {
     let full = under(root, path);
-    let text = fsutil::read_optional(&full).map_err(|e| e.to_string());
+    let text = match fsutil::link_target(&full) {
+        Some(target) => Err(format!(
+            "{} is a symbolic link to {}: the agent replaces files atomically and will neither replace the link with a file nor write through it; point kubelet.configPath at the file itself",
+            full.display(),
+            crate::text::printable(&target.display().to_string())
+        )),
+        None => fsutil::read_optional(&full).map_err(|e| e.to_string()),
+    };
     let doc = match &text {
         Ok(Some(t)) => Some(kubelet_config::parse(t, &full)),
         _ => None,

@@ -35,8 +35,20 @@ pub fn under(root: &Path, path: impl AsRef<Path>) -> PathBuf {
     out
 }
 
-/// Read a file that may be absent.
+/// Read a file that may be absent. Anything but a regular file (a directory, a FIFO that would
+/// block the read, a device) is an error, never read.
 pub fn read_optional(path: &Path) -> Result<Option<String>, FsError> {
+    if let Ok(m) = fs::metadata(path) {
+        if !m.is_file() {
+            return Err(FsError::Read {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(format!(
+                    "is {}, not a regular file",
+                    kind_of(&m.file_type())
+                )),
+            });
+        }
+    }
     match fs::read_to_string(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -76,6 +88,22 @@ fn remove_leftovers(dir: &Path, name: &str) {
 /// the target, fsync the directory. An existing file's mode and owner are kept; a new file
 /// gets `new_mode`. Parent directories are created (0755).
 pub fn write_atomic(path: &Path, content: &[u8], new_mode: u32) -> Result<(), FsError> {
+    stage(path, content, new_mode)?.commit()
+}
+
+/// A file's new content, written and fsynced beside it under a temp name with its final mode
+/// and owner, not yet visible: [`Staged::commit`] renames it over the target. Dropped without
+/// a commit, the temp file is removed. Staging every file first makes a full disk, a read-only
+/// or unwritable directory surface before anything the node reads has changed.
+#[derive(Debug)]
+pub struct Staged {
+    tmp: PathBuf,
+    path: PathBuf,
+    committed: bool,
+}
+
+/// Stage `content` for `path` (see [`Staged`]); parent directories are created (0755).
+pub fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsError> {
     let werr = |source| FsError::Write {
         path: path.to_path_buf(),
         source,
@@ -84,7 +112,13 @@ pub fn write_atomic(path: &Path, content: &[u8], new_mode: u32) -> Result<(), Fs
         .parent()
         .ok_or_else(|| werr(std::io::Error::other("no parent directory")))?;
     fs::create_dir_all(dir).map_err(werr)?;
-    let existing = fs::metadata(path).ok();
+    let existing = fs::symlink_metadata(path).ok();
+    if let Some(m) = existing.as_ref().filter(|m| !m.is_file()) {
+        return Err(werr(std::io::Error::other(format!(
+            "is {}: the agent replaces regular files only",
+            kind_of(&m.file_type())
+        ))));
+    }
     let mode = existing
         .as_ref()
         .map(|m| m.permissions().mode() & 0o7777)
@@ -95,18 +129,24 @@ pub fn write_atomic(path: &Path, content: &[u8], new_mode: u32) -> Result<(), Fs
         .unwrap_or_default();
     remove_leftovers(dir, &name);
     // A name no other run can have: the PID alone repeats after a reboot or in a namespace.
-    let tmp = dir.join(format!(
-        "{}{}.{:016x}{TMP_SUFFIX}",
-        tmp_prefix(&name),
-        std::process::id(),
-        rand::random::<u64>()
-    ));
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
+    let staged = Staged {
+        tmp: dir.join(format!(
+            "{}{}.{:016x}{TMP_SUFFIX}",
+            tmp_prefix(&name),
+            std::process::id(),
+            rand::random::<u64>()
+        )),
+        path: path.to_path_buf(),
+        committed: false,
+    };
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&staged.tmp)
+        .map_err(werr)?;
+    // From here on, dropping `staged` removes the temp file.
+    (|| {
         f.write_all(content)?;
         // The umask may have narrowed the mode: set it exactly.
         f.set_permissions(fs::Permissions::from_mode(mode))?;
@@ -117,16 +157,58 @@ pub fn write_atomic(path: &Path, content: &[u8], new_mode: u32) -> Result<(), Fs
                 std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
             }
         }
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        f.sync_all()
+    })()
+    .map_err(werr)?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Rename the staged file over its target and fsync the directory.
+    pub fn commit(mut self) -> Result<(), FsError> {
+        let werr = |source| FsError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        fs::rename(&self.tmp, &self.path).map_err(werr)?;
+        self.committed = true;
+        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        File::open(dir).and_then(|d| d.sync_all()).map_err(werr)
     }
-    result.map_err(werr)
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// What a non-regular file is, for messages.
+pub fn kind_of(t: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "a regular file"
+    }
+}
+
+/// Where `path` is a symbolic link, its target (as stored in the link).
+pub fn link_target(path: &Path) -> Option<PathBuf> {
+    fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_symlink())
+        .and_then(|_| fs::read_link(path).ok())
 }
 
 /// File mode for the plan: the existing file's, else the default for a new one.

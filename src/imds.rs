@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::metadata::Metadata;
 use crate::retry::{self, Failure, RetryPolicy, Verdict};
+use crate::userdata::UserDataFact;
 use std::sync::atomic::Ordering;
 
 pub const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
@@ -115,7 +116,7 @@ impl ImdsClient {
         method: Method,
         path: &str,
         headers: &[(&str, &str)],
-    ) -> Result<(StatusCode, String), (bool, String)> {
+    ) -> Result<(StatusCode, Bytes), (bool, String)> {
         let mut b = Request::builder()
             .method(method)
             .uri(format!("{}{}", self.endpoint, path));
@@ -139,7 +140,7 @@ impl ImdsClient {
                 .await
                 .map_err(|e| (false, e.to_string()))?
                 .to_bytes();
-            Ok((status, String::from_utf8_lossy(&body).into_owned()))
+            Ok((status, body))
         };
         match tokio::time::timeout(self.attempt_timeout, fut).await {
             Ok(r) => r,
@@ -168,6 +169,7 @@ impl ImdsClient {
             .await
         {
             Ok((s, body)) if s.is_success() => {
+                let body = String::from_utf8_lossy(&body);
                 let exp = Instant::now() + Duration::from_secs(u64::from(TOKEN_TTL_SECONDS));
                 *guard = Some((body.trim().to_string(), exp));
                 Ok(Some(body.trim().to_string()))
@@ -191,7 +193,7 @@ impl ImdsClient {
         }
     }
 
-    async fn attempt(&self, path: &str) -> Result<Option<String>, Attempt> {
+    async fn attempt(&self, path: &str) -> Result<Option<Bytes>, Attempt> {
         let token = self.token().await?;
         let headers: Vec<(&str, &str)> = match &token {
             Some(t) => vec![(TOKEN_HEADER, t.as_str())],
@@ -218,17 +220,29 @@ impl ImdsClient {
         }
     }
 
-    /// GET a metadata path (`/latest/meta-data/...`); `Ok(None)` on 404. Retries until the
-    /// caller's deadline (the caller wraps the whole read in one timeout).
+    /// GET a metadata path (`/latest/meta-data/...`) as text; `Ok(None)` on 404. Retries until
+    /// the caller's deadline (the caller wraps the whole read in one timeout).
     pub fn get<'a>(
         &'a self,
         path: &str,
     ) -> impl std::future::Future<Output = Result<Option<String>, ImdsError>> + 'a {
         let path = path.to_string();
+        async move {
+            let body = self.get_owned(&path).await?;
+            Ok(body.map(|b| String::from_utf8_lossy(&b).into_owned()))
+        }
+    }
+
+    /// GET a path's bytes as they are (the user data may be gzip).
+    pub fn get_bytes<'a>(
+        &'a self,
+        path: &str,
+    ) -> impl std::future::Future<Output = Result<Option<Bytes>, ImdsError>> + 'a {
+        let path = path.to_string();
         async move { self.get_owned(&path).await }
     }
 
-    async fn get_owned(&self, path: &str) -> Result<Option<String>, ImdsError> {
+    async fn get_owned(&self, path: &str) -> Result<Option<Bytes>, ImdsError> {
         let refreshed = std::cell::Cell::new(false);
         let r = retry::run(RETRY, None, |_| async {
             let why = match self.attempt(path).await {
@@ -296,7 +310,7 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
             client.get(&md("placement/region")),
             client.get(&md("placement/availability-zone")),
             client.get(&md("tags/instance")),
-            client.get(&format!("/{API_VERSION}/user-data")),
+            client.get_bytes(&format!("/{API_VERSION}/user-data")),
         );
         let need = |v: Result<Option<String>, ImdsError>, p: &str| -> Result<String, ImdsError> {
             v?.map(|s| s.trim().to_string())
@@ -332,11 +346,9 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
             instance_type: need(itype, "instance-type")?,
             region: need(region, "placement/region")?,
             availability_zone: need(az, "placement/availability-zone")?,
-            // Only scanned for a NodeConfig, never kept or logged (it may hold secrets).
-            user_data_has_node_config: match user_data? {
-                Some(u) => crate::metadata::user_data_has_node_config(&u),
-                None => Some(false),
-            },
+            // Read as nodeadm reads it, reduced at once to what the plan needs; never kept or
+            // logged (it may hold secrets such as the cluster CA).
+            user_data: UserDataFact::from_bytes(user_data?.as_deref()),
             autoscaling_group_name: tags.as_ref().and_then(|t: &BTreeMap<String, String>| {
                 t.get("aws:autoscaling:groupName").cloned()
             }),

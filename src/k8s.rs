@@ -177,3 +177,113 @@ pub fn parse_taint(t: &str) -> Result<Taint, String> {
         text: t.into(),
     })
 }
+
+/// Why a taint is refused, said without its text: for taints read from the instance's user
+/// data, whose content is never shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaintProblem {
+    /// No `:Effect` at all.
+    NoEffect,
+    /// An effect other than NoSchedule, PreferNoSchedule, NoExecute.
+    Effect,
+    /// The key is not a qualified name.
+    Key,
+    /// The value is not a label value.
+    Value,
+}
+
+impl std::fmt::Display for TaintProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TaintProblem::NoEffect => "it has no effect (`key[=value]:Effect`)",
+            TaintProblem::Effect => {
+                "its effect is not one of NoSchedule, PreferNoSchedule, NoExecute (case matters)"
+            }
+            TaintProblem::Key => {
+                "its key is not a Kubernetes qualified name (`[prefix/]name`, the name at most 63 letters, digits, `-_.`)"
+            }
+            TaintProblem::Value => {
+                "its value is not a label value (at most 63 letters, digits, `-_.`, alphanumeric at both ends)"
+            }
+        })
+    }
+}
+
+/// A taint from its three parts (a kubelet config's `registerWithTaints` entry), checked by the
+/// same rules as [`parse_taint`]; its text is `key=value:Effect`, or `key:Effect` without a value.
+pub fn taint_from_parts(key: &str, value: &str, effect: &str) -> Result<Taint, TaintProblem> {
+    if effect.is_empty() {
+        return Err(TaintProblem::NoEffect);
+    }
+    if !TAINT_EFFECTS.contains(&effect) {
+        return Err(TaintProblem::Effect);
+    }
+    check_qualified_name(key).map_err(|_| TaintProblem::Key)?;
+    check_label_value(value).map_err(|_| TaintProblem::Value)?;
+    let text = if value.is_empty() {
+        format!("{key}:{effect}")
+    } else {
+        format!("{key}={value}:{effect}")
+    };
+    Ok(Taint {
+        key: key.into(),
+        value: value.into(),
+        effect: effect.into(),
+        text,
+    })
+}
+
+/// [`parse_taint`] without echoing the text in the error.
+pub fn parse_taint_quiet(t: &str) -> Result<Taint, TaintProblem> {
+    let Some((kv, effect)) = t.rsplit_once(':') else {
+        return Err(TaintProblem::NoEffect);
+    };
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    let mut taint = taint_from_parts(key, value, effect)?;
+    taint.text = t.into();
+    Ok(taint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_taints_follow_the_same_rules() {
+        for t in [
+            "a=b:NoSchedule",
+            "example.com/x:NoExecute",
+            "a=:PreferNoSchedule",
+            "nope",
+            "a:Sometimes",
+            "a=b:c:NoSchedule",
+            "-a:NoSchedule",
+            "a=-b:NoSchedule",
+            "",
+        ] {
+            assert_eq!(
+                parse_taint(t).ok(),
+                parse_taint_quiet(t).ok(),
+                "`{t}` is judged the same way"
+            );
+        }
+        assert_eq!(
+            parse_taint_quiet("a=b:Sometimes"),
+            Err(TaintProblem::Effect)
+        );
+        assert_eq!(parse_taint_quiet("a b:NoSchedule"), Err(TaintProblem::Key));
+        // The parts form cannot smuggle a `=` into the key.
+        assert_eq!(
+            taint_from_parts("a=b", "", "NoSchedule"),
+            Err(TaintProblem::Key)
+        );
+        assert_eq!(
+            taint_from_parts("a", "b", "NoSchedule").unwrap().text,
+            "a=b:NoSchedule"
+        );
+        assert_eq!(
+            taint_from_parts("a", "", "NoSchedule").unwrap().text,
+            "a:NoSchedule"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //!
 //! config → [`spec`] (checked once) → [`facts`] (the world, read once) → [`plan`] (pure, over
 //! the [`aspects`] registry) → [`exec`] (the one executor, hand-off included). External systems:
-//! [`imds`], [`ec2`] (with [`tagging`]), and the node's files through [`fsutil`].
+//! [`imds`] (the user data read as nodeadm reads it: [`userdata`]), [`ec2`] (with [`tagging`]), and the node's files through [`fsutil`].
 
 pub mod aspects;
 pub mod cli;
@@ -25,3 +25,4 @@ pub mod run;
 pub mod spec;
 pub mod tagging;
 pub mod text;
+pub mod userdata;

@@ -11,7 +11,7 @@ pub const LOCK_PATH: &str = "/run/lock/eks-nodeinit.lock";
 pub enum LockError {
     #[error("another eks-nodeinit run holds {0}; wait for it to finish")]
     Locked(PathBuf),
-    #[error("cannot take the lock {path}: {source}")]
+    #[error("cannot take the lock {path}: {source}; it must be a regular file this run can create and write (remove whatever is there)")]
     Io {
         path: PathBuf,
         #[source]
@@ -46,7 +46,10 @@ pub fn take(root: &Path, wait: bool) -> Result<RunLock, LockError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
+    use std::os::unix::fs::OpenOptionsExt;
     let f = OpenOptions::new()
+        // A link there is refused (ELOOP), never followed.
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .create(true)
         .truncate(false)
         .write(true)

@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::userdata::UserDataFact;
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Metadata {
@@ -22,38 +24,28 @@ pub struct Metadata {
     /// Instance tags as IMDS shows them when instance-metadata tags are on; `None` when off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
-    /// Whether the instance's user data carries a nodeadm `NodeConfig` (nodeadm refuses to run
-    /// without one); `None` when unknown (no user data read, or compressed/encoded).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_data_has_node_config: Option<bool>,
+    /// The instance's user data as nodeadm reads it, reduced to what the plan needs (whether it
+    /// holds a NodeConfig, the taints kubelet would register from it). In a metadata file it is
+    /// `userData`, the user data itself as a string (as EC2 takes it: base64 of gzip'd user data
+    /// works, as nodeadm decodes base64 first), read at once and never kept, logged or written.
+    #[serde(
+        default,
+        rename = "userData",
+        skip_serializing,
+        deserialize_with = "user_data_from_text"
+    )]
+    pub user_data: UserDataFact,
 }
 
-/// Does this user data carry a NodeConfig, as nodeadm looks for one: a MIME part of type
-/// `application/node.eks.aws`, or a NodeConfig document as the whole user data. `None` when
-/// it cannot tell (gzip or base64 content). The user data itself is never logged.
-pub fn user_data_has_node_config(user_data: &str) -> Option<bool> {
-    let t = user_data.trim_start();
-    if t.is_empty() {
-        return Some(false);
-    }
-    if t.starts_with('\u{1f}') {
-        return None; // gzip: nodeadm decompresses it; the agent does not look inside
-    }
-    let lower = t.to_ascii_lowercase();
-    if lower.contains("content-type: multipart/") {
-        return Some(lower.contains("content-type: application/node.eks.aws"));
-    }
-    if t.starts_with("#!") || t.starts_with("#cloud-config") {
-        return Some(false);
-    }
-    if t.contains("kind: NodeConfig")
-        || t.contains("\"kind\": \"NodeConfig\"")
-        || t.contains("\"kind\":\"NodeConfig\"")
-    {
-        return Some(true);
-    }
-    None
+fn user_data_from_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<UserDataFact, D::Error> {
+    let text: Option<String> = Option::deserialize(d)?;
+    Ok(text.map_or(UserDataFact::Unknown, |t| {
+        UserDataFact::from_bytes(Some(t.as_bytes()))
+    }))
 }
+
+/// The metadata-file field `userData` replaced.
+const REPLACED: &str = "userDataHasNodeConfig";
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
@@ -76,7 +68,11 @@ pub fn load_file(path: &Path) -> Result<Metadata, MetadataError> {
     let de = &mut serde_json::Deserializer::from_str(&text);
     let md = serde_path_to_error::deserialize(&mut *de).map_err(|e| MetadataError::Parse {
         path: shown.clone(),
-        message: format!("field `{}`: {}", e.path(), e.inner()),
+        message: if e.inner().to_string().contains(&format!("`{REPLACED}`")) {
+            format!("field `{REPLACED}` was replaced by `userData`: give the instance's user data itself as a string (base64 for gzip'd user data), which the agent reads as nodeadm does; or leave both out")
+        } else {
+            format!("field `{}`: {}", e.path(), e.inner())
+        },
     })?;
     // One document: trailing data is refused, not ignored.
     de.end().map_err(|e| MetadataError::Parse {
@@ -103,19 +99,28 @@ mod tests {
     }
 
     #[test]
-    fn nodeconfig_in_user_data() {
-        let mime = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: application/node.eks.aws\n\nkind: NodeConfig\n--B--\n";
-        assert_eq!(user_data_has_node_config(mime), Some(true));
-        let mime_shell_only = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/bash\n--B--\n";
-        assert_eq!(user_data_has_node_config(mime_shell_only), Some(false));
+    fn user_data_in_a_metadata_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("m.json");
+        let base = r#""instanceId":"i-1","instanceType":"t","region":"r","availabilityZone":"a""#;
+        std::fs::write(&p, format!("{{{base}}}")).unwrap();
+        assert_eq!(load_file(&p).unwrap().user_data, UserDataFact::Unknown);
+        let mime = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n--B--\n";
+        let doc = serde_json::json!(mime);
+        std::fs::write(&p, format!("{{{base},\"userData\":{doc}}}")).unwrap();
         assert_eq!(
-            user_data_has_node_config("#!/bin/bash\neks-nodeinit init\n"),
-            Some(false)
-        );
-        assert_eq!(
-            user_data_has_node_config("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"),
+            load_file(&p).unwrap().user_data.has_node_config(),
             Some(true)
         );
-        assert_eq!(user_data_has_node_config("H4sIAAAAAAAA"), None);
+        let script = serde_json::json!("#!/bin/bash\neks-nodeinit init\n");
+        std::fs::write(&p, format!("{{{base},\"userData\":{script}}}")).unwrap();
+        assert_eq!(
+            load_file(&p).unwrap().user_data.has_node_config(),
+            Some(false)
+        );
+        // The field it replaced says what to use instead.
+        std::fs::write(&p, format!("{{{base},\"userDataHasNodeConfig\":true}}")).unwrap();
+        let msg = load_file(&p).unwrap_err().to_string();
+        assert!(msg.contains("replaced by `userData`"), "{msg}");
     }
 }

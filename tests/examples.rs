@@ -86,6 +86,20 @@ fn al2023_unit_mime_has_a_node_config_and_a_valid_config_file() {
 }
 
 #[test]
+fn al2023_mime_examples_hold_a_nodeconfig_as_nodeadm_reads_them() {
+    use eks_nodeinit::userdata::{read, Where};
+    for f in [
+        "cloud-init/al2023-userdata.mime",
+        "cloud-init/al2023-unit.mime",
+    ] {
+        let text = std::fs::read_to_string(example(f)).unwrap();
+        let r = read(text.as_bytes()).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert_eq!(r.documents, [Where::Part(1)], "{f}");
+        assert_eq!(r.taints, None, "{f}: the agent sets the taints");
+    }
+}
+
+#[test]
 fn the_schema_matches_the_types() {
     let path = manifest_dir().join("docs/config.schema.json");
     let want = eks_nodeinit::config::json_schema();

@@ -201,7 +201,7 @@ fn al2023_user_data_without_a_nodeconfig_is_warned_about() {
         ),
     ] {
         let s = ImdsServer::start();
-        s.state.lock().unwrap().user_data = user_data.map(String::from);
+        s.state.lock().unwrap().user_data = user_data.map(|u| u.as_bytes().to_vec());
         let out = dry_run_via_imds(&s, root.path());
         assert!(out.status.success());
         let o = common::stdout(&out);
@@ -225,4 +225,55 @@ fn dry_run_via_imds(s: &ImdsServer, root: &std::path::Path) -> std::process::Out
             .arg("--root")
             .arg(root),
     )
+}
+
+#[test]
+fn al2023_gzipped_mime_user_data_taints_are_carried_into_the_dropin() {
+    // Issue 11 item 7 through IMDS: EC2 serves gzip'd user data as it is; nodeadm gunzips it, and
+    // so does the agent, which then carries the NodeConfig part's taints into the drop-in's one
+    // --register-with-taints (kubelet keeps only the last such flag).
+    use std::io::Write as _;
+    let ca = "RkFLRS1VU0VSLURBVEEtQ0EtZm9yLXRlc3RzLW9ubHkK";
+    let mime = format!(
+        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: text/x-shellscript\n\n#!/bin/bash\n# token=user-data-secret-7f3a\n--BOUNDARY\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: prod-eu\n    certificateAuthority: {ca}\n  kubelet:\n    config:\n      registerWithTaints:\n        - key: team\n          value: data\n          effect: NoSchedule\n    flags: [--v=2]\n--BOUNDARY--\n"
+    );
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(mime.as_bytes()).unwrap();
+    let gz = gz.finish().unwrap();
+    let root = common::sample_root("al2023-root");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false});
+        v["taints"] = serde_json::json!(["dedicated=infra:NoSchedule"]);
+    });
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().user_data = Some(gz);
+    let out = common::run(
+        common::cmd()
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
+            .args(["init", "--config"])
+            .arg(&cfg)
+            .arg("--root")
+            .arg(root.path()),
+    );
+    assert!(out.status.success());
+    let nc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("etc/eks/nodeadm.d/10-eks-nodeinit.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        nc["spec"]["kubelet"]["flags"][1],
+        "--register-with-taints=team=data:NoSchedule,dedicated=infra:NoSchedule"
+    );
+    let o = common::stdout(&out);
+    assert!(!o.contains("user data holds no NodeConfig"), "{o}");
+    let report =
+        std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap();
+    for text in [o, common::stderr(&out), report] {
+        assert!(!text.contains(ca), "the user data's CA is never printed");
+        assert!(
+            !text.contains("user-data-secret-7f3a"),
+            "nor the rest of it"
+        );
+    }
 }

@@ -158,17 +158,13 @@ fn one_hand_off_while_bootstrap_sh_runs_and_none_after_it() {
     // bootstrap.sh ran went all the way through and exec'd a second bootstrap.sh.
     let root = sample_root("al2-root");
     let r = root.path();
-    std::fs::write(
-        r.join("etc/eks/bootstrap.sh"),
-        "#!/bin/sh\necho run >> \"$(dirname \"$0\")/runs.txt\"\nsleep 2\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        r.join("etc/eks/bootstrap.sh"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
+    install_bootstrap(
+        r,
+        &bootstrap_standin(
+            BOOTSTRAP_OPTIONS,
+            "echo run >> \"$(dirname \"$0\")/runs.txt\"\nsleep 2\n",
+        ),
+    );
     let cfg = config_with(r, "c.json", no_tagging);
     let first = cmd()
         .args(["init", "--metadata"])
@@ -396,10 +392,11 @@ fn validate_command_exit_codes() {
 }
 
 #[test]
-fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
+fn an_unwritable_directory_found_mid_apply_changes_nothing_and_stops_before_the_hand_off() {
     // A write that fails after a clean plan: the agent runs as an unprivileged user (nobody)
     // who can read the node root and write the sysctl, the lock and the report, but not
-    // /etc/sysctl.d.
+    // /etc/sysctl.d. Apply is two-phase: every new file is written beside its target first, so
+    // the failure surfaces before the live sysctl (or any file) has changed.
     if !nix::unistd::geteuid().is_root() {
         eprintln!("SKIP: needs root to run the agent as another user");
         return;
@@ -437,6 +434,7 @@ fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
     let md = r.join("metadata.json");
     std::fs::copy(example("metadata.json"), &md).unwrap();
     mode(&md, 0o644);
+    let before = snapshot(r);
     let out = run(std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .args(agent_argv(&agent))
@@ -454,24 +452,24 @@ fn a_failed_step_is_recorded_and_stops_before_the_hand_off() {
     assert!(!argv_file.exists(), "no hand-off after a failed step");
     let rep = report(r);
     let steps = rep["steps"].as_array().unwrap();
-    assert_eq!(
-        steps[0]["step"],
-        "sysctl fs.inotify.max_user_watches=524288"
-    );
-    assert_eq!(
-        steps[0]["outcome"], "done",
-        "the sysctl was set first: {rep:#}"
-    );
+    assert_eq!(steps.len(), 1, "{rep:#}");
+    assert_eq!(steps[0]["step"], "prepare");
+    let outcome = steps[0]["outcome"].as_str().unwrap();
     assert!(
-        steps.last().unwrap()["outcome"]
-            .as_str()
-            .unwrap()
-            .starts_with("failed: cannot write"),
+        outcome.starts_with("failed: nothing was changed: cannot write")
+            && outcome.contains("etc/sysctl.d"),
         "{rep:#}"
+    );
+    let mut after = snapshot(r);
+    after.remove(std::path::Path::new("var/lib/eks-nodeinit/report.json"));
+    assert_eq!(
+        after, before,
+        "nothing changed but the report (no temp file either)"
     );
     assert_eq!(
         std::fs::read_to_string(r.join("proc/sys/fs/inotify/max_user_watches")).unwrap(),
-        "524288\n"
+        "8192\n",
+        "the live value was not touched"
     );
 }
 
@@ -495,4 +493,85 @@ fn an_unreadable_current_file_is_a_finding_not_absent() {
         "{err}"
     );
     assert_eq!(before, snapshot(root.path()));
+}
+
+/// A fake CA and a marker that live only in the user data: neither may ever be printed.
+const UD_CA: &str = "RkFLRS1VU0VSLURBVEEtQ0EtZm9yLXRlc3RzLW9ubHkK";
+const UD_MARKER: &str = "user-data-secret-7f3a";
+
+/// A metadata file like examples/metadata.json whose `userData` is MIME user data: a NodeConfig
+/// part registering `taints` (with the cluster CA), then a script part.
+fn metadata_with_user_data(dir: &std::path::Path, taints: &str) -> std::path::PathBuf {
+    let ud = format!(
+        "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"//\"\r\n\r\n--//\r\nContent-Type: application/node.eks.aws\r\n\r\n---\r\napiVersion: node.eks.aws/v1alpha1\r\nkind: NodeConfig\r\nspec:\r\n  cluster:\r\n    name: prod-eu\r\n    certificateAuthority: {UD_CA}\r\n  kubelet:\r\n    flags:\r\n      - --register-with-taints={taints}\r\n\r\n--//\r\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\r\n\r\n#!/bin/bash\r\n# token={UD_MARKER}\r\neks-nodeinit init\r\n--//--\r\n"
+    );
+    let text = std::fs::read_to_string(example("metadata.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["userData"] = ud.into();
+    let p = dir.join("metadata.json");
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    p
+}
+
+fn assert_user_data_unprinted(out: &std::process::Output, root: &std::path::Path) {
+    let report =
+        std::fs::read_to_string(root.join("var/lib/eks-nodeinit/report.json")).unwrap_or_default();
+    for (what, text) in [
+        ("stdout", stdout(out)),
+        ("stderr", stderr(out)),
+        ("report", report),
+    ] {
+        for secret in [UD_CA, UD_MARKER] {
+            assert!(!text.contains(secret), "the user data shows in {what}");
+        }
+    }
+}
+
+#[test]
+fn al2023_user_data_taints_survive_the_agents_register_with_taints() {
+    // Issue 11 item 7: kubelet keeps only the last --register-with-taints and nodeadm appends the
+    // drop-in's flags after the user data's, so the drop-in's flag carries the user data's
+    // taints too.
+    let root = sample_root("al2023-root");
+    let md = metadata_with_user_data(root.path(), "team=data:NoSchedule,gpu:NoExecute");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        no_tagging(v);
+        v["nodeGroup"]["role"] = "master".into();
+    });
+    let dry = init_with(root.path(), &cfg, &md, &["--dry-run"]);
+    assert!(dry.status.success());
+    assert!(stdout(&dry).contains("carries the user data's 2 taints (kubelet.flags[0] of the NodeConfig in MIME part 1 of the user data)"));
+    assert_user_data_unprinted(&dry, root.path());
+    let out = init_with(root.path(), &cfg, &md, &[]);
+    assert!(out.status.success());
+    let nc: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("etc/eks/nodeadm.d/10-eks-nodeinit.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        nc["spec"]["kubelet"]["flags"][1],
+        "--register-with-taints=team=data:NoSchedule,gpu:NoExecute,CriticalAddonsOnly=true:NoSchedule"
+    );
+    assert_user_data_unprinted(&out, root.path());
+}
+
+#[test]
+fn al2023_conflicting_user_data_taint_changes_nothing() {
+    let root = sample_root("al2023-root");
+    let md = metadata_with_user_data(root.path(), "CriticalAddonsOnly=false:NoSchedule");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        no_tagging(v);
+        v["nodeGroup"]["role"] = "master".into();
+    });
+    let before = snapshot(root.path());
+    let out = init_with(root.path(), &cfg, &md, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("taints: taint `CriticalAddonsOnly:NoSchedule` is given different values by the user data (kubelet.flags[0] of the NodeConfig in MIME part 1 of the user data) and by the config"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(before, snapshot(root.path()), "nothing changed");
+    assert_user_data_unprinted(&out, root.path());
 }

@@ -7,17 +7,35 @@ use std::path::PathBuf;
 use eks_nodeinit::aspects::{bootstrap, kubelet_config, logind, nodeconfig, sysctls};
 use eks_nodeinit::config::parse;
 use eks_nodeinit::facts::{
-    Facts, Family, FamilyFact, FileFact, InstanceTags, KubeletFact, TagState,
+    ExecLimits, Facts, Family, FamilyFact, FileFact, InstanceTags, KubeletFact, TagState,
 };
 use eks_nodeinit::metadata::Metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
+use eks_nodeinit::userdata::UserDataFact;
 use serde_json::json;
+
+mod common;
+use common::{bootstrap_standin, BOOTSTRAP_OPTIONS};
 
 fn spec(edit: impl FnOnce(&mut serde_json::Value)) -> Spec {
     let mut v = json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g", "role": "scaler"}});
     edit(&mut v);
     spec::from_config(&parse(&v.to_string(), "t.json").unwrap()).unwrap()
+}
+
+/// The user data as nodeadm would read it from these bytes.
+fn user_data(text: &str) -> UserDataFact {
+    UserDataFact::from_bytes(Some(text.as_bytes()))
+}
+
+/// MIME user data: a shell script part, then a NodeConfig part with these kubelet flags.
+fn nodeconfig_part(flags: &[&str]) -> String {
+    let flags: Vec<String> = flags.iter().map(|f| format!("      - \"{f}\"\n")).collect();
+    format!(
+        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: text/x-shellscript\n\n#!/bin/sh\n--//\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: prod\n  kubelet:\n    flags:\n      - --v=2\n{}--//--\n",
+        flags.concat()
+    )
 }
 
 fn instance() -> Metadata {
@@ -27,7 +45,7 @@ fn instance() -> Metadata {
         instance_type: "m6i.large".into(),
         region: "eu-west-1".into(),
         availability_zone: "eu-west-1a".into(),
-        user_data_has_node_config: Some(true),
+        user_data: user_data(&nodeconfig_part(&[])),
         ..Default::default()
     }
 }
@@ -47,6 +65,12 @@ fn facts(family: Family) -> Facts {
         files: BTreeMap::new(),
         dirs: BTreeMap::new(),
         exists: BTreeMap::new(),
+        executable: BTreeMap::new(),
+        exec_limits: ExecLimits {
+            arg_max: Some(2_097_152),
+            max_arg_strlen: Some(131_072),
+            env_bytes: 0,
+        },
     }
 }
 
@@ -54,6 +78,7 @@ fn absent() -> FileFact {
     FileFact {
         content: Ok(None),
         mode: None,
+        link: None,
     }
 }
 
@@ -61,6 +86,7 @@ fn file(text: &str) -> FileFact {
     FileFact {
         content: Ok(Some(text.into())),
         mode: Some(0o640),
+        link: None,
     }
 }
 
@@ -183,6 +209,7 @@ fn sysctls_change_noop_unreadable_and_protected() {
         FileFact {
             content: Err("cannot read x: Permission denied".into()),
             mode: None,
+            link: None,
         },
     );
     let e = errors(&s, &f);
@@ -200,8 +227,15 @@ fn sysctls_change_noop_unreadable_and_protected() {
 }
 
 fn al2(kubelet_text: &str) -> Facts {
+    al2_with(kubelet_text, &bootstrap_standin(BOOTSTRAP_OPTIONS, ""))
+}
+
+/// AL2 facts whose bootstrap.sh is `script` (executable).
+fn al2_with(kubelet_text: &str, script: &str) -> Facts {
     let mut f = node(Family::Al2, &[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
     f.files.insert(bootstrap::MARKER.into(), absent());
+    f.files.insert("/etc/eks/bootstrap.sh".into(), file(script));
+    f.executable.insert("/etc/eks/bootstrap.sh".into(), true);
     let shown = "/etc/kubernetes/kubelet/kubelet-config.json";
     f.kubelet = Some(KubeletFact {
         shown: shown.into(),
@@ -328,7 +362,7 @@ fn handoffs_per_family_and_undetected_family() {
     let p = plan::build(&s, &f).unwrap();
     assert_eq!(p.changes(), 0);
     // No NodeConfig in the user data, no nodeadm: warnings.
-    f.instance.as_mut().unwrap().user_data_has_node_config = Some(false);
+    f.instance.as_mut().unwrap().user_data = user_data("#!/bin/sh\n");
     f.exists.clear();
     let p = plan::build(&s, &f).unwrap();
     assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
@@ -384,4 +418,279 @@ fn spec_is_checked_once_and_plans_need_one() {
         partial.sysctls.is_empty(),
         "a refused entry is left out of the spec"
     );
+}
+
+fn exec_argv(p: &Plan) -> Vec<String> {
+    match p.steps.last() {
+        Some(Step::ExecBootstrap { argv }) => argv.clone(),
+        _ => panic!("no hand-off: {:?}", steps(p)),
+    }
+}
+
+#[test]
+fn an_older_bootstrap_sh_gets_the_dns_address_instead_of_the_cidr_flag() {
+    // Before amazon-eks-ami PR #2264 (2025-05) bootstrap.sh had no --service-ipv4-cidr: the
+    // flag and the CIDR became positional words and were lost. The node's own script is read.
+    let before_2264: Vec<&str> = BOOTSTRAP_OPTIONS
+        .iter()
+        .copied()
+        .filter(|o| *o != "--service-ipv4-cidr")
+        .collect();
+    let old = bootstrap_standin(&before_2264, "");
+    let s = spec(|v| v["cluster"]["cidr"] = "10.100.0.0/16".into());
+    let argv = exec_argv(&plan::build(&s, &al2_with("{}", &old)).unwrap());
+    assert!(
+        argv.windows(2)
+            .any(|w| w == ["--dns-cluster-ip", "10.100.0.10"]),
+        "{argv:?}"
+    );
+    assert!(!argv.iter().any(|a| a == "--service-ipv4-cidr"));
+    // The operator's own --dns-cluster-ip stands.
+    let s2 = spec(|v| {
+        v["cluster"]["cidr"] = "10.100.0.0/16".into();
+        v["handoff"] = json!({"extraBootstrapArgs": ["--dns-cluster-ip", "10.100.0.53"]});
+    });
+    let argv = exec_argv(&plan::build(&s2, &al2_with("{}", &old)).unwrap());
+    assert_eq!(argv.iter().filter(|a| *a == "--dns-cluster-ip").count(), 1);
+    assert!(argv
+        .windows(2)
+        .any(|w| w == ["--dns-cluster-ip", "10.100.0.53"]));
+    // Older still (no --dns-cluster-ip either, 2019): refused, naming the field.
+    let ancient = bootstrap_standin(
+        &[
+            "--b64-cluster-ca",
+            "--apiserver-endpoint",
+            "--kubelet-extra-args",
+            "--container-runtime",
+        ],
+        "",
+    );
+    let e = errors(&s, &al2_with("{}", &ancient));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].starts_with("cluster.cidr: /etc/eks/bootstrap.sh has no `--dns-cluster-ip` option (nor --service-ipv4-cidr)"), "{e:?}");
+    // IPv6 needs --service-ipv6-cidr (2021-10).
+    let s6 = spec(|v| v["cluster"]["cidr"] = "fd00:10:96::/112".into());
+    let e = errors(&s6, &al2_with("{}", &ancient));
+    assert!(
+        e.iter()
+            .any(|x| x.contains("no `--service-ipv6-cidr` option")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_bootstrap_sh_that_cannot_be_read_or_run_is_a_finding() {
+    let s = spec(|_| {});
+    let mut f = al2("{}");
+    f.executable.insert("/etc/eks/bootstrap.sh".into(), false);
+    f.files
+        .get_mut(std::path::Path::new("/etc/eks/bootstrap.sh"))
+        .unwrap()
+        .mode = Some(0o644);
+    let e = errors(&s, &f);
+    assert_eq!(e, ["handoff.bootstrapPath: /etc/eks/bootstrap.sh is not executable (mode 0644): the hand-off would fail with `Permission denied` after every change; make it executable (chmod 0755) in the AMI"]);
+    let f = al2_with("{}", "#!/bin/sh\nexec /usr/local/bin/join \"$@\"\n");
+    let e = errors(&s, &f);
+    assert!(e[0].starts_with("handoff.bootstrapPath: cannot read the options of /etc/eks/bootstrap.sh: has no `case $key in`"), "{e:?}");
+}
+
+#[test]
+fn extra_bootstrap_args_are_read_as_the_node_script_reads_them() {
+    // The config's words against the newest script: tests/faults.rs (through the binary).
+    // Valid for the newest script, unknown to this node's: refused at plan time.
+    let s = spec(|v| v["handoff"] = json!({"extraBootstrapArgs": ["--local-disks", "raid0"]}));
+    let no_disks: Vec<&str> = BOOTSTRAP_OPTIONS
+        .iter()
+        .copied()
+        .filter(|o| *o != "--local-disks")
+        .collect();
+    let e = errors(&s, &al2_with("{}", &bootstrap_standin(&no_disks, "")));
+    assert!(e[0].starts_with("handoff.extraBootstrapArgs[0]: `--local-disks` is not an option of /etc/eks/bootstrap.sh"), "{e:?}");
+    assert!(plan::build(&s, &al2("{}")).is_ok());
+}
+
+#[test]
+fn an_argv_execve_would_refuse_is_a_finding_before_any_change() {
+    // One word over MAX_ARG_STRLEN: validate accepted it, everything was applied, then E2BIG.
+    let s = spec(|v| v["kubelet"] = json!({"extraArgs": [format!("--v={}", "9".repeat(131_072))]}));
+    let e = errors(&s, &al2("{}"));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with(
+            "handoff: the --kubelet-extra-args value (labels, taints and kubelet.extraArgs) is 131"
+        ) && e[0].contains("bytes; Linux passes at most 131071 bytes per argument"),
+        "{e:?}"
+    );
+    // The whole argv and environment over ARG_MAX.
+    let s = spec(|v| v["kubelet"] = json!({"extraArgs": [format!("--v={}", "9".repeat(100_000))]}));
+    let mut f = al2("{}");
+    f.exec_limits.env_bytes = 2_000_000;
+    let e = errors(&s, &f);
+    assert!(e[0].contains("(ARG_MAX)"), "{e:?}");
+    f.exec_limits.env_bytes = 0;
+    assert!(errors(&s, &f).is_empty());
+}
+
+/// The drop-in's kubelet flags in this plan.
+fn dropin_flags(p: &Plan) -> Vec<String> {
+    let new = p
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::File { path, new, .. } if path == std::path::Path::new(nodeconfig::DROPIN) => {
+                Some(new.clone())
+            }
+            _ => None,
+        })
+        .expect("a drop-in step");
+    let doc: serde_json::Value = serde_json::from_str(&new).unwrap();
+    doc["spec"]["kubelet"]["flags"]
+        .as_array()
+        .map(|a| a.iter().map(|f| f.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn nodeadm_note(p: &Plan) -> String {
+    p.steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Nodeadm { note, .. } => Some(note.clone()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// AL2023 facts whose user data is `text`.
+fn al2023_with_user_data(text: &str) -> Facts {
+    let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
+    f.instance.as_mut().unwrap().user_data = user_data(text);
+    f
+}
+
+#[test]
+fn user_data_taints_are_carried_into_the_one_register_with_taints() {
+    // Issue 11 item 7: kubelet keeps only the last --register-with-taints, and the drop-in's
+    // flags come after the user data's, so the agent's flag must hold both sets.
+    let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule"]));
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=team=a:NoSchedule,gpu:NoExecute",
+    ]));
+    let p = plan::build(&s, &f).unwrap();
+    assert_eq!(
+        dropin_flags(&p),
+        [
+            "--node-labels=node.kubernetes.io/role=scaler",
+            "--register-with-taints=team=a:NoSchedule,gpu:NoExecute,dedicated=infra:NoSchedule"
+        ]
+    );
+    let note = nodeadm_note(&p);
+    assert!(
+        note.contains("carries the user data's 2 taints (kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data)"),
+        "{note}"
+    );
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // Taints in kubelet.config.registerWithTaints count too (without a flag overriding them).
+    let ud = nodeconfig_part(&[]).replace(
+        "      - --v=2\n",
+        "      - --v=2\n    config:\n      registerWithTaints:\n        - {key: team, value: b, effect: NoExecute}\n",
+    );
+    let p = plan::build(&s, &al2023_with_user_data(&ud)).unwrap();
+    assert_eq!(
+        dropin_flags(&p)[1],
+        "--register-with-taints=team=b:NoExecute,dedicated=infra:NoSchedule"
+    );
+    assert!(nodeadm_note(&p)
+        .contains("kubelet.config.registerWithTaints of the NodeConfig in MIME part 2"));
+}
+
+#[test]
+fn the_same_user_data_taint_is_carried_once() {
+    let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule", "b:NoExecute"]));
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints",
+        "dedicated=infra:NoSchedule,a:NoSchedule",
+    ]));
+    let p = plan::build(&s, &f).unwrap();
+    assert_eq!(
+        dropin_flags(&p)[1],
+        "--register-with-taints=dedicated=infra:NoSchedule,a:NoSchedule,b:NoExecute"
+    );
+}
+
+#[test]
+fn conflicting_or_invalid_user_data_taints_are_findings() {
+    let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule"]));
+    // Same key and effect, another value: a finding naming the part and `taints`.
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=dedicated=batch:NoSchedule",
+    ]));
+    let e = errors(&s, &f);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("taints: taint `dedicated:NoSchedule` is given different values by the user data (kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data) and by the config"),
+        "{e:?}"
+    );
+    assert!(plan::build(&s, &f).is_err(), "nothing is planned");
+    // The same key with another effect is another taint.
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=dedicated=batch:NoExecute",
+    ]));
+    assert!(plan::build(&s, &f).is_ok());
+    // A user-data taint kubelet refuses: a finding that does not echo it.
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=ok:NoSchedule,secret-looking-value:Never",
+    ]));
+    let e = errors(&s, &f);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with(
+            "taints: taint 2 of kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data"
+        ),
+        "{e:?}"
+    );
+    assert!(e[0].contains("effect is not one of"), "{e:?}");
+    assert!(!e[0].contains("secret-looking-value"), "{e:?}");
+    // User data nodeadm cannot read: with taints a finding (the agent cannot tell what it
+    // would drop), without them a warning.
+    let broken = nodeconfig_part(&[]).replace("kind: NodeConfig", "kind: [NodeConfig");
+    let e = errors(&s, &al2023_with_user_data(&broken));
+    assert!(
+        e[0].starts_with(
+            "taints: MIME part 2 of the user data is not a NodeConfig nodeadm can decode"
+        ),
+        "{e:?}"
+    );
+    let none = spec(|v| v["taints"] = json!([]));
+    let p = plan::build(&none, &al2023_with_user_data(&broken)).unwrap();
+    assert!(
+        p.warnings[0].starts_with("nodeadm cannot read the instance's user data: MIME part 2"),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn without_agent_taints_the_user_data_taints_stand() {
+    let s = spec(|v| v["taints"] = json!([]));
+    let f = al2023_with_user_data(&nodeconfig_part(&[
+        "--register-with-taints=team=a:NoSchedule",
+    ]));
+    let p = plan::build(&s, &f).unwrap();
+    let flags = dropin_flags(&p);
+    assert!(
+        !flags
+            .iter()
+            .any(|f| f.starts_with("--register-with-taints")),
+        "{flags:?}"
+    );
+    assert!(!nodeadm_note(&p).contains("taint"));
+    // With no NodeConfig or no taints in the user data, the agent's taints go alone, as before.
+    let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule"]));
+    for ud in ["#!/bin/sh\n".to_string(), nodeconfig_part(&[])] {
+        let p = plan::build(&s, &al2023_with_user_data(&ud)).unwrap();
+        assert_eq!(
+            dropin_flags(&p)[1],
+            "--register-with-taints=dedicated=infra:NoSchedule"
+        );
+    }
 }

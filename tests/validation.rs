@@ -1,5 +1,7 @@
 //! The validation table: every rule, with good and bad cases, checked through the public API.
 
+mod common;
+
 use eks_nodeinit::aspects::sysctls::check_key as check_sysctl_key;
 use eks_nodeinit::config::parse;
 use eks_nodeinit::k8s::{check_kubelet_self_label, check_qualified_name, parse_taint};
@@ -376,4 +378,51 @@ fn numbers_that_overflowed_are_refused_by_range() {
         v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "9223372036854775808ns"})
     });
     assert_one(&f, "kubelet.shutdownGracePeriod", "too large");
+}
+
+#[test]
+fn every_echoed_value_is_escaped_and_truncated() {
+    // A value with a newline, a carriage return and a terminal escape, 5,000 characters long,
+    // in every string field: each finding stays on one line, shows at most ECHO_MAX characters
+    // of it, and the cluster CA (a secret) is never echoed at all.
+    let h = format!("A\nB\r\u{1b}[31m{}", "x".repeat(5000));
+    let ca = format!("SECRET\n{}", "y".repeat(5000));
+    let v = serde_json::json!({
+        "cluster": {
+            "name": h, "apiServerEndpoint": h, "certificateAuthority": ca, "cidr": h,
+            "containerRuntime": h
+        },
+        "nodeGroup": {"name": h, "role": "scaler"},
+        "labels": {h.clone(): h, "example.com/ok": h},
+        "taints": [h],
+        "sysctls": {h.clone(): 1, "vm.max_map_count": h},
+        "kubelet": {
+            "shutdownGracePeriod": h, "shutdownGracePeriodCriticalPods": h,
+            "configPath": h, "extraArgs": [h]
+        },
+        "handoff": {"bootstrapPath": h, "nodeadmPath": h, "extraBootstrapArgs": [h, "--x", h]},
+        "tagging": {"ec2Endpoint": h},
+        "imds": {"endpoint": h}
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.json");
+    std::fs::write(&p, v.to_string()).unwrap();
+    let out = common::run(common::cmd().args(["validate", "--config"]).arg(&p));
+    assert_eq!(out.status.code(), Some(3));
+    let err = common::stderr(&out);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.len() > 15, "a finding per field: {err}");
+    for l in &lines {
+        assert!(
+            l.starts_with("error: ") || l.starts_with("  - ") || l.is_empty(),
+            "a raw newline split a finding: {l:?}"
+        );
+        assert!(l.chars().count() < 800, "unbounded echo: {} chars", l.len());
+        assert!(!l.contains('\r') && !l.contains('\u{1b}'), "{l:?}");
+    }
+    assert!(
+        !err.contains("SECRET") && !err.contains("yyyy"),
+        "the CA was echoed"
+    );
+    assert!(err.len() < 40_000, "{} bytes of errors", err.len());
 }

@@ -47,6 +47,8 @@ pub struct Reads {
     pub conf_dirs: Vec<PathBuf>,
     /// Live sysctl values (keys already checked by the spec).
     pub sysctls: Vec<String>,
+    /// Files only asked about: may this process execute it?
+    pub executables: Vec<PathBuf>,
 }
 
 impl Reads {

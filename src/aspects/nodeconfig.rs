@@ -1,6 +1,12 @@
 //! The Amazon Linux 2023 hand-off: a nodeadm `NodeConfig` (`node.eks.aws/v1alpha1`) drop-in with
 //! the cluster block when configured, `kubelet.config` (image GC, shutdown periods) and
 //! `kubelet.flags` (labels, taints). nodeadm writes the kubelet config from it.
+//!
+//! Taints do not accumulate: nodeadm appends the drop-in's flags after the user data's, and
+//! kubelet keeps only the last `--register-with-taints` (a flag also overrides the config's
+//! `registerWithTaints`). So when the agent sets taints, its one flag carries the user data's
+//! taints ([`crate::userdata`]) first, then its own; a conflict, or user data it cannot read, is a
+//! finding. When it sets none, it adds no flag and the user data's stand.
 
 use std::path::PathBuf;
 
@@ -9,8 +15,10 @@ use serde_json::{json, Map, Value};
 use crate::config::HandoffSettings;
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
+use crate::k8s::Taint;
 use crate::plan::Step;
 use crate::spec::{check_node_path, Spec};
+use crate::userdata::{EffectiveTaints, UserDataError, UserDataFact};
 
 use super::{Aspect, Out, Reads};
 
@@ -50,9 +58,16 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
     let Some(old) = facts.current_file(DROPIN, "handoff", &mut out.findings) else {
         return;
     };
+    let user_data = facts
+        .instance
+        .as_ref()
+        .map_or(&UserDataFact::Unknown, |m| &m.user_data);
+    let Some(taints) = taints(&spec.registration.taints, user_data, &mut out.findings) else {
+        return;
+    };
     out.secrets
         .extend(spec.cluster.certificate_authority.iter().cloned());
-    let new = text(spec);
+    let new = text_with_taints(spec, &taints.all);
     if old.content.as_deref() != Some(new.as_str()) {
         out.steps.push(Step::File {
             purpose: "nodeadm NodeConfig drop-in".into(),
@@ -63,19 +78,28 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
             backup: None,
         });
     }
+    let mut note = String::from("nodeadm-run.service (after cloud-final.service) reads imds://user-data then file:///etc/eks/nodeadm.d/ and starts kubelet; the agent exits 0");
+    if let Some(from) = &taints.carried {
+        let n = from.entries.len();
+        note.push_str(&format!(
+            "; the drop-in's --register-with-taints carries the user data's {n} taint{} ({}) ahead of the config's, as kubelet keeps only the last such flag",
+            if n == 1 { "" } else { "s" },
+            from.source
+        ));
+    }
     out.steps.push(Step::Nodeadm {
         dropin: PathBuf::from(DROPIN),
-        note: "nodeadm-run.service (after cloud-final.service) reads imds://user-data then file:///etc/eks/nodeadm.d/ and starts kubelet; the agent exits 0".into(),
+        note,
     });
-    if facts
-        .instance
-        .as_ref()
-        .and_then(|m| m.user_data_has_node_config)
-        == Some(false)
-    {
-        out.warnings.push(
-            "the instance's user data holds no NodeConfig: nodeadm-run reads imds://user-data first and fails without one (\"could not find NodeConfig within UserData\"); add an application/node.eks.aws MIME part with at least the cluster block (examples/cloud-init/al2023-userdata.mime)".into(),
-        );
+    match user_data {
+        UserDataFact::Read(Err(UserDataError::NoNodeConfig(why))) => out.warnings.push(format!(
+            "the instance's user data holds no NodeConfig ({why}): nodeadm-run reads imds://user-data first and fails without one (\"could not find NodeConfig within UserData\"); add an application/node.eks.aws MIME part with at least the cluster block (examples/cloud-init/al2023-userdata.mime)"
+        )),
+        // With taints to merge this is a finding (see `taints`).
+        UserDataFact::Read(Err(e)) if spec.registration.taints.is_empty() => out.warnings.push(format!(
+            "nodeadm cannot read the instance's user data: {e}; nodeadm-run reads it first and fails on it: fix the user data"
+        )),
+        _ => {}
     }
     if !facts.exists(&spec.nodeconfig.nodeadm_path) {
         out.warnings.push(format!(
@@ -85,8 +109,120 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
     }
 }
 
-/// The NodeConfig document.
+/// The taints of the drop-in's `--register-with-taints`.
+#[derive(Debug, PartialEq)]
+pub struct Taints {
+    /// The user data's, then the config's not already among them.
+    pub all: Vec<Taint>,
+    /// The user data's taints, when there were any to carry.
+    pub carried: Option<EffectiveTaints>,
+}
+
+/// The drop-in's taints: `agent`'s alone when it sets none (no flag: the user data's stand) or
+/// the user data registers none; else the user data's followed by the agent's, each key and
+/// effect once. `None` with findings under `taints` when they cannot be merged: a key and effect
+/// with two values, a user-data taint kubelet would refuse, or user data nodeadm cannot read.
+pub fn taints(agent: &[Taint], user_data: &UserDataFact, f: &mut Findings) -> Option<Taints> {
+    let alone = || Taints {
+        all: agent.to_vec(),
+        carried: None,
+    };
+    if agent.is_empty() {
+        return Some(alone());
+    }
+    let what_to_do = "or give the config `\"taints\": []` (which also drops a role's preset taints) so that the user data's stand alone";
+    let carried = match user_data {
+        UserDataFact::Unknown | UserDataFact::Read(Err(UserDataError::NoNodeConfig(_))) => {
+            return Some(alone())
+        }
+        UserDataFact::Read(Err(e)) => {
+            f.push(
+                FIELD,
+                format!(
+                    "{e}. The agent carries the user data's taints into its --register-with-taints (kubelet keeps only the last such flag) and cannot tell which it would drop: fix the user data (nodeadm fails on it too), {what_to_do}"
+                ),
+            );
+            return None;
+        }
+        UserDataFact::Read(Ok(nc)) => match &nc.taints {
+            None => return Some(alone()),
+            Some(t) => t,
+        },
+    };
+    let mut all: Vec<Taint> = Vec::new();
+    let mut ok = true;
+    for (i, entry) in carried.entries.iter().enumerate() {
+        match entry {
+            Err(why) => {
+                f.push(
+                    FIELD,
+                    format!(
+                        "taint {} of {} (the user data's, which the agent carries into its --register-with-taints) is one kubelet refuses: {why}; fix it in the user data, {what_to_do}",
+                        i + 1,
+                        carried.source
+                    ),
+                );
+                ok = false;
+            }
+            Ok(t) => ok &= add(&mut all, t, true, &carried.source, f, what_to_do),
+        }
+    }
+    for t in agent {
+        ok &= add(&mut all, t, false, &carried.source, f, what_to_do);
+    }
+    ok.then(|| Taints {
+        all,
+        carried: Some(carried.clone()),
+    })
+}
+
+/// The config field taint findings name.
+const FIELD: &str = "taints";
+
+/// Add `t` (from the user data at `source`, else the config) unless the same taint is there;
+/// a different value for its key and effect is a finding (kubelet registers one taint per key
+/// and effect). The user data's taints come first, so a clash is within the user data or between
+/// it and the config.
+fn add(
+    all: &mut Vec<Taint>,
+    t: &Taint,
+    from_user_data: bool,
+    source: &str,
+    f: &mut Findings,
+    what_to_do: &str,
+) -> bool {
+    match all.iter().find(|x| x.key == t.key && x.effect == t.effect) {
+        None => {
+            all.push(t.clone());
+            true
+        }
+        Some(x) if x.value == t.value => true,
+        Some(_) => {
+            let by = if from_user_data {
+                format!("twice in the user data ({source})")
+            } else {
+                format!("by the user data ({source}) and by the config")
+            };
+            f.push(
+                FIELD,
+                format!(
+                    "taint `{}:{}` is given different values {by}; kubelet registers one taint per key and effect, and the agent carries the user data's taints into its --register-with-taints: keep one value in one place, {what_to_do}",
+                    crate::text::printable(&t.key),
+                    t.effect
+                ),
+            );
+            false
+        }
+    }
+}
+
+/// The NodeConfig document with the config's taints alone.
 pub fn document(spec: &Spec) -> Value {
+    document_with_taints(spec, &spec.registration.taints)
+}
+
+/// The NodeConfig document, its `--register-with-taints` holding `taints`.
+pub fn document_with_taints(spec: &Spec, taints: &[Taint]) -> Value {
     let c = &spec.cluster;
     let mut cluster = Map::new();
     cluster.insert("name".into(), json!(c.name));
@@ -109,7 +245,9 @@ pub fn document(spec: &Spec) -> Value {
     if !cfg.is_empty() {
         kubelet.insert("config".into(), Value::Object(cfg));
     }
-    let flags = spec.registration.kubelet_flags();
+    let mut registration = spec.registration.clone();
+    registration.taints = taints.to_vec();
+    let flags = registration.kubelet_flags();
     if !flags.is_empty() {
         kubelet.insert("flags".into(), json!(flags));
     }
@@ -125,8 +263,15 @@ pub fn document(spec: &Spec) -> Value {
     })
 }
 
+/// The drop-in with the config's taints alone.
 pub fn text(spec: &Spec) -> String {
-    let mut s = serde_json::to_string_pretty(&document(spec)).unwrap_or_default();
+    text_with_taints(spec, &spec.registration.taints)
+}
+
+/// The drop-in, its `--register-with-taints` holding `taints`.
+pub fn text_with_taints(spec: &Spec, taints: &[Taint]) -> String {
+    let mut s =
+        serde_json::to_string_pretty(&document_with_taints(spec, taints)).unwrap_or_default();
     s.push('\n');
     s
 }

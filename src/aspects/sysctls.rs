@@ -216,30 +216,75 @@ pub fn read_live(root: &Path, key: &str) -> Result<String, SysctlError> {
         })
 }
 
-/// Set a live value. On procfs the kernel takes a value from one `write`: it is written in one
-/// call and a short write is an error. Anywhere else (a test root, a copy of /proc) the file is
-/// replaced atomically, so no reader ever sees it empty.
+/// Set a live value now (see [`prepare_live`]).
 pub fn write_live(root: &Path, key: &str, value: &str) -> Result<(), SysctlError> {
+    prepare_live(root, key, value)?.apply()
+}
+
+/// A live value ready to set, everything that can fail before the write already done: on
+/// procfs the file is open for writing (nothing written), anywhere else (a test root, a copy of
+/// /proc) its replacement is staged beside it.
+#[derive(Debug)]
+pub struct PreparedSysctl {
+    key: String,
+    path: PathBuf,
+    line: String,
+    target: LiveTarget,
+}
+
+#[derive(Debug)]
+enum LiveTarget {
+    Proc(std::fs::File),
+    Staged(crate::fsutil::Staged),
+}
+
+pub fn prepare_live(root: &Path, key: &str, value: &str) -> Result<PreparedSysctl, SysctlError> {
     let path = proc_path(root, key);
-    let werr = |source| SysctlError::Write {
-        key: key.into(),
-        path: path.clone(),
-        source,
-    };
     let line = format!("{value}\n");
     let procfs = nix::sys::statfs::statfs(&path)
         .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
-    if !procfs {
-        return Ok(crate::fsutil::write_atomic(&path, line.as_bytes(), 0o644)?);
-    }
-    let mut f = OpenOptions::new().write(true).open(&path).map_err(werr)?;
-    match f.write(line.as_bytes()) {
-        Ok(n) if n == line.len() => Ok(()),
-        Ok(n) => Err(werr(std::io::Error::other(format!(
-            "the kernel took {n} of {} bytes",
-            line.len()
-        )))),
-        Err(e) => Err(werr(e)),
+    let target = if procfs {
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|source| SysctlError::Write {
+                key: key.into(),
+                path: path.clone(),
+                source,
+            })?;
+        LiveTarget::Proc(f)
+    } else {
+        LiveTarget::Staged(crate::fsutil::stage(&path, line.as_bytes(), 0o644)?)
+    };
+    Ok(PreparedSysctl {
+        key: key.into(),
+        path,
+        line,
+        target,
+    })
+}
+
+impl PreparedSysctl {
+    /// Set it. On procfs the kernel takes a value from one `write`: it is written in one call
+    /// and a short write is an error. Elsewhere the staged file replaces the old one atomically,
+    /// so no reader ever sees it empty.
+    pub fn apply(self) -> Result<(), SysctlError> {
+        let werr = |source| SysctlError::Write {
+            key: self.key.clone(),
+            path: self.path.clone(),
+            source,
+        };
+        match self.target {
+            LiveTarget::Staged(s) => Ok(s.commit()?),
+            LiveTarget::Proc(mut f) => match f.write(self.line.as_bytes()) {
+                Ok(n) if n == self.line.len() => Ok(()),
+                Ok(n) => Err(werr(std::io::Error::other(format!(
+                    "the kernel took {n} of {} bytes",
+                    self.line.len()
+                )))),
+                Err(e) => Err(werr(e)),
+            },
+        }
     }
 }
 

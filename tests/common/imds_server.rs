@@ -15,8 +15,9 @@ use hyper::{Request, Response, StatusCode};
 #[derive(Default)]
 pub struct State {
     pub data: BTreeMap<String, String>,
-    /// Served at /latest/user-data (404 when `None`).
-    pub user_data: Option<String>,
+    /// Served at /latest/user-data as these bytes (404 when `None`); EC2 serves gzip'd user
+    /// data as it is.
+    pub user_data: Option<Vec<u8>>,
     /// Served under /latest/dynamic/ (the instance identity document, for cloud-init).
     pub dynamic: BTreeMap<String, String>,
     /// `None`: instance-metadata tags are off.
@@ -157,7 +158,11 @@ async fn handle(
     }
     if path == "/latest/user-data" {
         return Ok(match &s.user_data {
-            Some(u) => reply(StatusCode::OK, u),
+            Some(u) => Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "application/octet-stream")
+                .body(Full::new(Bytes::from(u.clone())))
+                .unwrap(),
             None => reply(StatusCode::NOT_FOUND, ""),
         });
     }

@@ -64,29 +64,9 @@ pub fn sample_root(name: &str) -> tempfile::TempDir {
     d
 }
 
-/// The options of the newest AL2 bootstrap.sh (amazon-eks-ami, before AL2 support was removed),
-/// each taking one value. `--service-ipv4-cidr` is the newest (2025-05).
-pub const BOOTSTRAP_OPTIONS: &[&str] = &[
-    "--use-max-pods",
-    "--b64-cluster-ca",
-    "--apiserver-endpoint",
-    "--kubelet-extra-args",
-    "--enable-docker-bridge",
-    "--aws-api-retry-attempts",
-    "--docker-config-json",
-    "--containerd-config-file",
-    "--pause-container-account",
-    "--pause-container-version",
-    "--dns-cluster-ip",
-    "--container-runtime",
-    "--ip-family",
-    "--service-ipv4-cidr",
-    "--service-ipv6-cidr",
-    "--enable-local-outpost",
-    "--cluster-id",
-    "--mount-bpf-fs",
-    "--local-disks",
-];
+/// The options of the newest AL2 bootstrap.sh, each taking one value (checked against every
+/// upstream release's script; `--service-ipv4-cidr` is the newest, 2025-05).
+pub const BOOTSTRAP_OPTIONS: &[&str] = &eks_nodeinit::aspects::bootstrap::NEWEST_OPTIONS;
 
 /// A bootstrap.sh stand-in with the real script's option grammar (a `while`/`case $key in` loop:
 /// each option takes the next word, `-h | --help` exits 1, other words are positional, `$2` under

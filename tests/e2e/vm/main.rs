@@ -15,6 +15,14 @@
 #[path = "../../common/mod.rs"]
 mod common;
 
+/// What the guest's bootstrap.sh records per call: the unit it ran in (cgroup), then the argv
+/// one word per line.
+const GUEST_RECORD_ARGV: &str = r#"{
+  echo "bootstrap.sh cgroup=$(cut -d: -f3 /proc/self/cgroup | head -1) uptime=$(cut -d' ' -f1 /proc/uptime)"
+  for a in "$@"; do printf 'arg %s\n' "$a"; done
+} >> /var/lib/e2e/handoff.log
+"#;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -410,7 +418,7 @@ fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
         );
     }
     s.tags = Some(tags);
-    s.user_data = Some(sc.user_data.clone());
+    s.user_data = Some(sc.user_data.clone().into_bytes());
     ImdsServer::start_with(s)
 }
 
@@ -595,7 +603,13 @@ fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Path) -> Path
     );
     match sc.flavour {
         Flavour::Al2 => {
-            copy("bootstrap.sh", "etc/eks/bootstrap.sh", 0o755);
+            // A recording stand-in with the real script's option grammar, which fails as the
+            // real one does on a flag without its value (`$2` under nounset) or on --help.
+            write(
+                &root.join("etc/eks/bootstrap.sh"),
+                &common::bootstrap_standin(common::BOOTSTRAP_OPTIONS, GUEST_RECORD_ARGV),
+                0o755,
+            );
             write(
                 &under(&root, kubelet_config()),
                 &read_example("al2-root/etc/kubernetes/kubelet/kubelet-config.json"),
