@@ -67,6 +67,7 @@ pub async fn execute(
         family: Some(plan.family),
         started_at_unix_ms: now_ms(),
         warnings: plan.warnings.clone(),
+        discovery: plan.discovery.clone(),
         ..Default::default()
     };
     for w in &plan.warnings {

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::aspects::{kubelet_config, sysctls, Reads, REGISTRY};
 use crate::config::HandoffMode;
+use crate::discovery::{self, ClusterFact};
 use crate::ec2::Ec2;
 use crate::findings::Findings;
 use crate::fsutil::{self, under};
@@ -154,6 +155,8 @@ pub struct Facts {
     /// Whether this process may execute each path asked for (`access(X_OK)` on a regular file).
     pub executable: BTreeMap<PathBuf, bool>,
     pub exec_limits: ExecLimits,
+    /// The cluster's values as discovery left them (`None`: not run; the config's values alone).
+    pub cluster: Option<ClusterFact>,
 }
 
 impl Facts {
@@ -207,6 +210,7 @@ impl Facts {
                 .map(|p| (p.clone(), is_executable(&under(root, p))))
                 .collect(),
             exec_limits: ExecLimits::read(),
+            cluster: None,
             files,
             dirs,
             family,
@@ -237,40 +241,20 @@ impl Facts {
     /// A file the plan may replace. An unreadable file is a finding under `field` (the agent
     /// never overwrites what it cannot read), never "absent".
     pub fn current_file(&self, path: &str, field: &str, f: &mut Findings) -> Option<Current> {
-        match self.files.get(Path::new(path)) {
-            Some(FileFact {
-                link: Some(target), ..
-            }) => {
-                f.push(
-                    field,
-                    format!(
-                        "{path} is a symbolic link to {}: the agent replaces files atomically and will neither replace the link with a file nor write through it; make {path} a regular file",
-                        crate::text::printable(&target.display().to_string())
-                    ),
-                );
-                None
-            }
-            Some(FileFact {
-                content: Ok(c),
-                mode,
-                ..
-            }) => Some(Current {
-                content: c.clone(),
-                mode: *mode,
-            }),
-            Some(FileFact {
-                content: Err(e), ..
-            }) => {
-                f.push(
-                    field,
-                    format!("{e}; the agent will not overwrite a file it cannot read"),
-                );
-                None
-            }
-            None => {
-                f.push(field, format!("{path} was not read from the node"));
-                None
-            }
+        current_of(self.files.get(Path::new(path)), path, field, f)
+    }
+
+    /// These facts with the cluster as discovery found it.
+    pub fn with_cluster(mut self, cluster: ClusterFact) -> Facts {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// The cluster's values the hand-offs carry: the config's, with what discovery found.
+    pub fn cluster(&self, spec: &Spec) -> std::borrow::Cow<'_, ClusterFact> {
+        match &self.cluster {
+            Some(c) => std::borrow::Cow::Borrowed(c),
+            None => std::borrow::Cow::Owned(ClusterFact::from_spec(&spec.cluster)),
         }
     }
 
@@ -283,11 +267,57 @@ impl Facts {
     }
 }
 
+/// A file the plan may replace, as read (`None`: never read). An unreadable file or a link is
+/// a finding under `field` (the agent never overwrites what it cannot read), never "absent".
+pub fn current_of(
+    file: Option<&FileFact>,
+    path: &str,
+    field: &str,
+    f: &mut Findings,
+) -> Option<Current> {
+    match file {
+        Some(FileFact {
+            link: Some(target), ..
+        }) => {
+            f.push(
+                field,
+                format!(
+                    "{path} is a symbolic link to {}: the agent replaces files atomically and will neither replace the link with a file nor write through it; make {path} a regular file",
+                    crate::text::printable(&target.display().to_string())
+                ),
+            );
+            None
+        }
+        Some(FileFact {
+            content: Ok(c),
+            mode,
+            ..
+        }) => Some(Current {
+            content: c.clone(),
+            mode: *mode,
+        }),
+        Some(FileFact {
+            content: Err(e), ..
+        }) => {
+            f.push(
+                field,
+                format!("{e}; the agent will not overwrite a file it cannot read"),
+            );
+            None
+        }
+        None => {
+            f.push(field, format!("{path} was not read from the node"));
+            None
+        }
+    }
+}
+
 fn is_executable(p: &Path) -> bool {
     p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
 }
 
-fn read_file(root: &Path, p: &Path) -> FileFact {
+/// One file as found under `root`.
+pub fn read_file(root: &Path, p: &Path) -> FileFact {
     let full = under(root, p);
     FileFact {
         content: fsutil::read_optional(&full).map_err(|e| e.to_string()),
@@ -372,19 +402,31 @@ fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, String> {
     }
 }
 
-/// The instance: from `--metadata` or IMDS. With IMDS tags off and tagging on, the tags (and
-/// with them the ASG name and the current Name) come from one DescribeTags under the tagging
-/// budget; when that fails they stay unknown and tagging reads them again later.
+/// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
+/// waits only for the region, and makes no call on a cache hit). With IMDS tags off and tagging
+/// on, the tags (and with them the ASG name and the current Name) come from one DescribeTags
+/// under the tagging budget; when that fails they stay unknown and tagging reads them again
+/// later.
 pub async fn read_instance(
     metadata_file: Option<&Path>,
     spec: &Spec,
-) -> anyhow::Result<(Metadata, InstanceTags)> {
-    let mut md = match metadata_file {
-        Some(f) => metadata::load_file(f)?,
+    root: &Path,
+) -> anyhow::Result<(Metadata, InstanceTags, ClusterFact)> {
+    let (mut md, cluster) = match metadata_file {
+        Some(f) => {
+            let md = metadata::load_file(f)?;
+            let region = md.region.clone();
+            let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
+            (md, cluster)
+        }
         None => {
             let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
             let client = imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?;
-            imds::fetch(&client, spec.imds.deadline).await?
+            let (md, cluster) = tokio::join!(
+                imds::fetch(&client, spec.imds.deadline),
+                discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
+            );
+            (md?, cluster)
         }
     };
     tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
@@ -406,7 +448,7 @@ pub async fn read_instance(
             .clone()
             .or_else(|| t.get("aws:autoscaling:groupName").cloned());
     }
-    Ok((md, tags))
+    Ok((md, tags, cluster))
 }
 
 async fn describe_tags(md: &Metadata, endpoint: Option<&str>, budget: Duration) -> InstanceTags {

@@ -368,6 +368,20 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
     }
 }
 
+/// The instance's region alone, for a lookup that runs beside [`fetch`] (the token is shared).
+pub async fn region(client: &ImdsClient, deadline: Duration) -> Result<String, String> {
+    match tokio::time::timeout(deadline, client.get(&md("placement/region"))).await {
+        Ok(Ok(Some(r))) if !r.trim().is_empty() => Ok(r.trim().to_string()),
+        Ok(Ok(_)) => Err(format!("IMDS has no {}", md("placement/region"))),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "IMDS did not answer {} within {} ms",
+            md("placement/region"),
+            deadline.as_millis()
+        )),
+    }
+}
+
 /// Run futures concurrently and collect their outputs in order.
 async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
     join_vec(futs.map(Box::pin).collect()).await

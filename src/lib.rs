@@ -7,6 +7,7 @@
 pub mod aspects;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 pub mod duration;
 pub mod ec2;
 pub mod exec;

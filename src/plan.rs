@@ -21,9 +21,53 @@ pub struct Plan {
     pub family_reason: String,
     pub steps: Vec<Step>,
     pub warnings: Vec<String>,
+    /// Where the cluster's values came from, when discovery was asked for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<DiscoveryView>,
     /// Values never to print (the cluster CA): replaced by a digest in every rendering.
     #[serde(skip)]
     pub secrets: Vec<String>,
+}
+
+/// Discovery as the plan and the report show it: each value's source and the calls made.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryView {
+    pub values: Vec<ValueSource>,
+    pub from_cache: bool,
+    pub calls: crate::discovery::Calls,
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueSource {
+    pub field: String,
+    pub from: String,
+}
+
+impl DiscoveryView {
+    fn of(facts: &Facts) -> Option<DiscoveryView> {
+        let crate::discovery::Outcome::Found {
+            from_cache, calls, ..
+        } = &facts.cluster.as_ref()?.outcome
+        else {
+            return None;
+        };
+        Some(DiscoveryView {
+            values: facts
+                .cluster
+                .as_ref()?
+                .origins()
+                .into_iter()
+                .map(|(field, from)| ValueSource {
+                    field: format!("cluster.{field}"),
+                    from,
+                })
+                .collect(),
+            from_cache: *from_cache,
+            calls: *calls,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
@@ -138,7 +182,13 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         family_reason: family.reason,
         steps: out.steps,
         warnings: out.warnings,
-        secrets: out.secrets,
+        discovery: DiscoveryView::of(facts),
+        secrets: {
+            // Several aspects carry the CA: each secret once.
+            let mut seen = std::collections::BTreeSet::new();
+            out.secrets.retain(|s| seen.insert(s.clone()));
+            out.secrets
+        },
     })
 }
 
@@ -175,6 +225,10 @@ impl Plan {
             "steps": self.steps,
             "warnings": self.warnings,
         });
+        let mut v = v;
+        if let Some(d) = &self.discovery {
+            v["discovery"] = serde_json::to_value(d).unwrap_or_default();
+        }
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
         s.push('\n');
         redact(&self.secrets, &s)
@@ -198,6 +252,21 @@ impl Plan {
             },
             self.family_reason
         );
+        if let Some(d) = &self.discovery {
+            let n = d.calls.total();
+            let _ = writeln!(
+                o,
+                "cluster values ({}):",
+                if d.from_cache {
+                    "from the discovery cache, no call".to_string()
+                } else {
+                    format!("discovered, {n} call{}", if n == 1 { "" } else { "s" })
+                }
+            );
+            for v in &d.values {
+                let _ = writeln!(o, "  {}: {}", v.field, v.from);
+            }
+        }
         if self.changes() == 0 {
             let _ = writeln!(
                 o,

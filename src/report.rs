@@ -35,6 +35,9 @@ pub struct Report {
     pub tagging: Option<TaggingRecord>,
     pub handoff: String,
     pub warnings: Vec<String>,
+    /// Where the cluster's values came from and the calls made, when discovery was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<crate::plan::DiscoveryView>,
 }
 
 /// What tagging came to, in the foreground or from the background continuation.

@@ -53,8 +53,9 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     };
     // The EC2 client's trust store loads while IMDS answers.
     let _warm = spec.tagging.enabled.then(crate::ec2::warm_up);
-    let (md, tags) = facts::read_instance(args.metadata.as_deref(), &spec).await?;
-    let facts = Facts::read_node(&args.root, &spec, Some(md), tags);
+    let (md, tags, cluster) =
+        facts::read_instance(args.metadata.as_deref(), &spec, &args.root).await?;
+    let facts = Facts::read_node(&args.root, &spec, Some(md), tags).with_cluster(cluster);
     let plan = plan::build(&spec, &facts)?;
     print!(
         "{}",

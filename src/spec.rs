@@ -38,6 +38,8 @@ pub struct ClusterSpec {
     pub certificate_authority: Option<String>,
     pub cidr: Option<Cidr>,
     pub container_runtime: String,
+    /// Where to look up what the config leaves out (`None`: nothing is looked up).
+    pub discovery: Option<crate::discovery::DiscoverySpec>,
 }
 
 /// The service CIDR as written, and whether it is IPv6.
@@ -215,12 +217,13 @@ fn cluster(c: &Config, f: &mut Findings) -> ClusterSpec {
         certificate_authority: ca,
         cidr,
         container_runtime: k.container_runtime.clone(),
+        discovery: crate::discovery::spec(k, f),
     }
 }
 
 /// `https://host[:port][/path]` of the characters every hand-off carries: bootstrap.sh writes
 /// the endpoint with `sed` (a `,` or `|` ends its expression) and into a systemd drop-in.
-fn is_endpoint(ep: &str) -> bool {
+pub fn is_endpoint(ep: &str) -> bool {
     let Some(rest) = ep.strip_prefix("https://") else {
         return false;
     };
@@ -255,7 +258,7 @@ fn is_endpoint(ep: &str) -> bool {
     host_ok && port_ok && path_ok
 }
 
-fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
+pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
     let (ip, len) = s.split_once('/')?;
     let ip: std::net::IpAddr = ip.parse().ok()?;
     let len: u8 = len.parse().ok()?;

@@ -71,6 +71,7 @@ fn facts(family: Family) -> Facts {
             max_arg_strlen: Some(131_072),
             env_bytes: 0,
         },
+        cluster: None,
     }
 }
 

@@ -424,7 +424,7 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
     let mut f = Findings::default();
     if let Some(argv) = checked_argv(spec, facts, &mut f) {
         out.secrets
-            .extend(spec.cluster.certificate_authority.iter().cloned());
+            .extend(facts.cluster(spec).certificate_authority.iter().cloned());
         out.steps.push(Step::ExecBootstrap { argv });
     }
     out.findings.0.extend(f.0);
@@ -499,7 +499,9 @@ fn argv(
     script: &str,
     f: &mut Findings,
 ) -> Option<Vec<String>> {
-    let c = &spec.cluster;
+    // The config's values with what discovery found.
+    let c = facts.cluster(spec);
+    let c = c.as_ref();
     let mut argv = vec![
         under(&facts.root, &spec.bootstrap.path)
             .display()
@@ -558,7 +560,7 @@ fn argv(
     opt(
         &mut argv,
         "--container-runtime",
-        &c.container_runtime,
+        &spec.cluster.container_runtime,
         "cluster.containerRuntime",
     );
     let flags = spec.registration.kubelet_flags();

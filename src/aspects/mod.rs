@@ -11,6 +11,7 @@ use crate::plan::Step;
 use crate::spec::Spec;
 
 pub mod bootstrap;
+pub mod cluster;
 pub mod kubelet_config;
 pub mod logind;
 pub mod name_tag;
@@ -28,6 +29,7 @@ pub struct Aspect {
 
 /// The aspects, in the order their steps run.
 pub const REGISTRY: &[Aspect] = &[
+    cluster::ASPECT,
     name_tag::ASPECT,
     sysctls::ASPECT,
     kubelet_config::ASPECT,

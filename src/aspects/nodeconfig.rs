@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use serde_json::{json, Map, Value};
 
 use crate::config::HandoffSettings;
+use crate::discovery::ClusterFact;
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
 use crate::k8s::Taint;
@@ -66,8 +67,8 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
         return;
     };
     out.secrets
-        .extend(spec.cluster.certificate_authority.iter().cloned());
-    let new = text_with_taints(spec, &taints.all);
+        .extend(facts.cluster(spec).certificate_authority.iter().cloned());
+    let new = text_with_taints(spec, &facts.cluster(spec), &taints.all);
     if old.content.as_deref() != Some(new.as_str()) {
         out.steps.push(Step::File {
             purpose: "nodeadm NodeConfig drop-in".into(),
@@ -218,12 +219,17 @@ fn add(
 
 /// The NodeConfig document with the config's taints alone.
 pub fn document(spec: &Spec) -> Value {
-    document_with_taints(spec, &spec.registration.taints)
+    document_with_taints(
+        spec,
+        &ClusterFact::from_spec(&spec.cluster),
+        &spec.registration.taints,
+    )
 }
 
-/// The NodeConfig document, its `--register-with-taints` holding `taints`.
-pub fn document_with_taints(spec: &Spec, taints: &[Taint]) -> Value {
-    let c = &spec.cluster;
+/// The NodeConfig document: the cluster block from `cluster` (the config's values with what
+/// discovery found), its `--register-with-taints` holding `taints`.
+pub fn document_with_taints(spec: &Spec, cluster: &ClusterFact, taints: &[Taint]) -> Value {
+    let c = cluster;
     let mut cluster = Map::new();
     cluster.insert("name".into(), json!(c.name));
     if let Some(v) = &c.api_server_endpoint {
@@ -265,13 +271,17 @@ pub fn document_with_taints(spec: &Spec, taints: &[Taint]) -> Value {
 
 /// The drop-in with the config's taints alone.
 pub fn text(spec: &Spec) -> String {
-    text_with_taints(spec, &spec.registration.taints)
+    text_with_taints(
+        spec,
+        &ClusterFact::from_spec(&spec.cluster),
+        &spec.registration.taints,
+    )
 }
 
 /// The drop-in, its `--register-with-taints` holding `taints`.
-pub fn text_with_taints(spec: &Spec, taints: &[Taint]) -> String {
-    let mut s =
-        serde_json::to_string_pretty(&document_with_taints(spec, taints)).unwrap_or_default();
+pub fn text_with_taints(spec: &Spec, cluster: &ClusterFact, taints: &[Taint]) -> String {
+    let mut s = serde_json::to_string_pretty(&document_with_taints(spec, cluster, taints))
+        .unwrap_or_default();
     s.push('\n');
     s
 }

@@ -78,7 +78,7 @@ impl Bucket {
             last: std::time::Instant::now(),
         }
     }
-    fn take(&mut self) -> bool {
+    pub fn take(&mut self) -> bool {
         let now = std::time::Instant::now();
         let dt = now.duration_since(self.last).as_secs_f64();
         self.last = now;

@@ -1,0 +1,64 @@
+//! The cluster's values as the hand-offs will carry them: what [`crate::discovery`] could not
+//! find is a finding (before any change), and a fresh answer is kept in the discovery cache
+//! (mode 0600, it holds the CA) so that a reboot or a rerun makes no call.
+
+use std::path::PathBuf;
+
+use crate::discovery::{Outcome, CACHE, CACHE_MODE, FIELD};
+use crate::facts::{current_of, Facts, Family};
+use crate::plan::Step;
+use crate::spec::Spec;
+
+use super::{Aspect, Out, Reads};
+
+pub const ASPECT: Aspect = Aspect {
+    name: "cluster",
+    reads,
+    plan,
+};
+
+/// Nothing from the node: discovery reads its cache itself, once, before the node is read.
+fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
+
+fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+    let c = facts.cluster(spec);
+    let c = c.as_ref();
+    out.secrets.extend(c.certificate_authority.iter().cloned());
+    match &c.outcome {
+        Outcome::NotAsked => {}
+        Outcome::Failed { reasons, calls } => {
+            let n = calls.total();
+            out.findings.push(
+                FIELD,
+                format!(
+                    "no source gave the cluster's values ({n} call{}): {}",
+                    if n == 1 { "" } else { "s" },
+                    reasons.join("; ")
+                ),
+            );
+        }
+        Outcome::Found { .. } => {
+            let Some(d) = &spec.cluster.discovery else {
+                return;
+            };
+            if !d.cache {
+                return;
+            }
+            let Some(new) = c.cache_text(d) else { return };
+            let Some(old) = current_of(c.cache_file.as_ref(), CACHE, FIELD, &mut out.findings)
+            else {
+                return;
+            };
+            if old.content.as_deref() != Some(new.as_str()) || old.mode != Some(CACHE_MODE) {
+                out.steps.push(Step::File {
+                    purpose: "cluster discovery cache".into(),
+                    path: PathBuf::from(CACHE),
+                    old: old.content,
+                    new,
+                    mode: CACHE_MODE,
+                    backup: None,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,505 @@
+//! Name-only configs: the cluster's endpoint, CA and service CIDR discovered from Parameter Store
+//! (moto's server, with a SecureString) or DescribeCluster (the suite's own endpoint, which
+//! answers a real PEM CA, throttles and denies as scripted), checked, cached and handed off.
+//! Every test also checks that the CA appears nowhere in stdout, stderr, the plan or the report.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use base64::Engine;
+use common::discovery_server::{Cluster, DiscoveryServer, DiscoveryState};
+use common::*;
+use serde_json::{json, Value};
+
+const CLUSTER: &str = "prod-eu";
+const ENDPOINT: &str = "https://0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com";
+const CIDR: &str = "10.100.0.0/16";
+const CACHE: &str = "var/lib/eks-nodeinit/discovery.json";
+const DROPIN: &str = "etc/eks/nodeadm.d/10-eks-nodeinit.json";
+
+/// Base64 of a real PEM certificate (a test CA made for this suite).
+fn ca() -> String {
+    let pem = std::fs::read(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap();
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+/// The scaler example naming only the cluster, with `discovery`.
+fn name_only(root: &Path, discovery: Value) -> std::path::PathBuf {
+    config_with(root, "c.json", |v| {
+        v["cluster"] = json!({"name": CLUSTER, "discovery": discovery});
+        v["tagging"] = json!({"enabled": false});
+    })
+}
+
+/// The CA (and its PEM text) appears in no output, plan or report.
+fn assert_no_ca(root: &Path, out: &Output) {
+    let ca = ca();
+    let pem = String::from_utf8(
+        std::fs::read(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap(),
+    )
+    .unwrap();
+    let body = pem.lines().nth(1).unwrap().to_string();
+    let report =
+        std::fs::read_to_string(root.join("var/lib/eks-nodeinit/report.json")).unwrap_or_default();
+    for (what, text) in [
+        ("stdout", stdout(out)),
+        ("stderr", stderr(out)),
+        ("report", report),
+    ] {
+        assert!(!text.contains(&ca), "the CA is in {what}");
+        assert!(!text.contains(&body), "the CA's PEM is in {what}");
+    }
+}
+
+fn parameters(prefix: &str, endpoint: &str, ca: &str, cidr: &str) -> Vec<(String, String)> {
+    vec![
+        (format!("{prefix}/APISERVER_ENDPOINT"), endpoint.into()),
+        (format!("{prefix}/B64_CLUSTER_CA"), ca.into()),
+        (format!("{prefix}/SERVICE_CIDR"), cidr.into()),
+    ]
+}
+
+fn scripted(params: Vec<(String, String)>, clusters: Vec<(&str, Cluster)>) -> DiscoveryServer {
+    DiscoveryServer::start(DiscoveryState {
+        parameters: params.into_iter().collect(),
+        clusters: clusters
+            .into_iter()
+            .map(|(n, c)| (n.to_string(), c))
+            .collect(),
+        ..Default::default()
+    })
+}
+
+/// Every node file under `root`: the snapshot without the test's config (`c.json`).
+fn node(root: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut m = snapshot(root);
+    m.remove(Path::new("c.json"));
+    m
+}
+
+fn dropin_cluster(root: &Path) -> Value {
+    let d: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(DROPIN)).unwrap()).unwrap();
+    d["spec"]["cluster"].clone()
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn ssm_path_in_moto_completes_the_al2023_nodeconfig_and_a_rerun_makes_no_call() {
+    let Some(moto) = start_moto() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("eu-west-1"))
+            .endpoint_url(&moto.url)
+            .credentials_provider(aws_sdk_ssm::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await;
+        let ssm = aws_sdk_ssm::Client::new(&conf);
+        for (name, value) in parameters(&format!("/eks/{CLUSTER}"), ENDPOINT, &ca(), CIDR) {
+            let secure = name.ends_with("CA");
+            ssm.put_parameter()
+                .name(name)
+                .value(value)
+                .r#type(if secure {
+                    aws_sdk_ssm::types::ParameterType::SecureString
+                } else {
+                    aws_sdk_ssm::types::ParameterType::String
+                })
+                .send()
+                .await
+                .unwrap();
+        }
+    });
+    let root = sample_root("al2023-root");
+    let cfg = name_only(root.path(), json!({"ssmEndpoint": moto.url}));
+
+    // The dry run shows where each value comes from, the CA redacted.
+    let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
+    assert!(out.status.success());
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        plan["discovery"]["values"],
+        json!([
+            {"field": "cluster.apiServerEndpoint", "from": "SSM /eks/prod-eu/APISERVER_ENDPOINT"},
+            {"field": "cluster.certificateAuthority", "from": "SSM /eks/prod-eu/B64_CLUSTER_CA"},
+            {"field": "cluster.cidr", "from": "SSM /eks/prod-eu/SERVICE_CIDR"},
+        ])
+    );
+    assert_eq!(plan["discovery"]["calls"]["getParametersByPath"], 1);
+    assert_no_ca(root.path(), &out);
+
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success());
+    assert_no_ca(root.path(), &out);
+    let cluster = dropin_cluster(root.path());
+    assert_eq!(
+        cluster,
+        json!({"name": CLUSTER, "apiServerEndpoint": ENDPOINT, "certificateAuthority": ca(), "cidr": CIDR}),
+        "the drop-in carries all four fields nodeadm requires"
+    );
+    let cache = root.path().join(CACHE);
+    assert_eq!(mode(&cache), 0o600, "the cache holds the CA");
+    let rep = report(root.path());
+    assert_eq!(
+        rep["discovery"]["calls"],
+        json!({"getParametersByPath": 1, "getParameters": 0, "describeCluster": 0})
+    );
+    assert_eq!(rep["discovery"]["fromCache"], false);
+
+    // A rerun (or a reboot) reads the cache: no call at all, even with the endpoint gone.
+    let before = node(root.path());
+    let cfg = name_only(
+        root.path(),
+        json!({"ssmEndpoint": format!("http://127.0.0.1:{}", free_port())}),
+    );
+    let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 0, "a configured node plans nothing");
+    assert_eq!(plan["discovery"]["fromCache"], true);
+    assert_eq!(plan["discovery"]["calls"]["getParametersByPath"], 0);
+    assert!(plan["discovery"]["values"][0]["from"]
+        .as_str()
+        .unwrap()
+        .starts_with("cache /var/lib/eks-nodeinit/discovery.json (from SSM /eks/prod-eu/"));
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success());
+    assert_no_ca(root.path(), &out);
+    let mut after = node(root.path());
+    let mut before = before;
+    for m in [&mut before, &mut after] {
+        m.remove(Path::new("var/lib/eks-nodeinit/report.json"));
+    }
+    assert!(before == after, "the rerun changed no file");
+}
+
+#[test]
+fn describe_cluster_from_moto_answers_no_pem_ca_which_is_refused_before_any_change() {
+    let Some(moto) = start_moto() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("eu-west-1"))
+            .endpoint_url(&moto.url)
+            .credentials_provider(aws_sdk_eks::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await;
+        let eks = aws_sdk_eks::Client::new(&conf);
+        eks.create_cluster()
+            .name(CLUSTER)
+            .role_arn("arn:aws:iam::123456789012:role/eks")
+            .resources_vpc_config(
+                aws_sdk_eks::types::VpcConfigRequest::builder()
+                    .subnet_ids("subnet-1")
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+    });
+    let root = sample_root("al2023-root");
+    let before = node(root.path());
+    let cfg = name_only(
+        root.path(),
+        json!({"sources": [{"describeCluster": {}}], "eksEndpoint": moto.url}),
+    );
+    let out = init(root.path(), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("cluster.discovery")
+            && err.contains("certificateAuthority from DescribeCluster prod-eu"),
+        "{err}"
+    );
+    assert!(before == node(root.path()), "nothing changed");
+}
+
+#[test]
+fn describe_cluster_values_reach_bootstrap_sh_argv_on_al2_ipv4_and_ipv6() {
+    for (family, cidr, want) in [
+        (
+            "ipv4",
+            "172.20.0.0/16",
+            vec!["--service-ipv4-cidr", "172.20.0.0/16"],
+        ),
+        (
+            "ipv6",
+            "fd00:10:96::/112",
+            vec![
+                "--service-ipv6-cidr",
+                "fd00:10:96::/112",
+                "--ip-family",
+                "ipv6",
+            ],
+        ),
+    ] {
+        let server = scripted(
+            vec![],
+            vec![(
+                CLUSTER,
+                Cluster {
+                    endpoint: ENDPOINT.into(),
+                    ca: ca(),
+                    ip_family: family,
+                    cidr: cidr.into(),
+                },
+            )],
+        );
+        let root = sample_root("al2-root");
+        let argv_file = recording_bootstrap(root.path());
+        let cfg = name_only(
+            root.path(),
+            json!({"sources": [{"describeCluster": {}}], "eksEndpoint": server.url()}),
+        );
+        let out = init(root.path(), &cfg, &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_no_ca(root.path(), &out);
+        let argv: Vec<String> = std::fs::read_to_string(&argv_file)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        let has = |pair: &[&str]| argv.windows(pair.len()).any(|w| w == pair);
+        assert!(has(&["--apiserver-endpoint", ENDPOINT]), "{argv:?}");
+        assert!(has(&["--b64-cluster-ca", &ca()]), "{argv:?}");
+        assert!(has(&want), "{family}: {argv:?}");
+        assert_eq!(server.count("DescribeCluster"), 1);
+    }
+}
+
+#[test]
+fn explicit_values_win_and_are_never_looked_up() {
+    // Parameter Store holds another endpoint and CA: the config's stand, only the CIDR is read.
+    let other_ca = base64::engine::general_purpose::STANDARD.encode(
+        std::fs::read_to_string(manifest_dir().join("tests/fixtures/cluster-ca.pem"))
+            .unwrap()
+            .replace("\n", "\n\n"),
+    );
+    let server = scripted(
+        parameters("/eks/prod-eu", "https://other.example.com", &other_ca, CIDR),
+        vec![],
+    );
+    let root = sample_root("al2023-root");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["cluster"]["cidr"] = Value::Null;
+        v["cluster"].as_object_mut().unwrap().remove("cidr");
+        v["cluster"]["discovery"] = json!({"ssmEndpoint": server.url()});
+        v["tagging"] = json!({"enabled": false});
+    });
+    let given: Value = serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let c = dropin_cluster(root.path());
+    assert_eq!(
+        c["apiServerEndpoint"],
+        given["cluster"]["apiServerEndpoint"]
+    );
+    assert_eq!(
+        c["certificateAuthority"],
+        given["cluster"]["certificateAuthority"]
+    );
+    assert_eq!(c["cidr"], CIDR);
+    let rep = report(root.path());
+    assert_eq!(
+        rep["discovery"]["values"],
+        json!([
+            {"field": "cluster.apiServerEndpoint", "from": "the config"},
+            {"field": "cluster.certificateAuthority", "from": "the config"},
+            {"field": "cluster.cidr", "from": "SSM /eks/prod-eu/SERVICE_CIDR"},
+        ])
+    );
+    let cache = std::fs::read_to_string(root.path().join(CACHE)).unwrap();
+    assert!(
+        !cache.contains("other.example.com"),
+        "only looked-up values are cached"
+    );
+
+    // Everything given: discovery makes no call at all.
+    let root = sample_root("al2023-root");
+    let calls = server.count("GetParametersByPath");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["cluster"]["discovery"] = json!({"ssmEndpoint": server.url()});
+        v["tagging"] = json!({"enabled": false});
+    });
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success());
+    assert_eq!(server.count("GetParametersByPath"), calls);
+    assert!(!root.path().join(CACHE).exists());
+    assert!(report(root.path()).get("discovery").is_none());
+}
+
+#[test]
+fn throttled_calls_retry_then_succeed() {
+    let server = scripted(parameters("/eks/prod-eu", ENDPOINT, &ca(), CIDR), vec![]);
+    server.state.lock().unwrap().fail(
+        "GetParametersByPath",
+        &[(400, "ThrottlingException"), (400, "ThrottlingException")],
+    );
+    let root = sample_root("al2023-root");
+    let cfg = name_only(root.path(), json!({"ssmEndpoint": server.url()}));
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_no_ca(root.path(), &out);
+    assert_eq!(server.count("GetParametersByPath"), 3);
+    assert_eq!(
+        report(root.path())["discovery"]["calls"]["getParametersByPath"],
+        3
+    );
+    assert_eq!(dropin_cluster(root.path())["cidr"], CIDR);
+}
+
+#[test]
+fn access_denied_names_the_iam_statement_and_changes_nothing() {
+    let server = scripted(parameters("/eks/prod-eu", ENDPOINT, &ca(), CIDR), vec![]);
+    server
+        .state
+        .lock()
+        .unwrap()
+        .fail("GetParametersByPath", &[(400, "AccessDeniedException")]);
+    let root = sample_root("al2023-root");
+    let before = node(root.path());
+    let cfg = name_only(root.path(), json!({"ssmEndpoint": server.url()}));
+    let out = init(root.path(), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(
+        err.contains(r#"{"Effect":"Allow","Action":"ssm:GetParametersByPath","Resource":"arn:aws:ssm:<region>:<account>:parameter/eks/prod-eu"}"#),
+        "{err}"
+    );
+    assert_eq!(
+        server.count("GetParametersByPath"),
+        1,
+        "a denial is not retried"
+    );
+    assert!(before == node(root.path()), "nothing changed");
+    assert_no_ca(root.path(), &out);
+}
+
+#[test]
+fn a_source_without_the_values_falls_through_to_the_next() {
+    let server = scripted(
+        vec![],
+        vec![(
+            CLUSTER,
+            Cluster {
+                endpoint: ENDPOINT.into(),
+                ca: ca(),
+                ip_family: "ipv4",
+                cidr: CIDR.into(),
+            },
+        )],
+    );
+    let root = sample_root("al2023-root");
+    let cfg = name_only(
+        root.path(),
+        json!({
+            "sources": [{"ssmPath": {"path": "/eks/prod-eu"}}, {"describeCluster": {}}],
+            "ssmEndpoint": server.url(), "eksEndpoint": server.url(),
+        }),
+    );
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("parameters under /eks/prod-eu not found"));
+    assert_eq!(server.count("GetParametersByPath"), 1);
+    assert_eq!(server.count("DescribeCluster"), 1);
+    assert_eq!(dropin_cluster(root.path())["apiServerEndpoint"], ENDPOINT);
+}
+
+#[test]
+fn malformed_discovered_values_are_named_errors_and_nothing_changes() {
+    type Case = (&'static str, Vec<(String, String)>, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            "endpoint with a comma",
+            parameters("/eks/prod-eu", "https://a,b.example.com", &ca(), CIDR),
+            "apiServerEndpoint from SSM /eks/prod-eu/APISERVER_ENDPOINT is `https://a,b.example.com`",
+        ),
+        (
+            "plain http",
+            parameters("/eks/prod-eu", "http://a.example.com", &ca(), CIDR),
+            "apiServerEndpoint from SSM /eks/prod-eu/APISERVER_ENDPOINT is `http://a.example.com`",
+        ),
+        (
+            "CA not PEM",
+            parameters("/eks/prod-eu", ENDPOINT, "bm90IGEgY2VydA==", CIDR),
+            "certificateAuthority from SSM /eks/prod-eu/B64_CLUSTER_CA decodes to text that is not PEM certificates",
+        ),
+        (
+            "CIDR",
+            parameters("/eks/prod-eu", ENDPOINT, &ca(), "10.100.0.0/33"),
+            "cidr from SSM /eks/prod-eu/SERVICE_CIDR is `10.100.0.0/33`",
+        ),
+        (
+            "control characters",
+            parameters("/eks/prod-eu", "https://a.example.com\n[Service]", &ca(), CIDR),
+            r"is `https://a.example.com\n[Service]`",
+        ),
+    ];
+    for (what, params, want) in cases {
+        let server = scripted(params, vec![]);
+        let root = sample_root("al2023-root");
+        let before = node(root.path());
+        let cfg = name_only(root.path(), json!({"ssmEndpoint": server.url()}));
+        let out = init(root.path(), &cfg, &[]);
+        assert_eq!(out.status.code(), Some(3), "{what}");
+        assert!(stderr(&out).contains(want), "{what}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("bm90IGEgY2VydA=="),
+            "{what}: the CA is echoed"
+        );
+        assert!(before == node(root.path()), "{what}: nothing changed");
+    }
+}
+
+#[test]
+fn discovery_config_is_checked_before_anything_runs() {
+    let root = tempfile::tempdir().unwrap();
+    for (discovery, field) in [
+        (json!({"sources": []}), "cluster.discovery.sources"),
+        (
+            json!({"sources": [{"ssmPath": {"path": "eks/x"}}]}),
+            "cluster.discovery.sources[0].ssmPath.path",
+        ),
+        (
+            json!({"sources": [{"ssmParameters": {}}]}),
+            "cluster.discovery.sources[0].ssmParameters",
+        ),
+        (
+            json!({"sources": [{"ssmPath": {"path": "/eks/x", "names": {"cidr": "a/b"}}}]}),
+            "cluster.discovery.sources[0].ssmPath.names.cidr",
+        ),
+        (json!({"deadlineSec": 0}), "cluster.discovery.deadlineSec"),
+        (json!({"spreadSec": 3601}), "cluster.discovery.spreadSec"),
+        (
+            json!({"ssmEndpoint": "ftp://x"}),
+            "cluster.discovery.ssmEndpoint",
+        ),
+    ] {
+        let cfg = name_only(root.path(), discovery.clone());
+        let out = run(cmd().arg("validate").arg("--config").arg(&cfg));
+        assert_eq!(out.status.code(), Some(3), "{discovery}");
+        assert!(
+            stderr(&out).contains(field),
+            "{discovery}: {}",
+            stderr(&out)
+        );
+    }
+    let cfg = name_only(
+        root.path(),
+        json!({"sources": [{"describeCluster": {}}], "unknown": 1}),
+    );
+    let out = run(cmd().arg("validate").arg("--config").arg(&cfg));
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("unknown"), "{}", stderr(&out));
+}
