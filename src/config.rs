@@ -117,10 +117,11 @@ pub struct Discovery {
     /// One deadline for every lookup of every source, retries included, in seconds (1–3600).
     #[serde(default = "default_discovery_deadline_sec")]
     pub deadline_sec: u64,
-    /// Wait a random time in `[0, spreadSec]` before the first call (0–3600): for fleets that
-    /// launch in bursts larger than the API's rate (docs/performance.md says what to pick).
+    /// Wait a random time in `[0, spreadSec]` before the first call (0–3600, fractions allowed):
+    /// for fleets that launch in bursts larger than the API's bucket. For a burst of B nodes:
+    /// 1.1 × (B − 40) ÷ 40 at Parameter Store's default 40 calls/s (docs/performance.md).
     #[serde(default)]
-    pub spread_sec: u64,
+    pub spread_sec: f64,
     /// Keep the answer in /var/lib/eks-nodeinit/discovery.json (mode 0600), so that a reboot
     /// or a rerun makes no call. Default: on.
     #[serde(default = "yes")]
@@ -134,7 +135,7 @@ impl Default for Discovery {
             ssm_endpoint: None,
             eks_endpoint: None,
             deadline_sec: default_discovery_deadline_sec(),
-            spread_sec: 0,
+            spread_sec: 0.0,
             cache: true,
         }
     }

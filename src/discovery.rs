@@ -180,7 +180,7 @@ pub fn spec(c: &config::Cluster, f: &mut Findings) -> Option<DiscoverySpec> {
             format!("{} is out of range: 1 to 3600 seconds", d.deadline_sec),
         );
     }
-    if d.spread_sec > 3600 {
+    if !(0.0..=3600.0).contains(&d.spread_sec) {
         f.push(
             format!("{FIELD}.spreadSec"),
             format!("{} is out of range: 0 to 3600 seconds", d.spread_sec),
@@ -191,7 +191,7 @@ pub fn spec(c: &config::Cluster, f: &mut Findings) -> Option<DiscoverySpec> {
         ssm_endpoint: d.ssm_endpoint.clone(),
         eks_endpoint: d.eks_endpoint.clone(),
         deadline: Duration::from_secs(d.deadline_sec),
-        spread: Duration::from_secs(d.spread_sec),
+        spread: Duration::from_secs_f64(d.spread_sec.clamp(0.0, 3600.0)),
         cache: d.cache,
     })
 }
