@@ -156,7 +156,8 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
             return Err(too_large());
         }
     }
-    if neg {
+    // `-0s` is zero, as `-0` is: only a value below zero is negative.
+    if neg && d > 0 {
         return Err(err("negative durations are not allowed"));
     }
     if d > LIMIT - 1 {
@@ -205,6 +206,16 @@ mod tests {
         assert_eq!(parse("1\u{b5}s").unwrap(), Duration::from_micros(1));
         assert_eq!(parse("1\u{3bc}s").unwrap(), Duration::from_micros(1));
         assert_eq!(parse("1.0000000001s").unwrap(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_negative_zero_is_zero() {
+        // Go reads `-0s` as 0, like `-0`: zero is not a negative duration.
+        for zero in ["-0", "-0s", "-0.0s", "-.0h", "-0ns0s"] {
+            assert_eq!(parse(zero).unwrap(), Duration::ZERO, "{zero}");
+        }
+        assert!(parse("-1ns").is_err());
+        assert!(parse("-0.000000001s").is_err());
     }
 
     #[test]
