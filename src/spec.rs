@@ -448,7 +448,12 @@ mod tests {
         // bootstrap.sh, kubelet and nodeadm hand these to) do not.
         assert!(parse_cidr("10.100.0.0/16").is_some());
         assert!(parse_cidr("fd00:10:96::/108").is_some());
-        for bad in ["10.100.0.0/+16", "fd00::/+64", "10.100.0.0/", "10.100.0.0/ 16"] {
+        for bad in [
+            "10.100.0.0/+16",
+            "fd00::/+64",
+            "10.100.0.0/",
+            "10.100.0.0/ 16",
+        ] {
             assert!(parse_cidr(bad).is_none(), "{bad}");
         }
         assert!(is_endpoint("https://x.example.com:443"));
