@@ -997,28 +997,21 @@ mod tests {
 
     #[test]
     fn classification() {
-        assert_eq!(
-            classify(Some("ThrottlingException"), Some(400)),
-            Class::Retry
-        );
-        assert_eq!(
-            classify(Some("AccessDeniedException"), Some(400)),
-            Class::Denied
-        );
-        assert_eq!(
-            classify(Some("ParameterNotFound"), Some(400)),
-            Class::NotFound
-        );
-        assert_eq!(
-            classify(Some("ResourceNotFoundException"), Some(404)),
-            Class::NotFound
-        );
-        assert_eq!(
-            classify(Some("ValidationException"), Some(400)),
-            Class::Fatal
-        );
-        assert_eq!(classify(Some("Odd"), Some(503)), Class::Retry);
-        assert_eq!(classify(None, None), Class::Retry);
+        for (code, status, want) in [
+            (Some("ThrottlingException"), Some(400), Class::Retry),
+            (Some("AccessDeniedException"), Some(400), Class::Denied),
+            (Some("ParameterNotFound"), Some(400), Class::NotFound),
+            (
+                Some("ResourceNotFoundException"),
+                Some(404),
+                Class::NotFound,
+            ),
+            (Some("ValidationException"), Some(400), Class::Fatal),
+            (Some("Odd"), Some(503), Class::Retry),
+            (None, None, Class::Retry),
+        ] {
+            assert_eq!(classify(code, status), want, "{code:?}");
+        }
     }
 
     #[test]

@@ -53,6 +53,18 @@ fn assert_no_ca(root: &Path, out: &Output) {
     }
 }
 
+/// SDK settings for moto on `url` (its test credentials, the sample's region).
+async fn moto_conf(url: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("eu-west-1"))
+        .endpoint_url(url)
+        .credentials_provider(aws_sdk_ssm::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .load()
+        .await
+}
+
 fn parameters(prefix: &str, endpoint: &str, ca: &str, cidr: &str) -> Vec<(String, String)> {
     vec![
         (format!("{prefix}/APISERVER_ENDPOINT"), endpoint.into()),
@@ -95,15 +107,7 @@ fn ssm_path_in_moto_completes_the_al2023_nodeconfig_and_a_rerun_makes_no_call() 
     let Some(moto) = start_moto() else { return };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new("eu-west-1"))
-            .endpoint_url(&moto.url)
-            .credentials_provider(aws_sdk_ssm::config::Credentials::new(
-                "testing", "testing", None, None, "test",
-            ))
-            .load()
-            .await;
-        let ssm = aws_sdk_ssm::Client::new(&conf);
+        let ssm = aws_sdk_ssm::Client::new(&moto_conf(&moto.url).await);
         for (name, value) in parameters(&format!("/eks/{CLUSTER}"), ENDPOINT, &ca(), CIDR) {
             let secure = name.ends_with("CA");
             ssm.put_parameter()
@@ -187,15 +191,7 @@ fn describe_cluster_from_moto_answers_no_pem_ca_which_is_refused_before_any_chan
     let Some(moto) = start_moto() else { return };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new("eu-west-1"))
-            .endpoint_url(&moto.url)
-            .credentials_provider(aws_sdk_eks::config::Credentials::new(
-                "testing", "testing", None, None, "test",
-            ))
-            .load()
-            .await;
-        let eks = aws_sdk_eks::Client::new(&conf);
+        let eks = aws_sdk_eks::Client::new(&moto_conf(&moto.url).await);
         eks.create_cluster()
             .name(CLUSTER)
             .role_arn("arn:aws:iam::123456789012:role/eks")
