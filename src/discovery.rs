@@ -464,20 +464,21 @@ where
         return fact;
     }
     let file = crate::facts::read_file(root, Path::new(CACHE));
-    if d.cache {
-        if let Some(answer) = cached(&file, d, &spec.cluster.name, &missing) {
-            tracing::info!("cluster values from the discovery cache {CACHE}: no lookup");
-            apply(&mut fact, &answer);
-            fact.outcome = Outcome::Found {
-                answer,
-                from_cache: true,
-                calls: Calls::default(),
-            };
-            fact.cache_file = Some(file);
-            return fact;
-        }
-    }
+    let hit = d
+        .cache
+        .then(|| cached(&file, d, &spec.cluster.name, &missing))
+        .flatten();
     fact.cache_file = Some(file);
+    if let Some(answer) = hit {
+        tracing::info!("cluster values from the discovery cache {CACHE}: no lookup");
+        apply(&mut fact, &answer);
+        fact.outcome = Outcome::Found {
+            answer,
+            from_cache: true,
+            calls: Calls::default(),
+        };
+        return fact;
+    }
     let deadline = Instant::now() + d.deadline;
     let mut calls = Calls::default();
     let mut reasons = Vec::new();
@@ -927,44 +928,32 @@ async fn retried<T, E, Fut>(
     policy: RetryPolicy,
     deadline: Instant,
     calls: &mut u32,
-    mut send: impl FnMut() -> Fut,
+    send: impl FnMut() -> Fut,
 ) -> Result<T, SourceError>
 where
     Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let r = retry::run(policy, Some(deadline), |_| {
-        *calls = calls.saturating_add(1);
-        let fut = send();
-        async move {
-            let err = match fut.await {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            let code = err.code().map(String::from);
-            let status = err.raw_response().map(|r| r.status().as_u16());
-            let text = match (err.code(), err.message()) {
-                (Some(c), Some(m)) => format!("{c}: {}", printable(m)),
-                (Some(c), None) => c.to_string(),
-                _ => crate::text::chain(&err),
-            };
-            Err(match classify(code.as_deref(), status) {
-                Class::Retry => Verdict::Retry(text),
-                Class::Denied => Verdict::Fail(SourceError::Denied {
-                    op,
-                    code: code.unwrap_or_default(),
-                    statement: statement.to_string(),
-                }),
-                Class::NotFound => Verdict::Fail(SourceError::NotFound {
-                    what: op.into(),
-                    hint: text,
-                }),
-                Class::Fatal => Verdict::Fail(SourceError::Fatal { op, message: text }),
-            })
+    retry::run_sdk(policy, deadline, calls, send, |f| {
+        match classify(f.code.as_deref(), f.status) {
+            Class::Retry => Verdict::Retry(f.text),
+            Class::Denied => Verdict::Fail(SourceError::Denied {
+                op,
+                code: f.code.unwrap_or_default(),
+                statement: statement.to_string(),
+            }),
+            Class::NotFound => Verdict::Fail(SourceError::NotFound {
+                what: op.into(),
+                hint: f.text,
+            }),
+            Class::Fatal => Verdict::Fail(SourceError::Fatal {
+                op,
+                message: f.text,
+            }),
         }
     })
-    .await;
-    r.map_err(|f| match f {
+    .await
+    .map_err(|f| match f {
         Failure::Fatal(e) => e,
         Failure::Deadline { attempts, last } => SourceError::Deadline { op, attempts, last },
     })

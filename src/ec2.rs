@@ -232,27 +232,17 @@ impl Op<'_> {
         policy: RetryPolicy,
         deadline: Instant,
         calls: &mut u32,
-        mut send: impl FnMut() -> Fut,
+        send: impl FnMut() -> Fut,
     ) -> Result<T, TagError>
     where
         Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
-        let r = retry::run(policy, Some(deadline), |_| {
-            *calls = calls.saturating_add(1);
-            let fut = send();
-            async move {
-                let err = match fut.await {
-                    Ok(v) => return Ok(v),
-                    Err(e) => e,
-                };
-                let code = err.code().map(String::from);
-                let status = err.raw_response().map(|r| r.status().as_u16());
-                Err(match classify(code.as_deref(), status) {
-                    Class::Denied => Verdict::Fail(Err(code.unwrap_or_default())),
-                    Class::Fatal => Verdict::Fail(Ok(describe_error(&err))),
-                    Class::Retry => Verdict::Retry(describe_error(&err)),
-                })
+        let r = retry::run_sdk(policy, deadline, calls, send, |f| {
+            match classify(f.code.as_deref(), f.status) {
+                Class::Denied => Verdict::Fail(Err(f.code.unwrap_or_default())),
+                Class::Fatal => Verdict::Fail(Ok(f.text)),
+                Class::Retry => Verdict::Retry(f.text),
             }
         })
         .await;
@@ -276,17 +266,6 @@ impl Op<'_> {
                 last,
             },
         })
-    }
-}
-
-fn describe_error<E>(e: &SdkError<E, HttpResponse>) -> String
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
-    match (e.code(), e.message()) {
-        (Some(c), Some(m)) => format!("{c}: {m}"),
-        (Some(c), None) => c.to_string(),
-        _ => crate::text::chain(e),
     }
 }
 

@@ -215,7 +215,7 @@ impl Plan {
 
     /// A stable JSON document, secrets redacted.
     pub fn to_json(&self) -> String {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "apiVersion": "eks-nodeinit/v1",
             "kind": "Plan",
             "instance": self.instance,
@@ -225,7 +225,6 @@ impl Plan {
             "steps": self.steps,
             "warnings": self.warnings,
         });
-        let mut v = v;
         if let Some(d) = &self.discovery {
             v["discovery"] = serde_json::to_value(d).unwrap_or_default();
         }
