@@ -102,13 +102,7 @@ async fn run(n: usize, spread_sec: f64, tps: f64, ca: &str) -> Row {
 }
 
 fn main() {
-    unsafe {
-        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-        std::env::set_var("AWS_CONFIG_FILE", "/nonexistent");
-        std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent");
-    }
+    ec2_server::use_test_credentials();
     let list = |k: &str, d: &str| -> Vec<String> {
         std::env::var(k)
             .unwrap_or_else(|_| d.into())

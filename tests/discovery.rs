@@ -91,6 +91,22 @@ fn node(root: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> 
     m
 }
 
+/// The suite's EKS endpoint answering DescribeCluster for [`CLUSTER`] with a real PEM CA.
+fn describe_cluster_server(ip_family: &'static str, cidr: &str) -> DiscoveryServer {
+    scripted(
+        vec![],
+        vec![(
+            CLUSTER,
+            Cluster {
+                endpoint: ENDPOINT.into(),
+                ca: ca(),
+                ip_family,
+                cidr: cidr.into(),
+            },
+        )],
+    )
+}
+
 fn dropin_cluster(root: &Path) -> Value {
     let d: Value =
         serde_json::from_str(&std::fs::read_to_string(root.join(DROPIN)).unwrap()).unwrap();
@@ -240,18 +256,7 @@ fn describe_cluster_values_reach_bootstrap_sh_argv_on_al2_ipv4_and_ipv6() {
             ],
         ),
     ] {
-        let server = scripted(
-            vec![],
-            vec![(
-                CLUSTER,
-                Cluster {
-                    endpoint: ENDPOINT.into(),
-                    ca: ca(),
-                    ip_family: family,
-                    cidr: cidr.into(),
-                },
-            )],
-        );
+        let server = describe_cluster_server(family, cidr);
         let root = sample_root("al2-root");
         let argv_file = recording_bootstrap(root.path());
         let cfg = name_only(
@@ -384,18 +389,7 @@ fn access_denied_names_the_iam_statement_and_changes_nothing() {
 
 #[test]
 fn a_source_without_the_values_falls_through_to_the_next() {
-    let server = scripted(
-        vec![],
-        vec![(
-            CLUSTER,
-            Cluster {
-                endpoint: ENDPOINT.into(),
-                ca: ca(),
-                ip_family: "ipv4",
-                cidr: CIDR.into(),
-            },
-        )],
-    );
+    let server = describe_cluster_server("ipv4", CIDR);
     let root = sample_root("al2023-root");
     let cfg = name_only(
         root.path(),
@@ -498,4 +492,41 @@ fn discovery_config_is_checked_before_anything_runs() {
     let out = run(cmd().arg("validate").arg("--config").arg(&cfg));
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr(&out).contains("unknown"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_cache_for_other_sources_or_tampered_is_ignored_and_rewritten() {
+    let server = scripted(parameters("/eks/prod-eu", ENDPOINT, &ca(), CIDR), vec![]);
+    let root = sample_root("al2023-root");
+    let cfg = name_only(root.path(), json!({"ssmEndpoint": server.url()}));
+    assert!(init(root.path(), &cfg, &[]).status.success());
+    let cache = root.path().join(CACHE);
+    let good = std::fs::read_to_string(&cache).unwrap();
+    assert_eq!(server.count("GetParametersByPath"), 1);
+
+    // The same cache under other sources (another path) is not used: one more lookup, there.
+    let other = scripted(
+        parameters("/eks/other", ENDPOINT, &ca(), "10.200.0.0/16"),
+        vec![],
+    );
+    let cfg2 = name_only(
+        root.path(),
+        json!({"sources": [{"ssmPath": {"path": "/eks/other"}}], "ssmEndpoint": other.url()}),
+    );
+    let out = init(root.path(), &cfg2, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(other.count("GetParametersByPath"), 1);
+    assert_eq!(dropin_cluster(root.path())["cidr"], "10.200.0.0/16");
+
+    // A tampered cache (its endpoint now fails the check) is ignored, looked up again and
+    // rewritten; the bad value never reaches the drop-in.
+    std::fs::write(&cache, good.replace(ENDPOINT, "https://a,b.example.com")).unwrap();
+    // (`name_only` writes one config file: the first config again.)
+    let cfg = name_only(root.path(), json!({"ssmEndpoint": server.url()}));
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(server.count("GetParametersByPath"), 2);
+    assert_eq!(std::fs::read_to_string(&cache).unwrap(), good);
+    assert_eq!(dropin_cluster(root.path())["apiServerEndpoint"], ENDPOINT);
+    assert_no_ca(root.path(), &out);
 }

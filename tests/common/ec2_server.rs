@@ -61,6 +61,21 @@ where
     addr
 }
 
+/// Test credentials for an in-process SDK client (the benches): no profile, no IMDS.
+pub fn use_test_credentials() {
+    // Call it first in main, before any other thread exists: setting the environment is not
+    // thread-safe.
+    for (k, v) in [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_CONFIG_FILE", "/nonexistent"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"),
+    ] {
+        std::env::set_var(k, v);
+    }
+}
+
 /// EC2's throttling: a token bucket per API action, per account and region.
 pub struct Bucket {
     pub capacity: f64,
