@@ -210,6 +210,21 @@ pub fn init_with(root: &Path, cfg: &Path, metadata: &Path, extra: &[&str]) -> Ou
         .arg(root))
 }
 
+/// None of `secrets` appears in the run's stdout or stderr, or in the report it left under `root`.
+pub fn assert_unprinted(out: &Output, root: &Path, secrets: &[&str]) {
+    let report =
+        std::fs::read_to_string(root.join("var/lib/eks-nodeinit/report.json")).unwrap_or_default();
+    for (what, text) in [
+        ("stdout", stdout(out)),
+        ("stderr", stderr(out)),
+        ("report", report),
+    ] {
+        for (i, secret) in secrets.iter().enumerate() {
+            assert!(!text.contains(secret), "secret {i} shows in {what}");
+        }
+    }
+}
+
 /// The report the last run left under `root`.
 pub fn report(root: &Path) -> serde_json::Value {
     let p = root.join("var/lib/eks-nodeinit/report.json");
