@@ -151,10 +151,11 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
                 return Err(too_large());
             }
         }
-        d += v;
-        if d > LIMIT {
-            return Err(too_large());
-        }
+        // Each component is at most 2^63, so two of them may not fit a u64.
+        d = d
+            .checked_add(v)
+            .filter(|d| *d <= LIMIT)
+            .ok_or_else(too_large)?;
     }
     // `-0s` is zero, as `-0` is: only a value below zero is negative.
     if neg && d > 0 {
@@ -200,6 +201,12 @@ mod tests {
             );
         }
         assert!(parse("2562047h47m16.854775807s").is_ok());
+        // Two components of 2^63 ns each: their sum does not fit the u64 accumulator (a panic
+        // in a debug build, 0 in a release build); it is over the limit.
+        assert!(parse("9223372036854775808ns9223372036854775808ns")
+            .unwrap_err()
+            .reason
+            .contains("too large"));
         // Go's other corners: a bare fraction, a trailing dot, µ and μ.
         assert_eq!(parse(".5s").unwrap(), Duration::from_millis(500));
         assert_eq!(parse("5.s").unwrap(), Duration::from_secs(5));
