@@ -13,7 +13,7 @@ BIN := $(TARGET_DIR)/$(TARGET)/release/eks-nodeinit
 TARGET_ARCH := $(firstword $(subst -, ,$(TARGET)))
 RUN := $(if $(filter $(shell uname -m),$(TARGET_ARCH)),,qemu-$(TARGET_ARCH)-static)
 
-.PHONY: demo build test lint deps check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools
+.PHONY: demo build test lint deps check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
 
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
@@ -27,6 +27,14 @@ test: deps
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+# The property tests' long run (tests/props.rs; `make test` runs them briefly): FUZZ_CASES
+# inputs per target in a release build, about 10 minutes on the 2-core build machine once built
+# (docs/reliability.md, "Property tests"). A failure prints the smallest failing input.
+FUZZ_CASES ?= 550000
+
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --test props -- --test-threads=1 --nocapture
 
 # The binary end to end against real peers on this host: the IMDSv2 server, a scripted EC2
 # endpoint and moto, a private dbus-daemon, sample node roots.
