@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
     name = "eks-nodeinit",
     version,
     about = "First-boot agent for EKS worker nodes: validate, plan, apply, hand off to bootstrap.sh or nodeadm",
-    long_about = "First-boot agent for EKS worker nodes. `init` reads the config (default /etc/eks-nodeinit/config.json) and the instance metadata (IMDSv2), validates everything, plans every change, then tags the instance with a unique Name, applies sysctls, patches the kubelet config (Amazon Linux 2), writes a systemd-logind drop-in, and hands the node to EKS: exec of /etc/eks/bootstrap.sh on Amazon Linux 2, a NodeConfig drop-in in /etc/eks/nodeadm.d/ for nodeadm on Amazon Linux 2023. `init --dry-run` prints the plan and changes nothing.\n\nExit status: 0 success, 1 failure, 2 usage error, 3 invalid config. A report of each run is written to /var/lib/eks-nodeinit/report.json.",
+    long_about = "First-boot agent for EKS worker nodes. `init` reads the config (default /etc/eks-nodeinit/config.json) and the instance metadata (IMDSv2), validates everything, plans every change, then tags the instance with a unique Name, applies sysctls, patches the kubelet config (Amazon Linux 2), writes a systemd-logind drop-in, and hands the node to EKS: exec of /etc/eks/bootstrap.sh on Amazon Linux 2, a NodeConfig drop-in in /etc/eks/nodeadm.d/ for nodeadm on Amazon Linux 2023. `init --dry-run` prints the plan and changes nothing.\n\nExit status: 0 success, 1 failure, 2 usage error, 3 invalid config, 4 no config in any --config source (nothing done). A report of each run is written to /var/lib/eks-nodeinit/report.json.",
     propagate_version = true
 )]
 pub struct Cli {
@@ -93,9 +93,13 @@ pub struct InitArgs {
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Config file; `-` reads standard input.
-    #[arg(long, default_value = crate::config::DEFAULT_CONFIG_PATH)]
-    pub config: PathBuf,
+    /// Where the config is: a file, `-` (standard input), or `imds://user-data` (the instance's
+    /// user data: its one `application/vnd.eks-nodeinit+json` MIME part, or the whole user data
+    /// as the JSON config; with --metadata, the file's userData). Repeat to try several in order:
+    /// the first that holds a config is used, a missing file or user data without one is passed
+    /// over, and when none holds one init exits 4 having done nothing.
+    #[arg(long, value_name = "SOURCE", default_value = crate::config::DEFAULT_CONFIG_PATH)]
+    pub config: Vec<PathBuf>,
     /// Root of the node's filesystem: every path the agent reads or writes is under it.
     #[arg(long, default_value = "/")]
     pub root: PathBuf,

@@ -402,6 +402,16 @@ fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, String> {
     }
 }
 
+/// What was read of the instance before the config existed (the config was in the user data):
+/// read again by no one.
+#[derive(Default)]
+pub struct Prefetched {
+    /// The `--metadata` file.
+    pub metadata: Option<Metadata>,
+    /// The IMDS client and the user data it read (`None`: the instance has none).
+    pub imds: Option<(imds::ImdsClient, Option<Vec<u8>>)>,
+}
+
 /// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
 /// waits only for the region, and makes no call on a cache hit). With IMDS tags off and tagging
 /// on, the tags (and with them the ASG name and the current Name) come from one DescribeTags
@@ -411,19 +421,37 @@ pub async fn read_instance(
     metadata_file: Option<&Path>,
     spec: &Spec,
     root: &Path,
+    read: Prefetched,
 ) -> anyhow::Result<(Metadata, InstanceTags, ClusterFact)> {
     let (mut md, cluster) = match metadata_file {
         Some(f) => {
-            let md = metadata::load_file(f)?;
+            let md = match read.metadata {
+                Some(md) => md,
+                None => metadata::load_file(f)?,
+            };
             let region = md.region.clone();
             let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
             (md, cluster)
         }
         None => {
             let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
-            let client = imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?;
+            // The client that read the user data (with the config in it) goes on, token and all,
+            // when the config names no other endpoint.
+            let (client, user_data) = match read.imds {
+                Some((client, user_data)) if client.endpoint() == endpoint => {
+                    (client, Some(user_data))
+                }
+                other => (
+                    imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
+                    other.map(|(_, user_data)| user_data),
+                ),
+            };
             let (md, cluster) = tokio::join!(
-                imds::fetch(&client, spec.imds.deadline),
+                imds::fetch(
+                    &client,
+                    spec.imds.deadline,
+                    user_data.as_ref().map(Option::as_deref)
+                ),
                 discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
             );
             (md?, cluster)

@@ -296,8 +296,41 @@ fn md(path: &str) -> String {
     format!("/{API_VERSION}/meta-data/{path}")
 }
 
-/// Read everything the agent needs, concurrently, under one total deadline.
-pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, ImdsError> {
+/// The user data's path.
+pub fn user_data_path() -> String {
+    format!("/{API_VERSION}/user-data")
+}
+
+/// The instance's user data alone (`None`: the instance has none), under `deadline`: read before
+/// the config exists when the config is in it (`--config imds://user-data`).
+pub async fn user_data(
+    client: &ImdsClient,
+    deadline: Duration,
+) -> Result<Option<Vec<u8>>, ImdsError> {
+    match tokio::time::timeout(deadline, client.get_bytes(&user_data_path())).await {
+        Ok(r) => r.map(|b| b.map(|b| b.to_vec())),
+        Err(_) => Err(deadline_error(client, deadline)),
+    }
+}
+
+fn deadline_error(client: &ImdsClient, deadline: Duration) -> ImdsError {
+    ImdsError::Deadline {
+        endpoint: client.endpoint().to_string(),
+        deadline_ms: deadline.as_millis(),
+        last: match client.last_error.lock().map(|l| l.clone()) {
+            Ok(l) if !l.is_empty() => l,
+            _ => "no answer".into(),
+        },
+    }
+}
+
+/// Read everything the agent needs, concurrently, under one total deadline. `known_user_data`:
+/// the user data when it was already read (with the config), so it is not read twice.
+pub async fn fetch(
+    client: &ImdsClient,
+    deadline: Duration,
+    known_user_data: Option<Option<&[u8]>>,
+) -> Result<Metadata, ImdsError> {
     if let Ok(mut last) = client.last_error.lock() {
         last.clear();
     }
@@ -310,7 +343,12 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
             client.get(&md("placement/region")),
             client.get(&md("placement/availability-zone")),
             client.get(&md("tags/instance")),
-            client.get_bytes(&format!("/{API_VERSION}/user-data")),
+            async {
+                match known_user_data {
+                    Some(known) => Ok(known.map(Bytes::copy_from_slice)),
+                    None => client.get_bytes(&user_data_path()).await,
+                }
+            },
         );
         let need = |v: Result<Option<String>, ImdsError>, p: &str| -> Result<String, ImdsError> {
             v?.map(|s| s.trim().to_string())
@@ -357,14 +395,7 @@ pub async fn fetch(client: &ImdsClient, deadline: Duration) -> Result<Metadata, 
     };
     match tokio::time::timeout(deadline, work).await {
         Ok(r) => r,
-        Err(_) => Err(ImdsError::Deadline {
-            endpoint: client.endpoint().to_string(),
-            deadline_ms: deadline.as_millis(),
-            last: match client.last_error.lock().map(|l| l.clone()) {
-                Ok(l) if !l.is_empty() => l,
-                _ => "no answer".into(),
-            },
-        }),
+        Err(_) => Err(deadline_error(client, deadline)),
     }
 }
 

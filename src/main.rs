@@ -4,8 +4,10 @@ use clap::Parser;
 use eks_nodeinit::cli::{Cli, Command, LogFormat};
 use eks_nodeinit::{config::ConfigError, findings::Invalid, logging, run};
 
-/// Exit codes: 0 success, 1 failure, 2 usage (clap), 3 invalid config.
+/// Exit codes: 0 success, 1 failure, 2 usage (clap), 3 invalid config, 4 no config in any
+/// `--config` source (nothing done).
 const EXIT_INVALID: u8 = 3;
+const EXIT_NO_CONFIG: u8 = 4;
 
 /// Logs on standard error: colour on a terminal only, sd-daemon priority prefixes under the
 /// journal, plain lines in a file or a pipe (src/logging.rs).
@@ -86,7 +88,11 @@ fn main() -> ExitCode {
         Err(e) => {
             // The chain, printed once.
             logs.error(&format!("error: {e:#}"));
-            if e.downcast_ref::<Invalid>().is_some() || e.downcast_ref::<ConfigError>().is_some() {
+            if e.downcast_ref::<run::NoConfig>().is_some() {
+                ExitCode::from(EXIT_NO_CONFIG)
+            } else if e.downcast_ref::<Invalid>().is_some()
+                || e.downcast_ref::<ConfigError>().is_some()
+            {
                 ExitCode::from(EXIT_INVALID)
             } else {
                 ExitCode::FAILURE

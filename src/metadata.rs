@@ -60,6 +60,11 @@ pub enum MetadataError {
 }
 
 pub fn load_file(path: &Path) -> Result<Metadata, MetadataError> {
+    load_file_and_user_data(path).map(|(md, _)| md)
+}
+
+/// The metadata file, and its `userData` as bytes (for `--config imds://user-data`), read once.
+pub fn load_file_and_user_data(path: &Path) -> Result<(Metadata, Option<Vec<u8>>), MetadataError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| MetadataError::Read {
         path: shown.clone(),
@@ -79,7 +84,11 @@ pub fn load_file(path: &Path) -> Result<Metadata, MetadataError> {
         path: shown,
         message: format!("data after the end of the JSON document ({e})"),
     })?;
-    Ok(md)
+    // Valid by now: `userData`, when present, is a string.
+    let user_data = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("userData")?.as_str().map(|s| s.as_bytes().to_vec()));
+    Ok((md, user_data))
 }
 
 #[cfg(test)]

@@ -9,13 +9,13 @@ use anyhow::{Context, Result};
 
 use crate::cli::{InitArgs, Output};
 use crate::exec::{self, Bus};
-use crate::facts::{self, Facts, InstanceTags};
+use crate::facts::{self, Facts, InstanceTags, Prefetched};
 use crate::findings::Invalid;
 use crate::plan;
 use crate::report::{now_ms, Report, TaggingRecord};
 use crate::spec::{self, Spec};
 use crate::tagging::{self, Continuation};
-use crate::{aspects, config, lock};
+use crate::{aspects, config, imds, lock, userdata};
 
 /// Load the config and check it once into a spec; every problem comes back as [`Invalid`]
 /// (exit code 3).
@@ -35,8 +35,80 @@ fn bus_for(args: &InitArgs) -> Bus {
     }
 }
 
+/// `--config imds://user-data`: the agent's config is in the instance's user data.
+pub const USER_DATA_SOURCE: &str = "imds://user-data";
+
+/// No `--config` source held a config: nothing was done (exit status 4, which the packaged
+/// unit counts as success, so that a node launched without the agent's config boots as usual).
+#[derive(Debug, thiserror::Error)]
+#[error("no config: {}; nothing was done. Give the config in the user data (a MIME part of type {} or the whole user data as the JSON config) or in a file", .tried.join("; "), userdata::AGENT_MEDIA_TYPE)]
+pub struct NoConfig {
+    pub tried: Vec<String>,
+}
+
+/// The config from the first `--config` source that holds one, and what was read of the
+/// instance on the way (the user data, read once). With several sources a missing file is
+/// passed over; with one it is an error, as it always was.
+async fn load_config(args: &InitArgs) -> Result<(config::Config, Prefetched)> {
+    let several = args.config.len() > 1;
+    let mut read = Prefetched::default();
+    let mut tried = Vec::new();
+    for source in &args.config {
+        if source.as_os_str() != USER_DATA_SOURCE {
+            if several && source.as_os_str() != "-" && !source.exists() {
+                tried.push(format!("{} does not exist", source.display()));
+                continue;
+            }
+            return Ok((config::load(source)?, read));
+        }
+        let user_data = match &args.metadata {
+            Some(file) => {
+                let (md, user_data) = crate::metadata::load_file_and_user_data(file)?;
+                read.metadata = Some(md);
+                match user_data {
+                    Some(u) => Some(u),
+                    None => {
+                        tried.push(format!(
+                            "the metadata file {} gives no userData",
+                            file.display()
+                        ));
+                        continue;
+                    }
+                }
+            }
+            None => {
+                if read.imds.is_none() {
+                    let client = imds::ImdsClient::new(&imds::resolve_endpoint(None), false)?;
+                    let deadline =
+                        Duration::from_millis(config::ImdsSettings::default().deadline_ms);
+                    let user_data = imds::user_data(&client, deadline).await?;
+                    read.imds = Some((client, user_data));
+                }
+                read.imds.as_ref().and_then(|(_, u)| u.clone())
+            }
+        };
+        let Some(user_data) = user_data else {
+            tried.push("the instance has no user data".into());
+            continue;
+        };
+        match userdata::agent_config(&user_data)
+            .with_context(|| format!("reading the config from {USER_DATA_SOURCE}"))?
+        {
+            Some(found) => {
+                let name = format!("{USER_DATA_SOURCE} ({})", found.at);
+                return Ok((config::parse(&found.text, &name)?, read));
+            }
+            None => tried.push(format!(
+                "the user data holds no eks-nodeinit config (no {} part, and not the JSON config)",
+                userdata::AGENT_MEDIA_TYPE
+            )),
+        }
+    }
+    Err(NoConfig { tried }.into())
+}
+
 pub async fn init(args: &InitArgs) -> Result<()> {
-    let c = config::load(&args.config)?;
+    let (c, read) = load_config(args).await?;
     let (spec, findings) = spec::resolve(&c);
     if !findings.is_empty() {
         // Report every problem, in the config and on this node, before touching IMDS.
@@ -54,7 +126,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     // The EC2 client's trust store loads while IMDS answers.
     let _warm = spec.tagging.enabled.then(crate::ec2::warm_up);
     let (md, tags, cluster) =
-        facts::read_instance(args.metadata.as_deref(), &spec, &args.root).await?;
+        facts::read_instance(args.metadata.as_deref(), &spec, &args.root, read).await?;
     let facts = Facts::read_node(&args.root, &spec, Some(md), tags).with_cluster(cluster);
     let plan = plan::build(&spec, &facts)?;
     print!(
@@ -110,6 +182,9 @@ pub async fn tag_continue(root: &Path) -> Result<()> {
 
 /// `validate`: the config alone.
 pub fn validate_cmd(path: &Path) -> Result<()> {
+    if path.as_os_str() == USER_DATA_SOURCE {
+        anyhow::bail!("validate reads a file or standard input; to check the config in the user data, run `init --dry-run --config {USER_DATA_SOURCE}` on the instance, or with `--metadata FILE` whose userData is the user data");
+    }
     let spec = load_spec(path)?;
     println!(
         "{}: valid (role {:?}; {} labels, {} taints, {} sysctls)",

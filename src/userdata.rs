@@ -1082,6 +1082,102 @@ mod mime {
     }
 }
 
+/// The media type of the agent's own config in a MIME multipart user data.
+pub const AGENT_MEDIA_TYPE: &str = "application/vnd.eks-nodeinit+json";
+
+/// The agent's own config, found in the user data. Its text is the config, which may hold the
+/// cluster CA: `Debug` shows where it is, never what it holds.
+#[derive(Clone, PartialEq)]
+pub struct AgentConfig {
+    pub at: Where,
+    pub text: String,
+}
+
+impl fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AgentConfig({}, {} bytes)", self.at, self.text.len())
+    }
+}
+
+/// The agent's config in the user data (`--config imds://user-data`), decoded as nodeadm decodes
+/// the user data (base64, then gzip): the one MIME part of type [`AGENT_MEDIA_TYPE`] (its body
+/// decoded the same way), or else the whole user data when it is a JSON object that is not a
+/// NodeConfig. `Ok(None)`: the user data holds none (a script, cloud-config, a NodeConfig).
+/// A part whose type names the agent but is not exactly [`AGENT_MEDIA_TYPE`], two agent parts,
+/// or a config that is not UTF-8 are errors: a typo must not silently leave the node unconfigured.
+pub fn agent_config(user_data: &[u8]) -> Result<Option<AgentConfig>, UserDataError> {
+    let mut budget = MAX_DECOMPRESSED;
+    let data = decode_if_base64(user_data);
+    let data = decompress_if_gzip(data, Where::Whole, &mut budget)?;
+    let utf8 = |at: Where, bytes: Vec<u8>| {
+        String::from_utf8(bytes).map_err(|e| UserDataError::Part {
+            at,
+            reason: format!(
+                "the eks-nodeinit config is not UTF-8 (at byte offset {}); save it as UTF-8",
+                e.utf8_error().valid_up_to()
+            ),
+        })
+    };
+    let Some((boundary, body)) = multipart_boundary(&data) else {
+        let text = String::from_utf8_lossy(&data);
+        let trimmed = text.trim_start_matches(|c: char| c.is_ascii_whitespace() || c == '\u{feff}');
+        if !trimmed.starts_with('{') {
+            return Ok(None);
+        }
+        // A JSON NodeConfig is nodeadm's, not the agent's.
+        if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(trimmed) {
+            if m.contains_key("apiVersion") || m.contains_key("kind") {
+                return Ok(None);
+            }
+        }
+        return utf8(Where::Whole, data.into_owned()).map(|text| {
+            Some(AgentConfig {
+                at: Where::Whole,
+                text,
+            })
+        });
+    };
+    let mut reader = mime::Multipart::new(&data[body..], &boundary).map_err(multipart_error)?;
+    let mut found: Option<AgentConfig> = None;
+    while let Some(part) = reader.next_part().map_err(multipart_error)? {
+        let at = Where::Part(part.number);
+        let content_type = part.headers.get("Content-Type");
+        let Ok((media_type, _)) = mime::parse_media_type(&content_type) else {
+            continue;
+        };
+        if media_type != AGENT_MEDIA_TYPE {
+            if media_type.contains("eks-nodeinit") {
+                return Err(UserDataError::Part {
+                    at,
+                    reason: format!(
+                        "its Content-Type names eks-nodeinit but is not {AGENT_MEDIA_TYPE}: fix the part's Content-Type"
+                    ),
+                });
+            }
+            continue;
+        }
+        if let Some(first) = &found {
+            return Err(UserDataError::Part {
+                at,
+                reason: format!(
+                    "a second {AGENT_MEDIA_TYPE} part ({} is the first): give the config once",
+                    first.at
+                ),
+            });
+        }
+        let raw = part
+            .content()
+            .map_err(|reason| UserDataError::Part { at, reason })?;
+        let decoded = decode_if_base64(&raw);
+        let decoded = decompress_if_gzip(decoded, at, &mut budget)?;
+        found = Some(AgentConfig {
+            at,
+            text: utf8(at, decoded.into_owned())?,
+        });
+    }
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1514,5 +1610,78 @@ mod tests {
         ] {
             let _ = mime::quoted_printable(qp);
         }
+    }
+
+    fn multipart(parts: &[(&str, &str)]) -> String {
+        let mut s =
+            String::from("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n");
+        for (ct, body) in parts {
+            s.push_str(&format!("--B\nContent-Type: {ct}\n\n{body}\n"));
+        }
+        s + "--B--\n"
+    }
+
+    const AGENT: &str = r#"{"cluster": {"name": "prod"}, "nodeGroup": {"role": "scaler"}}"#;
+
+    #[test]
+    fn the_agents_config_is_its_mime_part_or_the_whole_json_user_data() {
+        let ud = multipart(&[
+            ("text/x-shellscript", "#!/bin/sh\necho hi"),
+            (AGENT_MEDIA_TYPE, AGENT),
+            ("application/node.eks.aws", &yaml(&[])),
+        ]);
+        let c = agent_config(ud.as_bytes()).unwrap().unwrap();
+        assert_eq!(c.at, Where::Part(2));
+        assert_eq!(c.text.trim(), AGENT);
+        // Its body may be base64 of gzip, as nodeadm's parts may.
+        let ud = multipart(&[(
+            &format!("{AGENT_MEDIA_TYPE}; charset=utf-8"),
+            &b64(&gzip(AGENT.as_bytes())),
+        )]);
+        assert_eq!(agent_config(ud.as_bytes()).unwrap().unwrap().text, AGENT);
+        // The whole user data, plain, base64, or base64 of gzip.
+        for ud in [
+            AGENT.as_bytes().to_vec(),
+            b64(AGENT.as_bytes()).into_bytes(),
+            b64(&gzip(AGENT.as_bytes())).into_bytes(),
+            gzip(format!("\n  {AGENT}\n").as_bytes()),
+        ] {
+            let c = agent_config(&ud).unwrap().unwrap();
+            assert_eq!((c.at, c.text.trim()), (Where::Whole, AGENT));
+        }
+        // Its Debug names where, never what.
+        assert!(!format!("{c:?}").contains("prod"), "{c:?}");
+    }
+
+    #[test]
+    fn user_data_without_the_agents_config_holds_none() {
+        let json_nodeconfig = r#"{"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig"}"#;
+        for ud in [
+            "#!/bin/bash\neks-nodeinit init --config /etc/x.json\n".to_string(),
+            "#cloud-config\nwrite_files: []\n".into(),
+            yaml(&[]),
+            json_nodeconfig.into(),
+            multipart(&[("application/node.eks.aws", &yaml(&[]))]),
+            String::new(),
+        ] {
+            assert_eq!(agent_config(ud.as_bytes()).unwrap(), None, "{ud}");
+        }
+    }
+
+    #[test]
+    fn a_mistyped_or_repeated_agent_part_is_an_error_not_nothing() {
+        let typo = multipart(&[("application/vnd.eks-nodeinit+jsn", AGENT)]);
+        let e = agent_config(typo.as_bytes()).unwrap_err().to_string();
+        assert!(
+            e.contains("MIME part 1") && e.contains(AGENT_MEDIA_TYPE),
+            "{e}"
+        );
+        let two = multipart(&[(AGENT_MEDIA_TYPE, AGENT), (AGENT_MEDIA_TYPE, AGENT)]);
+        let e = agent_config(two.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("MIME part 2") && e.contains("second"), "{e}");
+        let latin1 = [b"{\"cluster\": \"".as_slice(), &[0xe9], b"\"}"].concat();
+        let e = agent_config(&latin1).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8"), "{e}");
+        assert!(!e.contains("cluster"), "never echoes the config: {e}");
     }
 }

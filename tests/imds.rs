@@ -15,7 +15,7 @@ fn client(s: &ImdsServer) -> ImdsClient {
 async fn reads_everything_with_one_token() {
     let s = ImdsServer::start();
     let c = client(&s);
-    let md = fetch(&c, Duration::from_secs(5)).await.unwrap();
+    let md = fetch(&c, Duration::from_secs(5), None).await.unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
     assert_eq!(md.private_ipv4.as_deref(), Some("10.0.12.34"));
     assert_eq!(md.ipv6, None, "404 is absent, not an error");
@@ -47,7 +47,9 @@ async fn tags_off_and_ipv6_only() {
         st.data.insert(k.into(), v.into());
     }
     let s = ImdsServer::start_with(st);
-    let md = fetch(&client(&s), Duration::from_secs(5)).await.unwrap();
+    let md = fetch(&client(&s), Duration::from_secs(5), None)
+        .await
+        .unwrap();
     assert_eq!(md.tags, None);
     assert_eq!(md.autoscaling_group_name, None);
     assert_eq!(md.private_ipv4, None);
@@ -61,7 +63,9 @@ async fn tags_off_and_ipv6_only() {
 async fn expired_token_is_refreshed_once() {
     let s = ImdsServer::start();
     s.state.lock().unwrap().expire_tokens_after_gets = Some(1);
-    let md = fetch(&client(&s), Duration::from_secs(5)).await.unwrap();
+    let md = fetch(&client(&s), Duration::from_secs(5), None)
+        .await
+        .unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
     let st = s.state.lock().unwrap();
     assert!(st.unauthorized >= 1, "the server expired the token");
@@ -72,7 +76,9 @@ async fn expired_token_is_refreshed_once() {
 async fn server_errors_are_retried() {
     let s = ImdsServer::start();
     s.state.lock().unwrap().fail_first = 3;
-    let md = fetch(&client(&s), Duration::from_secs(5)).await.unwrap();
+    let md = fetch(&client(&s), Duration::from_secs(5), None)
+        .await
+        .unwrap();
     assert_eq!(md.region, "eu-west-1");
     let st = s.state.lock().unwrap();
     assert_eq!(st.server_errors, 3);
@@ -84,7 +90,7 @@ async fn slow_server_hits_the_total_deadline() {
     let s = ImdsServer::start();
     s.state.lock().unwrap().delay = Duration::from_secs(3);
     let t = Instant::now();
-    let e = fetch(&client(&s), Duration::from_millis(1500))
+    let e = fetch(&client(&s), Duration::from_millis(1500), None)
         .await
         .unwrap_err();
     let took = t.elapsed();
@@ -106,7 +112,7 @@ async fn refused_connection_fails_fast_off_ec2() {
         .port();
     let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), false).unwrap();
     let t = Instant::now();
-    let e = fetch(&c, Duration::from_secs(10)).await.unwrap_err();
+    let e = fetch(&c, Duration::from_secs(10), None).await.unwrap_err();
     let took = t.elapsed();
     assert!(matches!(e, ImdsError::Unreachable { .. }), "{e}");
     assert!(
@@ -166,7 +172,7 @@ async fn imdsv1_only_when_the_config_opts_in() {
         st.v1_allowed = true;
     }
     // Default: IMDSv2 only, and the refusal says how to opt in.
-    let e = fetch(&client(&s), Duration::from_secs(5))
+    let e = fetch(&client(&s), Duration::from_secs(5), None)
         .await
         .unwrap_err();
     assert!(
@@ -181,7 +187,7 @@ async fn imdsv1_only_when_the_config_opts_in() {
     );
     // Opted in: tokenless reads.
     let v1 = ImdsClient::new(&s.url(), true).unwrap();
-    let md = fetch(&v1, Duration::from_secs(5)).await.unwrap();
+    let md = fetch(&v1, Duration::from_secs(5), None).await.unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
     assert_eq!(s.state.lock().unwrap().gets, 10);
 }

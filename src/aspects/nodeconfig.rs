@@ -45,11 +45,36 @@ pub fn spec(h: &HandoffSettings, f: &mut Findings) -> NodeconfigSpec {
     }
 }
 
+/// The package's drop-in for `nodeadm-config.service`, which adds `file:///etc/eks/nodeadm.d/`
+/// to the config phase's sources (upstream reads only the user data there), and where an
+/// operator may put it instead.
+pub const CONFIG_UNIT_DROPINS: [&str; 2] = [
+    "/usr/lib/systemd/system/nodeadm-config.service.d/50-eks-nodeinit.conf",
+    "/etc/systemd/system/nodeadm-config.service.d/50-eks-nodeinit.conf",
+];
+
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2023) {
         r.file(DROPIN);
         r.exists.push(spec.nodeconfig.nodeadm_path.clone());
+        r.exists
+            .extend(CONFIG_UNIT_DROPINS.iter().map(PathBuf::from));
     }
+}
+
+/// The cluster fields nodeadm requires (internal/api/validation.go) that the drop-in lacks.
+fn missing_cluster_fields(c: &ClusterFact) -> Vec<&'static str> {
+    let mut m = Vec::new();
+    if c.api_server_endpoint.is_none() {
+        m.push("apiServerEndpoint");
+    }
+    if c.certificate_authority.is_none() {
+        m.push("certificateAuthority");
+    }
+    if c.cidr.is_none() {
+        m.push("cidr");
+    }
+    m
 }
 
 fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
@@ -79,7 +104,14 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
             backup: None,
         });
     }
-    let mut note = String::from("nodeadm-run.service (after cloud-final.service) reads imds://user-data then file:///etc/eks/nodeadm.d/ and starts kubelet; the agent exits 0");
+    let config_phase_reads_dropins = CONFIG_UNIT_DROPINS
+        .iter()
+        .any(|p| facts.exists(std::path::Path::new(p)));
+    let mut note = String::from(if config_phase_reads_dropins {
+        "nodeadm-config.service (with the package's drop-in) and nodeadm-run.service read imds://user-data then file:///etc/eks/nodeadm.d/; nodeadm-run starts kubelet; the agent exits 0"
+    } else {
+        "nodeadm-run.service (after cloud-final.service) reads imds://user-data then file:///etc/eks/nodeadm.d/ and starts kubelet; the agent exits 0"
+    });
     if let Some(from) = &taints.carried {
         let n = from.entries.len();
         note.push_str(&format!(
@@ -93,9 +125,24 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
         note,
     });
     match user_data {
-        UserDataFact::Read(Err(UserDataError::NoNodeConfig(why))) => out.warnings.push(format!(
-            "the instance's user data holds no NodeConfig ({why}): nodeadm-run reads imds://user-data first and fails without one (\"could not find NodeConfig within UserData\"); add an application/node.eks.aws MIME part with at least the cluster block (examples/cloud-init/al2023-userdata.mime)"
-        )),
+        // nodeadm passes over user data without a NodeConfig when another source follows it
+        // (internal/configprovider/chain.go): then the drop-in alone must satisfy its validation.
+        UserDataFact::Read(Err(UserDataError::NoNodeConfig(why))) => {
+            let cluster = facts.cluster(spec);
+            let missing = missing_cluster_fields(&cluster);
+            if !missing.is_empty() {
+                out.warnings.push(format!(
+                    "the instance's user data holds no NodeConfig ({why}) and the drop-in has no cluster {}: nodeadm requires all four cluster fields and fails unless another file in /etc/eks/nodeadm.d gives them; set them in the config or look them up with cluster.discovery",
+                    missing.join(", ")
+                ));
+            }
+            if !config_phase_reads_dropins {
+                out.warnings.push(format!(
+                    "the instance's user data holds no NodeConfig ({why}) and nodeadm-config.service reads only the user data (no {}): it fails with \"no config in chain\"; install the package's drop-in, or add an application/node.eks.aws MIME part with the cluster block (examples/cloud-init/al2023-userdata.mime)",
+                    CONFIG_UNIT_DROPINS[0]
+                ));
+            }
+        }
         // With taints to merge this is a finding (see `taints`).
         UserDataFact::Read(Err(e)) if spec.registration.taints.is_empty() => out.warnings.push(format!(
             "nodeadm cannot read the instance's user data: {e}; nodeadm-run reads it first and fails on it: fix the user data"
