@@ -46,10 +46,23 @@ locals {
   rpm_path      = var.rpm_path != "" ? var.rpm_path : "target/packages/eks-nodeinit-0.1.0-1.${local.rpm_arch}.rpm"
 }
 
-# A default config baked into /etc/eks-nodeinit/config.json; user data may replace it.
+# Optional: a config file to bake into /etc/eks-nodeinit/config.json (validated on the image).
+# The unit reads the user data's config first and uses this file only when the user data holds
+# none. Empty (the default): nothing is baked; the name-only user data needs no file.
 variable "config_path" {
   type    = string
-  default = "examples/scaler.json"
+  default = ""
+}
+
+locals {
+  bake_config = var.config_path != ""
+  al2023      = var.family == "al2023"
+  # Written on the builder by the shell provisioner below (Packer 1.6.6's file provisioner takes
+  # only a source file, and has no condition).
+  config_b64 = local.bake_config ? base64encode(file(var.config_path)) : ""
+  # nodeadm-config.service's ExecStart in the EKS AMI (amazon-eks-ami 81fec2e); the package's
+  # drop-in replaces it with this command plus --config-source file:///etc/eks/nodeadm.d/.
+  nodeadm_config_exec = "/usr/bin/nodeadm init --skip run --config-source imds://user-data --config-cache /run/eks/nodeadm/config.json"
 }
 
 source "amazon-ebs" "eks_node" {
@@ -77,19 +90,29 @@ build {
     destination = "/tmp/eks-nodeinit.rpm"
   }
 
-  provisioner "file" {
-    source      = var.config_path
-    destination = "/tmp/eks-nodeinit-config.json"
-  }
-
   provisioner "shell" {
     inline = [
       "set -eux",
       "if command -v dnf >/dev/null; then sudo dnf install -y /tmp/eks-nodeinit.rpm; else sudo yum install -y /tmp/eks-nodeinit.rpm; fi",
-      "sudo install -d -m 0755 /etc/eks-nodeinit",
-      "sudo install -m 0600 /tmp/eks-nodeinit-config.json /etc/eks-nodeinit/config.json",
-      "sudo /usr/bin/eks-nodeinit validate --config /etc/eks-nodeinit/config.json",
+      # The unit reads its config from the user data (imds://user-data), then the baked file.
       "sudo systemctl enable eks-nodeinit.service",
+      "if ${local.bake_config}; then",
+      "  set +x # the config may hold the cluster CA: not traced",
+      "  (umask 077 && echo '${local.config_b64}' | base64 -d > /tmp/eks-nodeinit-config.json)",
+      "  set -x",
+      "  sudo install -d -m 0755 /etc/eks-nodeinit",
+      "  sudo install -m 0600 /tmp/eks-nodeinit-config.json /etc/eks-nodeinit/config.json",
+      "  sudo /usr/bin/eks-nodeinit validate --config /etc/eks-nodeinit/config.json",
+      "fi",
+      # AL2023: the RPM's drop-in for nodeadm-config.service is written for the AMI's command;
+      # stop the build when this AMI's command differs (the drop-in must follow it), and check
+      # that systemd applies the drop-in.
+      "if ${local.al2023}; then",
+      "  unit=$(systemctl show -p FragmentPath --value nodeadm-config.service)",
+      "  grep -qxF 'ExecStart=${local.nodeadm_config_exec}' \"$unit\" || { echo \"nodeadm-config.service's ExecStart differs from the one the eks-nodeinit drop-in replaces: update the drop-in\" >&2; exit 1; }",
+      "  sudo systemctl daemon-reload",
+      "  systemctl show -p ExecStart nodeadm-config.service | grep -qF 'file:///etc/eks/nodeadm.d/'",
+      "fi",
       "rm -f /tmp/eks-nodeinit.rpm /tmp/eks-nodeinit-config.json",
     ]
   }

@@ -1124,9 +1124,14 @@ pub fn agent_config(user_data: &[u8]) -> Result<Option<AgentConfig>, UserDataErr
         if !trimmed.starts_with('{') {
             return Ok(None);
         }
-        // A JSON NodeConfig is nodeadm's, not the agent's.
+        // A JSON NodeConfig (or any document with a `kind`) is nodeadm's, not the agent's; the
+        // agent's config has no `kind` and may pin `"apiVersion": "eks-nodeinit/v1"`.
         if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(trimmed) {
-            if m.contains_key("apiVersion") || m.contains_key("kind") {
+            let nodeadm_version = m
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|v| !v.starts_with("eks-nodeinit/"));
+            if m.contains_key("kind") || nodeadm_version {
                 return Ok(None);
             }
         }
@@ -1639,6 +1644,10 @@ mod tests {
             &b64(&gzip(AGENT.as_bytes())),
         )]);
         assert_eq!(agent_config(ud.as_bytes()).unwrap().unwrap().text, AGENT);
+        // A pinned version is the agent's own.
+        let pinned = format!(r#"{{"apiVersion": "eks-nodeinit/v1", {}"#, &AGENT[1..]);
+        let c = agent_config(pinned.as_bytes()).unwrap().unwrap();
+        assert_eq!(c.text, pinned);
         // The whole user data, plain, base64, or base64 of gzip.
         for ud in [
             AGENT.as_bytes().to_vec(),

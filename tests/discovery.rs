@@ -110,23 +110,13 @@ fn mode(p: &Path) -> u32 {
 fn ssm_path_in_moto_completes_the_al2023_nodeconfig_and_a_rerun_makes_no_call() {
     let Some(moto) = start_moto() else { return };
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let ssm = aws_sdk_ssm::Client::new(&moto_conf(&moto.url).await);
-        for (name, value) in parameters(&format!("/eks/{CLUSTER}"), ENDPOINT, &ca(), CIDR) {
-            let secure = name.ends_with("CA");
-            ssm.put_parameter()
-                .name(name)
-                .value(value)
-                .r#type(if secure {
-                    aws_sdk_ssm::types::ParameterType::SecureString
-                } else {
-                    aws_sdk_ssm::types::ParameterType::String
-                })
-                .send()
-                .await
-                .unwrap();
-        }
-    });
+    rt.block_on(put_cluster_parameters(
+        &moto.url,
+        &format!("/eks/{CLUSTER}"),
+        ENDPOINT,
+        &ca(),
+        CIDR,
+    ));
     let root = sample_root("al2023-root");
     let cfg = name_only(root.path(), json!({"ssmEndpoint": moto.url}));
 

@@ -63,40 +63,44 @@ fn user_data_examples_carry_valid_configs() {
 }
 
 #[test]
-fn cloud_config_write_files_is_valid() {
-    let text = std::fs::read_to_string(example("cloud-init/cloud-config.yaml")).unwrap();
-    assert!(text.starts_with("#cloud-config\n"));
-    let body = write_files_content(&text);
-    assert!(body.trim_start().starts_with('{'), "{body}");
-    validate(&body, "cloud-config.yaml");
-    // The packaged unit runs the agent: a runcmd would run it (and bootstrap.sh) a second time.
-    assert!(!text.contains("runcmd"), "{text}");
-}
-
-#[test]
-fn al2023_unit_mime_has_a_node_config_and_a_valid_config_file() {
-    let text = std::fs::read_to_string(example("cloud-init/al2023-unit.mime")).unwrap();
-    assert!(text.contains("Content-Type: application/node.eks.aws"));
-    assert!(text.contains("kind: NodeConfig"));
-    assert!(text.contains("#cloud-config\n"));
-    assert!(!text.contains("text/x-shellscript") && !text.contains("runcmd"));
-    let body = write_files_content(&text);
-    assert!(body.trim_start().starts_with('{'), "{body}");
-    validate(&body, "al2023-unit.mime");
-}
-
-#[test]
-fn al2023_mime_examples_hold_a_nodeconfig_as_nodeadm_reads_them() {
-    use eks_nodeinit::userdata::{read, Where};
-    for f in [
-        "cloud-init/al2023-userdata.mime",
-        "cloud-init/al2023-unit.mime",
+fn name_only_user_data_holds_the_agents_config_and_nothing_of_the_cluster_but_its_name() {
+    use eks_nodeinit::userdata::{agent_config, read, UserDataError, Where};
+    for (f, at) in [
+        ("cloud-init/al2023-name-only.mime", Where::Part(1)),
+        ("cloud-init/al2-name-only.json", Where::Whole),
     ] {
         let text = std::fs::read_to_string(example(f)).unwrap();
-        let r = read(text.as_bytes()).unwrap_or_else(|e| panic!("{f}: {e}"));
-        assert_eq!(r.documents, [Where::Part(1)], "{f}");
-        assert_eq!(r.taints, None, "{f}: the agent sets the taints");
+        let found = agent_config(text.as_bytes())
+            .unwrap_or_else(|e| panic!("{f}: {e}"))
+            .unwrap_or_else(|| panic!("{f}: no eks-nodeinit config"));
+        assert_eq!(found.at, at, "{f}");
+        validate(&found.text, f);
+        let v: serde_json::Value = serde_json::from_str(&found.text).unwrap();
+        assert!(v["cluster"]["discovery"].is_object(), "{f}");
+        for field in ["apiServerEndpoint", "certificateAuthority", "cidr"] {
+            assert!(v["cluster"].get(field).is_none(), "{f}: {field}");
+        }
+        // No NodeConfig: nodeadm's chain passes over the user data (the drop-in gives all).
+        assert!(
+            matches!(read(text.as_bytes()), Err(UserDataError::NoNodeConfig(_))),
+            "{f}"
+        );
+        // Neither a script nor cloud-config: the packaged unit runs the agent.
+        assert!(
+            !text.contains("#!/") && !text.contains("#cloud-config"),
+            "{f}"
+        );
     }
+}
+
+#[test]
+fn the_al2023_script_example_holds_a_nodeconfig_as_nodeadm_reads_it() {
+    use eks_nodeinit::userdata::{read, Where};
+    let f = "cloud-init/al2023-userdata.mime";
+    let text = std::fs::read_to_string(example(f)).unwrap();
+    let r = read(text.as_bytes()).unwrap_or_else(|e| panic!("{f}: {e}"));
+    assert_eq!(r.documents, [Where::Part(1)], "{f}");
+    assert_eq!(r.taints, None, "{f}: the agent sets the taints");
 }
 
 #[test]

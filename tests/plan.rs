@@ -668,6 +668,20 @@ fn conflicting_or_invalid_user_data_taints_are_findings() {
         "{:?}",
         p.warnings
     );
+    // A NodeConfig that does not decode: nodeadm's chain passes over the whole user data.
+    assert!(
+        p.warnings[0].contains("nodeadm passes over the whole user data"),
+        "{:?}",
+        p.warnings
+    );
+    // A gzip error is fatal to nodeadm (the gzip magic, then junk; base64 as EC2 may carry it).
+    let gzip_magic = "H4tub3QgZ3ppcA==";
+    let p = plan::build(&none, &al2023_with_user_data(gzip_magic)).unwrap();
+    assert!(
+        p.warnings[0].contains("nodeadm fails on it in both phases"),
+        "{:?}",
+        p.warnings
+    );
 }
 
 #[test]

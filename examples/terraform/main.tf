@@ -13,10 +13,12 @@ variable "instance_profile_arn" { type = string }
 variable "node_role_name" { type = string } # the IAM role of that instance profile
 
 # How the user data gives the agent its config:
-#   al2023-name-only   MIME, one application/vnd.eks-nodeinit+json part (userdata-al2023-name-only.mime.tftpl)
+#   al2023-name-only   MIME, one application/vnd.eks-nodeinit+json part
+#                      (userdata-al2023-name-only.mime.tftpl)
 #   al2-name-only      the agent's JSON config as the whole user data
-#   al2023-nodeconfig  MIME, a NodeConfig with the cluster block + a script part (userdata-al2023.mime.tftpl)
-#   al2-script         a script with the full cluster block in the config (userdata-al2.sh.tftpl)
+#   al2023-nodeconfig  MIME, a NodeConfig with the cluster block and a script part
+#                      (userdata-al2023.mime.tftpl)
+#   al2-script         a script, the full cluster block in the config (userdata-al2.sh.tftpl)
 # The two name-only forms are read by the packaged unit; the script forms run the agent from
 # cloud-final (do not also bake a config into the AMI then: the agent would run twice).
 variable "user_data_form" {

@@ -144,9 +144,12 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
             }
         }
         // With taints to merge this is a finding (see `taints`).
-        UserDataFact::Read(Err(e)) if spec.registration.taints.is_empty() => out.warnings.push(format!(
-            "nodeadm cannot read the instance's user data: {e}; nodeadm-run reads it first and fails on it: fix the user data"
-        )),
+        UserDataFact::Read(Err(e)) if spec.registration.taints.is_empty() => {
+            out.warnings.push(format!(
+                "nodeadm cannot read the instance's user data: {e}; {}: fix the user data",
+                what_nodeadm_does(e)
+            ))
+        }
         _ => {}
     }
     if !facts.exists(&spec.nodeconfig.nodeadm_path) {
@@ -154,6 +157,16 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
             "{} does not exist under the root: nothing will read the NodeConfig drop-in",
             spec.nodeconfig.nodeadm_path.display()
         ));
+    }
+}
+
+/// What nodeadm does with user data it cannot read (internal/configprovider/chain.go): a
+/// NodeConfig that does not decode (`bridge.ErrNodeConfigDecodingFailure`) makes it pass over the
+/// whole user data when another source follows; a gzip or MIME error is fatal.
+fn what_nodeadm_does(e: &UserDataError) -> &'static str {
+    match e {
+        UserDataError::Document { .. } => "nodeadm passes over the whole user data, its other NodeConfigs included, and takes its config from /etc/eks/nodeadm.d/ alone",
+        _ => "nodeadm fails on it in both phases",
     }
 }
 
@@ -187,7 +200,8 @@ pub fn taints(agent: &[Taint], user_data: &UserDataFact, f: &mut Findings) -> Op
             f.push(
                 FIELD,
                 format!(
-                    "{e}. The agent carries the user data's taints into its --register-with-taints (kubelet keeps only the last such flag) and cannot tell which it would drop: fix the user data (nodeadm fails on it too), {what_to_do}"
+                    "{e}. The agent carries the user data's taints into its --register-with-taints (kubelet keeps only the last such flag) and cannot tell which it would drop: fix the user data ({}), {what_to_do}",
+                    what_nodeadm_does(e)
                 ),
             );
             return None;

@@ -345,17 +345,36 @@ pub fn heredocs(text: &str) -> Vec<String> {
     out
 }
 
-/// The first `content: |` block scalar of a cloud-config's write_files, de-indented.
-pub fn write_files_content(text: &str) -> String {
-    let start = text.find("content: |\n").expect("a `content: |` block") + "content: |\n".len();
-    let rest = &text[start..];
-    let first = rest.lines().next().unwrap();
-    let indent = first.len() - first.trim_start().len();
-    let pad = " ".repeat(indent);
-    rest.lines()
-        .take_while(|l| l.starts_with(&pad) || l.trim().is_empty())
-        .map(|l| format!("{}\n", l.get(indent..).unwrap_or("")))
-        .collect()
+/// Publish a cluster's values in Parameter Store as the agent's `ssmPath` source reads them by
+/// default (`<prefix>/APISERVER_ENDPOINT`, `<prefix>/B64_CLUSTER_CA` as a SecureString,
+/// `<prefix>/SERVICE_CIDR`), in moto at `url`.
+pub async fn put_cluster_parameters(url: &str, prefix: &str, endpoint: &str, ca: &str, cidr: &str) {
+    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("eu-west-1"))
+        .endpoint_url(url)
+        .credentials_provider(aws_sdk_ssm::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .load()
+        .await;
+    let ssm = aws_sdk_ssm::Client::new(&conf);
+    for (name, value, secure) in [
+        ("APISERVER_ENDPOINT", endpoint, false),
+        ("B64_CLUSTER_CA", ca, true),
+        ("SERVICE_CIDR", cidr, false),
+    ] {
+        ssm.put_parameter()
+            .name(format!("{prefix}/{name}"))
+            .value(value)
+            .r#type(if secure {
+                aws_sdk_ssm::types::ParameterType::SecureString
+            } else {
+                aws_sdk_ssm::types::ParameterType::String
+            })
+            .send()
+            .await
+            .unwrap();
+    }
 }
 
 /// An EC2 client for a local endpoint (moto) with test credentials.

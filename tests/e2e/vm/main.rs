@@ -41,6 +41,13 @@ const EC2_HOST: &str = "ec2.eu-west-1.amazonaws.com";
 /// Where the guest reaches the EC2 API (its /etc/hosts maps EC2_HOST here).
 const GUEST_EC2_ADDR: &str = "169.254.170.99";
 const CLUSTER: &str = "prod-eu";
+/// Parameter Store, reached like the EC2 API (its name mapped to GUEST_EC2_ADDR, moto behind TLS).
+const SSM_HOST: &str = "ssm.eu-west-1.amazonaws.com";
+/// What the name-only scenarios' Parameter Store holds under /eks/prod-eu (the CA: the suite's
+/// real test certificate, as the agent checks it is PEM).
+const SSM_ENDPOINT: &str =
+    "https://E2E0E2E0E2E0E2E0E2E0E2E0E2E0E2E0.gr7.eu-west-1.eks.amazonaws.com";
+const SSM_CIDR: &str = "172.20.0.0/16";
 /// The DMI identity that makes cloud-init's Ec2 datasource use IMDSv2 (uuid == serial, "ec2…").
 const DMI_UUID: &str = "ec2e1916-9099-7caf-fd21-01234567abcd";
 /// One boot to the report takes about a minute under TCG; two boots with margin.
@@ -261,7 +268,7 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         .arg(&csr));
     std::fs::write(
         &ext,
-        format!("subjectAltName=DNS:{EC2_HOST}\nextendedKeyUsage=serverAuth\n"),
+        format!("subjectAltName=DNS:{EC2_HOST},DNS:{SSM_HOST}\nextendedKeyUsage=serverAuth\n"),
     )
     .unwrap();
     sh(Command::new("openssl")
@@ -351,6 +358,23 @@ impl Ec2 {
 
     fn count(&self, action: &str) -> usize {
         self.actions().iter().filter(|a| *a == action).count()
+    }
+
+    /// Parameter Store calls of `operation` moto served (JSON protocol: the X-Amz-Target header).
+    fn ssm_count(&self, operation: &str) -> usize {
+        let target = format!("AmazonSSM.{operation}");
+        std::fs::read_to_string(&self.recording)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| {
+                e["headers"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .any(|(k, v)| k.eq_ignore_ascii_case("x-amz-target") && v == &target)
+            })
+            .count()
     }
 
     fn tags(&self, rt: &tokio::runtime::Runtime) -> Result<BTreeMap<String, String>, String> {
@@ -475,8 +499,12 @@ struct Scenario {
     user_data: String,
     /// The agent's config (from the user data), for the checks and the second-run dry run.
     config: serde_json::Value,
-    /// The config arrives as /etc/eks-nodeinit/config.json and the packaged unit runs the agent.
+    /// The config is in the user data (`--config imds://user-data`) and the packaged unit runs
+    /// the agent; else a user-data script runs it from cloud-final.
     by_unit: bool,
+    /// The user data names only the cluster and the node group: the endpoint, CA and service
+    /// CIDR come from Parameter Store (moto), looked up once.
+    discovered: bool,
     /// The instance carries the `kubernetes.io/cluster/<name>` tag. Without it the agent warns
     /// that the node will not join: the scenario whose journal must show a warning.
     cluster_tag: bool,
@@ -497,24 +525,68 @@ fn scenario(name: &'static str) -> Scenario {
     let (file, flavour, by_unit) = match name {
         "al2-user-data" => ("cloud-init/al2-userdata.sh", Flavour::Al2, false),
         "al2023-user-data" => ("cloud-init/al2023-userdata.mime", Flavour::Al2023, false),
-        "al2023-unit" => ("cloud-init/al2023-unit.mime", Flavour::Al2023, true),
-        "al2-unit" => ("cloud-init/cloud-config.yaml", Flavour::Al2, true),
+        "al2023-name-only" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
+        "al2-name-only" => ("cloud-init/al2-name-only.json", Flavour::Al2, true),
         _ => unreachable!("{name}"),
     };
     let user_data = read_example(file);
-    // A script carries the config in a heredoc; for the unit, cloud-config writes the file.
+    // A script carries the config in a heredoc; for the unit, the user data holds it as the
+    // agent reads it.
     let config = match by_unit {
-        true => write_files_content(&user_data),
+        true => {
+            eks_nodeinit::userdata::agent_config(user_data.as_bytes())
+                .unwrap()
+                .unwrap_or_else(|| panic!("{file} holds no eks-nodeinit config"))
+                .text
+        }
         false => heredocs(&user_data).remove(0),
     };
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    let discovered = config["cluster"].get("discovery").is_some();
     Scenario {
         name,
         flavour,
-        config: serde_json::from_str(&config).unwrap(),
+        config,
         user_data,
         by_unit,
-        cluster_tag: name != "al2-unit",
+        discovered,
+        cluster_tag: name != "al2-name-only",
     }
+}
+
+/// The CA of the suite's test certificate, base64 as Parameter Store holds it.
+fn ssm_ca() -> String {
+    base64::engine::general_purpose::STANDARD
+        .encode(std::fs::read(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap())
+}
+
+impl Scenario {
+    /// The endpoint, CA and service CIDR the hand-off must carry: the config's, or what
+    /// Parameter Store holds. Empty where the config leaves a value to the user data's
+    /// NodeConfig (the AL2023 script scenario).
+    fn cluster(&self) -> (String, String, String) {
+        if self.discovered {
+            return (SSM_ENDPOINT.into(), ssm_ca(), SSM_CIDR.into());
+        }
+        let c = &self.config["cluster"];
+        let get = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        (
+            get("apiServerEndpoint"),
+            get("certificateAuthority"),
+            get("cidr"),
+        )
+    }
+}
+
+/// The name-only scenarios' parameters, in moto before the boot (SecureString CA).
+fn put_parameters(rt: &tokio::runtime::Runtime, moto_url: &str) {
+    rt.block_on(put_cluster_parameters(
+        moto_url,
+        &format!("/eks/{CLUSTER}"),
+        SSM_ENDPOINT,
+        &ssm_ca(),
+        SSM_CIDR,
+    ));
 }
 
 fn write(path: &Path, text: &str, mode: u32) {
@@ -586,7 +658,7 @@ fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Path) -> Path
     let hosts = std::fs::read_to_string(root.join("etc/hosts")).unwrap_or_default();
     write(
         &root.join("etc/hosts"),
-        &format!("{hosts}{GUEST_EC2_ADDR} {EC2_HOST}\n"),
+        &format!("{hosts}{GUEST_EC2_ADDR} {EC2_HOST} {SSM_HOST}\n"),
         0o644,
     );
     std::fs::copy(deb, root.join("tmp/eks-nodeinit.deb")).unwrap();
@@ -600,6 +672,16 @@ fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Path) -> Path
             .symlink_metadata()
             .is_ok(),
         "the DEB's postinst enables the unit"
+    );
+    // cloud-init's unit as cloud-init renders it for Amazon Linux: Debian's rendering adds
+    // `Before=sysinit.target`, which with AL2023's ordering (nodeadm-config.service, and the
+    // agent's unit before it, both after sysinit.target, before cloud-init.service) is a cycle.
+    let unit = std::fs::read_to_string(root.join("lib/systemd/system/cloud-init.service")).unwrap();
+    assert!(unit.contains("\nBefore=sysinit.target\n"), "{unit}");
+    write(
+        &root.join("etc/systemd/system/cloud-init.service"),
+        &unit.replace("\nBefore=sysinit.target\n", "\n"),
+        0o644,
     );
     match sc.flavour {
         Flavour::Al2 => {
@@ -629,6 +711,9 @@ fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Path) -> Path
                 0o644,
             );
             enable(&root, "nodeadm-config.service", "multi-user.target");
+            // The AMI's build creates the drop-in directory (templates/al2023/provisioners/
+            // install-nodeadm.sh); nodeadm refuses a missing one but passes over an empty one.
+            std::fs::create_dir_all(root.join("etc/eks/nodeadm.d")).unwrap();
             enable(&root, "nodeadm-run.service", "cloud-init.target");
         }
     }
@@ -930,7 +1015,13 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
     let mut owned: Vec<String> = Vec::new();
     for l in handoff.split_inclusive('\n') {
         match owned.last_mut() {
-            Some(last) if l.starts_with("arg ") || l.starts_with("dropin ") => last.push_str(l),
+            Some(last)
+                if l.starts_with("arg ")
+                    || l.starts_with("dropin ")
+                    || l.starts_with("result ") =>
+            {
+                last.push_str(l)
+            }
             _ => owned.push(l.to_string()),
         }
     }
@@ -940,32 +1031,45 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
         Flavour::Al2023 => check_nodeadm(sc, &records, run),
     }
 
-    // The packaged unit: it ran (and before nodeadm) only when the config is its file; with a
-    // user-data script the unit's condition keeps it from running the agent a second time.
+    // The packaged unit runs on the first boot in every scenario. With the config in the user
+    // data it runs the agent, before nodeadm's config phase; with a user-data script (no config
+    // for the unit) it exits 4, which the unit counts as success, and the script runs the agent.
     // After the reboot it does not run again, and systemd reports no failure.
     let u1 = run.unit(1, "eks-nodeinit.service");
     let u2 = run.unit(2, "eks-nodeinit.service");
-    if sc.by_unit {
-        assert_eq!(u1["ConditionResult"], "yes", "{u1:?}");
-        assert_eq!(u1["ActiveState"], "active", "{u1:?}");
-        assert_eq!(u1["Result"], "success", "{u1:?}");
-        assert_eq!(u1["ExecMainStatus"], "0", "{u1:?}");
-        if sc.flavour == Flavour::Al2023 {
-            let n = run.unit(1, "nodeadm-run.service");
-            let done: u64 = u1["ExecMainExitTimestampMonotonic"].parse().unwrap();
+    assert_eq!(u1["ConditionResult"], "yes", "{u1:?}");
+    assert_eq!(u1["ActiveState"], "active", "{u1:?}");
+    assert_eq!(u1["Result"], "success", "{u1:?}");
+    assert_eq!(
+        u1["ExecMainStatus"],
+        if sc.by_unit { "0" } else { "4" },
+        "[{}] {u1:?}",
+        sc.name
+    );
+    if sc.flavour == Flavour::Al2023 {
+        let done: u64 = u1["ExecMainExitTimestampMonotonic"].parse().unwrap();
+        for next_unit in ["nodeadm-config.service", "nodeadm-run.service"] {
+            let n = run.unit(1, next_unit);
             let next: u64 = n["ExecMainStartTimestampMonotonic"].parse().unwrap();
             assert!(
                 done > 0 && done <= next,
-                "eks-nodeinit exited at {done} µs, nodeadm-run started at {next} µs"
+                "[{}] eks-nodeinit exited at {done} µs, {next_unit} started at {next} µs",
+                sc.name
             );
         }
-        // Written by ExecStartPost, after the agent (on AL2: bootstrap.sh, exec'd) succeeded.
-        assert!(run.get(1, "file:/var/lib/eks-nodeinit/done").is_some());
-    } else {
-        assert_eq!(u1["ConditionResult"], "no", "{u1:?}");
     }
+    // Written by ExecStartPost, after the unit's run (on AL2: bootstrap.sh, exec'd) succeeded.
+    assert!(run.get(1, "file:/var/lib/eks-nodeinit/done").is_some());
     assert_eq!(u2["ConditionResult"], "no", "boot 2: {u2:?}");
     assert_eq!(u2["Result"], "success", "boot 2: {u2:?}");
+    // Name only: one lookup in Parameter Store, on the first boot; none after the reboot (the
+    // unit does not run) nor by the dry runs (the agent's cache).
+    assert_eq!(
+        ec2.ssm_count("GetParametersByPath"),
+        usize::from(sc.discovered),
+        "[{}] Parameter Store lookups",
+        sc.name
+    );
 
     // The reboot redid nothing: the agent's files are the same inodes with the same mtimes,
     // and a dry run on the configured node plans no change, on both boots.
@@ -993,14 +1097,16 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
         }
     }
     check_logs(sc, run);
-    if let Some(ca) = cfg["cluster"]["certificateAuthority"].as_str() {
-        for name in ["journal", "cloud-init-output", "second-run"] {
-            assert!(
-                !run.must(1, name).contains(ca),
-                "[{}] the CA appears in the guest's {name}",
-                sc.name
-            );
+    let (_, ca, _) = sc.cluster();
+    for name in ["journal", "cloud-init-output", "second-run"] {
+        if ca.is_empty() {
+            break;
         }
+        assert!(
+            !run.must(1, name).contains(&ca),
+            "[{}] the CA appears in the guest's {name}",
+            sc.name
+        );
     }
 }
 
@@ -1108,22 +1214,17 @@ fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
         "bootstrap.sh should run in {unit}: {rec}"
     );
     let argv: Vec<&str> = rec.lines().filter_map(|l| l.strip_prefix("arg ")).collect();
-    let c = &sc.config["cluster"];
-    assert_eq!(argv[0], c["name"].as_str().unwrap());
+    let (endpoint, ca, cidr) = sc.cluster();
+    assert_eq!(argv[0], sc.config["cluster"]["name"].as_str().unwrap());
     let after = |flag: &str| {
         argv.iter()
             .position(|a| *a == flag)
             .map(|i| argv[i + 1])
             .unwrap_or_else(|| panic!("{flag} missing from {argv:?}"))
     };
-    assert_eq!(
-        after("--b64-cluster-ca"),
-        c["certificateAuthority"].as_str().unwrap()
-    );
-    assert_eq!(
-        after("--apiserver-endpoint"),
-        c["apiServerEndpoint"].as_str().unwrap()
-    );
+    assert_eq!(after("--b64-cluster-ca"), ca);
+    assert_eq!(after("--apiserver-endpoint"), endpoint);
+    assert_eq!(after("--service-ipv4-cidr"), cidr);
     let extra = after("--kubelet-extra-args");
     for (k, v) in sc.config["labels"].as_object().into_iter().flatten() {
         assert!(
@@ -1188,27 +1289,55 @@ fn check_nodeadm(sc: &Scenario, records: &[&str], run: &Run) {
     assert_eq!(nc["apiVersion"], "node.eks.aws/v1alpha1");
     assert_eq!(nc["kind"], "NodeConfig");
     let dropin_b64 = base64::engine::general_purpose::STANDARD.encode(&dropin);
-    let runs: Vec<&&str> = records
-        .iter()
-        .filter(|r| r.contains("nodeadm-run.service"))
-        .collect();
-    // nodeadm's run phase starts on every boot; each time the drop-in is already in place.
-    assert_eq!(runs.len(), 2, "{records:#?}");
-    for r in &runs {
-        assert!(r.contains("arg file:///etc/eks/nodeadm.d/"), "{r}");
+    let with_dropin = format!("dropin /etc/eks/nodeadm.d/10-eks-nodeinit.json {dropin_b64}");
+    let phase = |unit: &str| -> Vec<&&str> {
+        records
+            .iter()
+            .filter(|r| r.lines().next().unwrap_or("").contains(unit))
+            .collect()
+    };
+    // Both phases run on every boot, read the user data and /etc/eks/nodeadm.d/ (the config
+    // phase through the package's drop-in), and pass the stand-in's check of nodeadm's own
+    // rule: the merged sources hold all four cluster fields.
+    for unit in ["nodeadm-config.service", "nodeadm-run.service"] {
+        let runs = phase(unit);
+        assert_eq!(runs.len(), 2, "[{}] {unit}: {records:#?}", sc.name);
+        for r in &runs {
+            assert!(r.contains("arg imds://user-data\n"), "{r}");
+            assert!(r.contains("arg file:///etc/eks/nodeadm.d/\n"), "{r}");
+            assert!(
+                r.lines().any(|l| l.starts_with("result ok")),
+                "[{}] {unit} failed:\n{r}",
+                sc.name
+            );
+        }
+    }
+    // The run phase always finds the agent's final drop-in; the config phase too when the
+    // unit ran the agent before it (a user-data script runs it later, in cloud-final).
+    for r in phase("nodeadm-run.service") {
         assert!(
-            r.contains(&format!(
-                "dropin /etc/eks/nodeadm.d/10-eks-nodeinit.json {dropin_b64}"
-            )),
+            r.contains(&with_dropin),
             "[{}] nodeadm-run started without the agent's drop-in:\n{r}",
             sc.name
         );
     }
-    let config_phase: Vec<&&str> = records
-        .iter()
-        .filter(|r| r.contains("nodeadm-config.service"))
-        .collect();
-    assert_eq!(config_phase.len(), 2, "{records:#?}");
+    if sc.by_unit {
+        for r in phase("nodeadm-config.service") {
+            assert!(
+                r.contains(&with_dropin),
+                "[{}] nodeadm-config started without the agent's drop-in:\n{r}",
+                sc.name
+            );
+        }
+    }
+    if sc.discovered {
+        let (endpoint, ca, cidr) = sc.cluster();
+        let c = &nc["spec"]["cluster"];
+        assert_eq!(c["name"], CLUSTER);
+        assert_eq!(c["apiServerEndpoint"], endpoint.as_str());
+        assert_eq!(c["certificateAuthority"], ca.as_str());
+        assert_eq!(c["cidr"], cidr.as_str());
+    }
     let shutdown = sc.config["kubelet"]["shutdownGracePeriod"]
         .as_str()
         .unwrap();
@@ -1230,6 +1359,9 @@ fn e2e(name: &'static str) {
     let (ca, crt, key) = certificates(work.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ec2 = Ec2::start(&rt, work.path(), &crt, &key);
+    if sc.discovered {
+        put_parameters(&rt, &ec2._moto.url);
+    }
     let imds = imds(&ec2, &sc);
     let _mirror = TagMirror::start(&rt, &ec2, &imds);
     let disk = disk(&sc, &image, work.path(), &ca, &deb);
@@ -1263,12 +1395,12 @@ fn al2023_user_data_writes_the_node_config_before_nodeadm_runs() {
 
 #[test]
 #[ignore = "boots a VM: make e2e-vm"]
-fn al2_packaged_unit_execs_bootstrap_sh_with_a_cloud_config_only() {
-    e2e("al2-unit");
+fn al2_name_only_user_data_unit_passes_parameter_store_values_to_bootstrap_sh() {
+    e2e("al2-name-only");
 }
 
 #[test]
 #[ignore = "boots a VM: make e2e-vm"]
-fn al2023_packaged_unit_runs_before_nodeadm_without_a_script() {
-    e2e("al2023-unit");
+fn al2023_name_only_user_data_completes_both_nodeadm_phases_from_parameter_store() {
+    e2e("al2023-name-only");
 }
