@@ -362,11 +362,28 @@ fn handoffs_per_family_and_undetected_family() {
         .insert(nodeconfig::DROPIN.into(), file(&nodeconfig::text(&s)));
     let p = plan::build(&s, &f).unwrap();
     assert_eq!(p.changes(), 0);
-    // No NodeConfig in the user data, no nodeadm: warnings.
+    // No NodeConfig in the user data, no nodeadm: warnings. Nodeadm passes over the user data,
+    // so the drop-in alone must give the cluster fields (this config has no endpoint or CIDR),
+    // and the config phase must read the drop-in directory (the package's unit drop-in).
     f.instance.as_mut().unwrap().user_data = user_data("#!/bin/sh\n");
     f.exists.clear();
     let p = plan::build(&s, &f).unwrap();
-    assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+    assert_eq!(p.warnings.len(), 3, "{:?}", p.warnings);
+    assert!(
+        p.warnings[0].contains("the drop-in has no cluster apiServerEndpoint, cidr"),
+        "{:?}",
+        p.warnings
+    );
+    assert!(
+        p.warnings[1].contains("nodeadm-config.service reads only the user data"),
+        "{:?}",
+        p.warnings
+    );
+    assert!(
+        p.warnings[2].contains("/usr/bin/nodeadm does not exist"),
+        "{:?}",
+        p.warnings
+    );
     // A family that could not be detected is a finding with its reason, never a default.
     f.family = Err("cannot tell Amazon Linux 2 from 2023".into());
     let e = errors(&s, &f);
