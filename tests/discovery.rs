@@ -107,6 +107,45 @@ fn mode(p: &Path) -> u32 {
 }
 
 #[test]
+fn ssm_path_pages_are_followed_to_the_values_on_a_later_page() {
+    // Twelve other parameters first under the same path: moto pages GetParametersByPath (ten
+    // a page without MaxResults, as the service does), so the cluster's are on the second page.
+    let Some(moto) = start_moto() else { return };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let conf = moto_conf(&moto.url).await;
+        let ssm = aws_sdk_ssm::Client::new(&conf);
+        for i in 0..12 {
+            ssm.put_parameter()
+                .name(format!("/eks/{CLUSTER}/OTHER_{i:02}"))
+                .value("x")
+                .r#type(aws_sdk_ssm::types::ParameterType::String)
+                .send()
+                .await
+                .unwrap();
+        }
+    });
+    rt.block_on(put_cluster_parameters(
+        &moto.url,
+        &format!("/eks/{CLUSTER}"),
+        ENDPOINT,
+        &ca(),
+        CIDR,
+    ));
+    let root = sample_root("al2023-root");
+    let cfg = name_only(root.path(), json!({"ssmEndpoint": moto.url}));
+    let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["discovery"]["calls"]["getParametersByPath"], 2);
+    assert_eq!(
+        plan["discovery"]["values"][2]["from"],
+        "SSM /eks/prod-eu/SERVICE_CIDR"
+    );
+    assert_no_ca(root.path(), &out);
+}
+
+#[test]
 fn ssm_path_in_moto_completes_the_al2023_nodeconfig_and_a_rerun_makes_no_call() {
     let Some(moto) = start_moto() else { return };
     let rt = tokio::runtime::Runtime::new().unwrap();
