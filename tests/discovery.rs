@@ -41,18 +41,6 @@ fn assert_no_ca(root: &Path, out: &Output) {
     assert_unprinted(out, root, &[&ca(), body]);
 }
 
-/// SDK settings for moto on `url` (its test credentials, the sample's region).
-async fn moto_conf(url: &str) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("eu-west-1"))
-        .endpoint_url(url)
-        .credentials_provider(aws_sdk_ssm::config::Credentials::new(
-            "testing", "testing", None, None, "test",
-        ))
-        .load()
-        .await
-}
-
 fn parameters(prefix: &str, endpoint: &str, ca: &str, cidr: &str) -> Vec<(String, String)> {
     vec![
         (format!("{prefix}/APISERVER_ENDPOINT"), endpoint.into()),
@@ -106,32 +94,34 @@ fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
+/// moto with `first` in Parameter Store, then the cluster's values under `/eks/prod-eu`.
+fn moto_with_the_cluster(first: &[(String, String, bool)]) -> Option<Moto> {
+    let moto = start_moto()?;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        put_parameters(&moto.url, first).await;
+        let prefix = format!("/eks/{CLUSTER}");
+        put_cluster_parameters(&moto.url, &prefix, ENDPOINT, &ca(), CIDR).await;
+    });
+    Some(moto)
+}
+
 #[test]
 fn ssm_path_pages_are_followed_to_the_values_on_a_later_page() {
     // Twelve other parameters first under the same path: moto pages GetParametersByPath (ten
     // a page without MaxResults, as the service does), so the cluster's are on the second page.
-    let Some(moto) = start_moto() else { return };
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let conf = moto_conf(&moto.url).await;
-        let ssm = aws_sdk_ssm::Client::new(&conf);
-        for i in 0..12 {
-            ssm.put_parameter()
-                .name(format!("/eks/{CLUSTER}/OTHER_{i:02}"))
-                .value("x")
-                .r#type(aws_sdk_ssm::types::ParameterType::String)
-                .send()
-                .await
-                .unwrap();
-        }
-    });
-    rt.block_on(put_cluster_parameters(
-        &moto.url,
-        &format!("/eks/{CLUSTER}"),
-        ENDPOINT,
-        &ca(),
-        CIDR,
-    ));
+    let others: Vec<_> = (0..12)
+        .map(|i| {
+            (
+                format!("/eks/{CLUSTER}/OTHER_{i:02}"),
+                "x".to_string(),
+                false,
+            )
+        })
+        .collect();
+    let Some(moto) = moto_with_the_cluster(&others) else {
+        return;
+    };
     let root = sample_root("al2023-root");
     let cfg = name_only(root.path(), json!({"ssmEndpoint": moto.url}));
     let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
@@ -147,15 +137,9 @@ fn ssm_path_pages_are_followed_to_the_values_on_a_later_page() {
 
 #[test]
 fn ssm_path_in_moto_completes_the_al2023_nodeconfig_and_a_rerun_makes_no_call() {
-    let Some(moto) = start_moto() else { return };
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(put_cluster_parameters(
-        &moto.url,
-        &format!("/eks/{CLUSTER}"),
-        ENDPOINT,
-        &ca(),
-        CIDR,
-    ));
+    let Some(moto) = moto_with_the_cluster(&[]) else {
+        return;
+    };
     let root = sample_root("al2023-root");
     let cfg = name_only(root.path(), json!({"ssmEndpoint": moto.url}));
 
@@ -224,7 +208,7 @@ fn describe_cluster_from_moto_answers_no_pem_ca_which_is_refused_before_any_chan
     let Some(moto) = start_moto() else { return };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let eks = aws_sdk_eks::Client::new(&moto_conf(&moto.url).await);
+        let eks = aws_sdk_eks::Client::new(&moto_sdk_config(&moto.url, "eu-west-1").await);
         eks.create_cluster()
             .name(CLUSTER)
             .role_arn("arn:aws:iam::123456789012:role/eks")

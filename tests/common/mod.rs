@@ -345,28 +345,26 @@ pub fn heredocs(text: &str) -> Vec<String> {
     out
 }
 
-/// Publish a cluster's values in Parameter Store as the agent's `ssmPath` source reads them by
-/// default (`<prefix>/APISERVER_ENDPOINT`, `<prefix>/B64_CLUSTER_CA` as a SecureString,
-/// `<prefix>/SERVICE_CIDR`), in moto at `url`.
-pub async fn put_cluster_parameters(url: &str, prefix: &str, endpoint: &str, ca: &str, cidr: &str) {
-    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("eu-west-1"))
-        .endpoint_url(url)
-        .credentials_provider(aws_sdk_ssm::config::Credentials::new(
+/// SDK settings for a local endpoint (moto) with its test credentials.
+pub async fn moto_sdk_config(url: &str, region: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_string()))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
             "testing", "testing", None, None, "test",
         ))
+        .endpoint_url(url)
         .load()
-        .await;
-    let ssm = aws_sdk_ssm::Client::new(&conf);
-    for (name, value, secure) in [
-        ("APISERVER_ENDPOINT", endpoint, false),
-        ("B64_CLUSTER_CA", ca, true),
-        ("SERVICE_CIDR", cidr, false),
-    ] {
+        .await
+}
+
+/// Put `(name, value, SecureString?)` parameters into Parameter Store (moto at `url`), in order.
+pub async fn put_parameters(url: &str, parameters: &[(String, String, bool)]) {
+    let ssm = aws_sdk_ssm::Client::new(&moto_sdk_config(url, "eu-west-1").await);
+    for (name, value, secure) in parameters {
         ssm.put_parameter()
-            .name(format!("{prefix}/{name}"))
+            .name(name)
             .value(value)
-            .r#type(if secure {
+            .r#type(if *secure {
                 aws_sdk_ssm::types::ParameterType::SecureString
             } else {
                 aws_sdk_ssm::types::ParameterType::String
@@ -377,17 +375,26 @@ pub async fn put_cluster_parameters(url: &str, prefix: &str, endpoint: &str, ca:
     }
 }
 
+/// Publish a cluster's values in Parameter Store as the agent's `ssmPath` source reads them by
+/// default (`<prefix>/APISERVER_ENDPOINT`, `<prefix>/B64_CLUSTER_CA` as a SecureString,
+/// `<prefix>/SERVICE_CIDR`), in moto at `url`.
+pub async fn put_cluster_parameters(url: &str, prefix: &str, endpoint: &str, ca: &str, cidr: &str) {
+    let p =
+        |name: &str, value: &str, secure| (format!("{prefix}/{name}"), value.to_string(), secure);
+    put_parameters(
+        url,
+        &[
+            p("APISERVER_ENDPOINT", endpoint, false),
+            p("B64_CLUSTER_CA", ca, true),
+            p("SERVICE_CIDR", cidr, false),
+        ],
+    )
+    .await
+}
+
 /// An EC2 client for a local endpoint (moto) with test credentials.
 pub async fn ec2_client(url: &str, region: &str) -> aws_sdk_ec2::Client {
-    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new(region.to_string()))
-        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-            "testing", "testing", None, None, "test",
-        ))
-        .endpoint_url(url)
-        .load()
-        .await;
-    aws_sdk_ec2::Client::new(&conf)
+    aws_sdk_ec2::Client::new(&moto_sdk_config(url, region).await)
 }
 
 /// One run-instances instance from moto's first image: (instance id, private IPv4).

@@ -578,17 +578,6 @@ impl Scenario {
     }
 }
 
-/// The name-only scenarios' parameters, in moto before the boot (SecureString CA).
-fn put_parameters(rt: &tokio::runtime::Runtime, moto_url: &str) {
-    rt.block_on(put_cluster_parameters(
-        moto_url,
-        &format!("/eks/{CLUSTER}"),
-        SSM_ENDPOINT,
-        &ssm_ca(),
-        SSM_CIDR,
-    ));
-}
-
 fn write(path: &Path, text: &str, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -1360,7 +1349,16 @@ fn e2e(name: &'static str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ec2 = Ec2::start(&rt, work.path(), &crt, &key);
     if sc.discovered {
-        put_parameters(&rt, &ec2._moto.url);
+        // The name-only scenarios' values, in moto before the boot (the CA a SecureString).
+        let prefix = format!("/eks/{CLUSTER}");
+        let ca = ssm_ca();
+        rt.block_on(put_cluster_parameters(
+            &ec2._moto.url,
+            &prefix,
+            SSM_ENDPOINT,
+            &ca,
+            SSM_CIDR,
+        ));
     }
     let imds = imds(&ec2, &sc);
     let _mirror = TagMirror::start(&rt, &ec2, &imds);
