@@ -5,7 +5,8 @@
 # the guest's own, from linux-image-amd64). This file is the recipe: the cache key is its hash.
 set -euo pipefail
 out=$1
-mirror=${E2E_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# debootstrap's mirror: E2E_DEBIAN_MIRROR, or the Debian archive this machine's apt already uses.
+mirror=${E2E_DEBIAN_MIRROR:-$(bash "$(dirname "$0")/../../../.ci/apt-mirror" bookworm)}
 tmp=$out.partial
 rm -rf "$tmp"
 mkdir -p "$tmp"
