@@ -13,7 +13,7 @@ BIN := $(TARGET_DIR)/$(TARGET)/release/eks-nodeinit
 TARGET_ARCH := $(firstword $(subst -, ,$(TARGET)))
 RUN := $(if $(filter $(shell uname -m),$(TARGET_ARCH)),,qemu-$(TARGET_ARCH)-static)
 
-.PHONY: demo build test lint deps check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
+.PHONY: demo build test lint deps bench-smoke check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
 
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
@@ -23,6 +23,14 @@ deps:
 
 test: deps
 	$(CARGO) test --locked
+
+# Every bench once, on the debug build the tests made (one startup run, small fleets): a bench
+# that cannot run fails CI. The figures themselves come from `cargo bench` on a release build.
+bench-smoke: deps
+	$(CARGO) build --locked
+	STARTUP_RUNS=1 EKS_NODEINIT_BIN=$(TARGET_DIR)/debug/eks-nodeinit \
+	FLEET_SIZES=20 FLEET_SPREADS=0,auto DISCOVERY_SIZES=20 DISCOVERY_SPREADS=0,auto \
+	$(CARGO) test --locked --benches
 
 lint:
 	$(CARGO) fmt --check

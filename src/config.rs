@@ -11,17 +11,17 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::{escaped, printable, serde_message};
+
 /// Where the agent reads its configuration when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file itself could not be read (missing, unreadable): nothing is wrong with a config,
+    /// so `main` gives this its own exit status. The cause is printed once, here.
+    #[error("cannot read config {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("config {path}: line {line}, column {column}: {message}")]
     Syntax {
         path: String,
@@ -46,6 +46,8 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<ApiVersion>,
     pub cluster: Cluster,
+    /// Optional: every field has a default (the Name tag's prefix is then the ASG's name).
+    #[serde(default)]
     pub node_group: NodeGroup,
     /// Labels merged over the role preset's labels. A `null` value removes a preset label.
     #[serde(default, deserialize_with = "unique_keys")]
@@ -221,7 +223,7 @@ fn default_runtime() -> String {
     "containerd".to_string()
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeGroup {
     /// Prefix of the instance's Name tag. When absent, the ASG name is used.
@@ -498,14 +500,14 @@ pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
             message: "data after the end of the JSON document; a config is one JSON object".into(),
         }),
         Err(e) => {
-            let field = e.path().to_string();
+            let field = escaped(&e.path().to_string());
             let inner = e.into_inner();
             if inner.is_syntax() || inner.is_eof() || field == "." {
                 Err(ConfigError::Syntax {
                     path: path.to_string(),
                     line: inner.line(),
                     column: inner.column(),
-                    message: strip_position(&inner.to_string()),
+                    message: serde_message(&inner),
                 })
             } else {
                 Err(ConfigError::Field {
@@ -513,7 +515,7 @@ pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
                     field,
                     message: format!(
                         "{} (line {}, column {})",
-                        strip_position(&inner.to_string()),
+                        serde_message(&inner),
                         inner.line(),
                         inner.column()
                     ),
@@ -523,29 +525,22 @@ pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
     }
 }
 
-fn strip_position(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
-}
-
 /// Load the config from a file, or from standard input when `path` is `-`.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let shown = path.display().to_string();
+    let shown = printable(&path.display().to_string());
     let text = if path == Path::new("-") {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
-            .map_err(|source| ConfigError::Read {
+            .map_err(|cause| ConfigError::Read {
                 path: "<stdin>".into(),
-                source,
+                cause,
             })?;
         s
     } else {
-        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+        let bytes = std::fs::read(path).map_err(|cause| ConfigError::Read {
             path: shown.clone(),
-            source,
+            cause,
         })?;
         String::from_utf8(bytes).map_err(|e| ConfigError::Encoding {
             path: shown.clone(),

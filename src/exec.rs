@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::aspects::{bootstrap, logind, name_tag, nodeconfig, sysctls};
+use crate::aspects::{logind, name_tag, nodeconfig, sysctls};
 use crate::ec2::{Calls, TagError, TagOutcome};
 use crate::facts::{Facts, Family, TagState};
 use crate::fsutil::{self, under};
 use crate::lock::RunLock;
+use crate::marker;
 use crate::plan::{Plan, Step};
 use crate::report::{now_ms, Report, StepOutcome, TagResult, TaggingRecord};
 use crate::spec::{Spec, TaggingSpec};
@@ -42,6 +43,8 @@ pub enum ExecError {
         #[source]
         source: nix::Error,
     },
+    #[error(transparent)]
+    Marker(#[from] marker::MarkerError),
     #[error("hand-off argument holds a NUL byte")]
     Nul,
 }
@@ -80,6 +83,14 @@ pub async fn execute(
             return Err(failed_run(root, plan, &mut report, "prepare", e));
         }
     };
+    // The report too is staged before any change; its final content replaces this one.
+    let staged_report = match report.stage(root, &plan.secrets) {
+        Ok(s) => s,
+        Err(e) => {
+            let e = anyhow::Error::new(e).context("nothing was changed");
+            return Err(failed_run(root, plan, &mut report, "prepare", e));
+        }
+    };
     let tagging = start_tagging(spec, facts, plan);
     if let Err(e) = apply(prepared.changes, bus, &mut report).await {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
@@ -98,7 +109,7 @@ pub async fn execute(
         };
     }
     report.finished_at_unix_ms = now_ms();
-    let rpath = report.write(root, &plan.secrets)?;
+    let rpath = report.commit(root, staged_report, &plan.secrets)?;
     tracing::info!(report = %rpath.display(), "report written");
     if let Some(e) = tag_failure {
         return Err(anyhow::Error::new(e).context("tagging.required is on"));
@@ -117,7 +128,7 @@ pub async fn execute(
         Ok(never) => match never {},
     };
     // Not handed off after all: a rerun must try again, and the report must say so.
-    let _ = std::fs::remove_file(under(root, bootstrap::MARKER));
+    let _ = std::fs::remove_file(under(root, marker::MARKER));
     report.handoff = String::new();
     Err(failed_run(root, plan, &mut report, "hand-off", e.into()))
 }
@@ -210,9 +221,9 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                 usec: *inhibit_delay_max_usec,
             }),
             Step::ExecBootstrap { argv } => {
-                let marker = format!("exec'd at unix ms {}\n", now_ms());
+                let record = marker::Record::this_process(root, now_ms())?;
                 let staged =
-                    fsutil::stage(&under(root, bootstrap::MARKER), marker.as_bytes(), 0o644)?;
+                    fsutil::stage(&under(root, marker::MARKER), &record.to_bytes(), 0o644)?;
                 handoff = Some((argv.clone(), staged));
             }
             Step::Tag { .. } | Step::Nodeadm { .. } => {}

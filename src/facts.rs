@@ -16,6 +16,7 @@ use crate::ec2::Ec2;
 use crate::findings::Findings;
 use crate::fsutil::{self, under};
 use crate::imds;
+use crate::marker::{self, HandoffState};
 use crate::metadata::{self, Metadata};
 use crate::retry::RetryPolicy;
 use crate::spec::Spec;
@@ -157,6 +158,8 @@ pub struct Facts {
     pub exec_limits: ExecLimits,
     /// The cluster's values as discovery left them (`None`: not run; the config's values alone).
     pub cluster: Option<ClusterFact>,
+    /// Whether bootstrap.sh was handed the node in this boot (AL2; `None` elsewhere).
+    pub handoff: HandoffState,
 }
 
 impl Facts {
@@ -211,6 +214,11 @@ impl Facts {
                 .collect(),
             exec_limits: ExecLimits::read(),
             cluster: None,
+            handoff: if reads.handoff_marker {
+                marker::read_state(root)
+            } else {
+                HandoffState::None
+            },
             files,
             dirs,
             family,

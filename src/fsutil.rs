@@ -164,6 +164,23 @@ pub fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsErr
 }
 
 impl Staged {
+    /// Replace the staged (not yet committed) content with `content`, fsynced: for a file whose
+    /// final bytes are known only at the end (the report), staged with what was known first.
+    pub fn rewrite(&mut self, content: &[u8]) -> Result<(), FsError> {
+        let werr = |source| FsError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let mut f = OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&self.tmp)
+            .map_err(werr)?;
+        f.write_all(content)
+            .and_then(|_| f.sync_all())
+            .map_err(werr)
+    }
+
     /// Rename the staged file over its target and fsync the directory.
     pub fn commit(mut self) -> Result<(), FsError> {
         let werr = |source| FsError::Write {

@@ -18,6 +18,7 @@ pub mod imds;
 pub mod k8s;
 pub mod lock;
 pub mod logging;
+pub mod marker;
 pub mod metadata;
 pub mod plan;
 pub mod report;

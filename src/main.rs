@@ -5,9 +5,11 @@ use eks_nodeinit::cli::{Cli, Command, LogFormat};
 use eks_nodeinit::{config::ConfigError, findings::Invalid, logging, run};
 
 /// Exit codes: 0 success, 1 failure, 2 usage (clap), 3 invalid config, 4 no config in any
-/// `--config` source (nothing done).
+/// `--config` source (nothing done), 5 the config file could not be read (missing, no
+/// permission: nothing was wrong with a config; nothing done).
 const EXIT_INVALID: u8 = 3;
 const EXIT_NO_CONFIG: u8 = 4;
+const EXIT_UNREADABLE_CONFIG: u8 = 5;
 
 /// Logs on standard error: colour on a terminal only, sd-daemon priority prefixes under the
 /// journal, plain lines in a file or a pipe (src/logging.rs).
@@ -86,10 +88,18 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // The chain, printed once.
-            logs.error(&format!("error: {e:#}"));
+            // The chain, each cause once.
+            logs.error(&format!(
+                "error: {}",
+                eks_nodeinit::text::join_chain(e.chain())
+            ));
             if e.downcast_ref::<run::NoConfig>().is_some() {
                 ExitCode::from(EXIT_NO_CONFIG)
+            } else if matches!(
+                e.downcast_ref::<ConfigError>(),
+                Some(ConfigError::Read { .. })
+            ) {
+                ExitCode::from(EXIT_UNREADABLE_CONFIG)
             } else if e.downcast_ref::<Invalid>().is_some()
                 || e.downcast_ref::<ConfigError>().is_some()
             {

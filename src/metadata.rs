@@ -49,12 +49,8 @@ const REPLACED: &str = "userDataHasNodeConfig";
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
-    #[error("cannot read metadata file {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot read metadata file {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("metadata file {path}: {message}")]
     Parse { path: String, message: String },
 }
@@ -66,9 +62,9 @@ pub fn load_file(path: &Path) -> Result<Metadata, MetadataError> {
 /// The metadata file, and its `userData` as bytes (for `--config imds://user-data`), read once.
 pub fn load_file_and_user_data(path: &Path) -> Result<(Metadata, Option<Vec<u8>>), MetadataError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| MetadataError::Read {
+    let text = std::fs::read_to_string(path).map_err(|cause| MetadataError::Read {
         path: shown.clone(),
-        source,
+        cause,
     })?;
     let de = &mut serde_json::Deserializer::from_str(&text);
     let md = serde_path_to_error::deserialize(&mut *de).map_err(|e| MetadataError::Parse {
@@ -76,13 +72,20 @@ pub fn load_file_and_user_data(path: &Path) -> Result<(Metadata, Option<Vec<u8>>
         message: if e.inner().to_string().contains(&format!("`{REPLACED}`")) {
             format!("field `{REPLACED}` was replaced by `userData`: give the instance's user data itself as a string (base64 for gzip'd user data), which the agent reads as nodeadm does; or leave both out")
         } else {
-            format!("field `{}`: {}", e.path(), e.inner())
+            format!(
+                "field `{}`: {}",
+                crate::text::escaped(&e.path().to_string()),
+                crate::text::escaped(&e.inner().to_string())
+            )
         },
     })?;
     // One document: trailing data is refused, not ignored.
     de.end().map_err(|e| MetadataError::Parse {
         path: shown,
-        message: format!("data after the end of the JSON document ({e})"),
+        message: format!(
+            "data after the end of the JSON document ({})",
+            crate::text::escaped(&e.to_string())
+        ),
     })?;
     // Valid by now: `userData`, when present, is a string.
     let user_data = serde_json::from_str::<serde_json::Value>(&text)

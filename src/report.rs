@@ -90,12 +90,33 @@ pub fn now_ms() -> u64 {
 impl Report {
     /// Write the report atomically, every secret replaced by its redaction.
     pub fn write(&self, root: &Path, secrets: &[String]) -> Result<PathBuf, FsError> {
-        let path = under(root, REPORT_PATH);
+        self.stage(root, secrets)?.commit()?;
+        Ok(under(root, REPORT_PATH))
+    }
+
+    /// The report as it stands, written and fsynced beside its path but not yet in place: the
+    /// first phase stages it with the other files, so that a read-only or full
+    /// /var/lib/eks-nodeinit is found while nothing has changed.
+    pub fn stage(&self, root: &Path, secrets: &[String]) -> Result<fsutil::Staged, FsError> {
+        fsutil::stage(&under(root, REPORT_PATH), &self.bytes(secrets), 0o644)
+    }
+
+    /// Put the report in place through `staged` (from [`Report::stage`]), with its final content.
+    pub fn commit(
+        &self,
+        root: &Path,
+        mut staged: fsutil::Staged,
+        secrets: &[String],
+    ) -> Result<PathBuf, FsError> {
+        staged.rewrite(&self.bytes(secrets))?;
+        staged.commit()?;
+        Ok(under(root, REPORT_PATH))
+    }
+
+    fn bytes(&self, secrets: &[String]) -> Vec<u8> {
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
-        let text = crate::plan::redact(secrets, &text);
-        fsutil::write_atomic(&path, text.as_bytes(), 0o644)?;
-        Ok(path)
+        crate::plan::redact(secrets, &text).into_bytes()
     }
 
     /// The report on the node, if there is a readable one.

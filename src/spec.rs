@@ -10,7 +10,7 @@ use crate::aspects::{bootstrap, kubelet_config, logind, name_tag, nodeconfig, sy
 use crate::config::{Config, HandoffMode, Role};
 use crate::findings::{Findings, Invalid};
 use crate::k8s::{self, Taint};
-use crate::text::printable;
+use crate::text::{printable, unsplittable, unsplittable_problem};
 
 /// What the node should be. Only [`resolve`] makes one.
 #[derive(Debug, Clone)]
@@ -296,6 +296,13 @@ fn registration(c: &Config, f: &mut Findings) -> Registration {
     let mut labels = Vec::new();
     for (k, v) in merged_labels(c) {
         let field = format!("labels[\"{}\"]", printable(&k));
+        if let Some((text, ch)) = [&k, &v]
+            .into_iter()
+            .find_map(|x| unsplittable(x).map(|ch| (x, ch)))
+        {
+            f.push(&field, unsplittable_problem(text, ch));
+            continue;
+        }
         if let Err(e) = k8s::check_qualified_name(&k) {
             f.push(&field, format!("key: {e}"));
             continue;
@@ -322,6 +329,10 @@ fn registration(c: &Config, f: &mut Findings) -> Registration {
         } else {
             format!("nodeGroup.role (preset taint {i})")
         };
+        if let Some(ch) = unsplittable(t) {
+            f.push(&field, unsplittable_problem(t, ch));
+            continue;
+        }
         let Some(t) = f.check(&field, k8s::parse_taint(t)) else {
             continue;
         };
@@ -343,7 +354,9 @@ fn registration(c: &Config, f: &mut Findings) -> Registration {
     let mut extra_args = Vec::new();
     for (i, a) in c.kubelet.extra_args.iter().enumerate() {
         let field = format!("kubelet.extraArgs[{i}]");
-        let problem = if !a.starts_with("--") || !a.contains('=') {
+        let problem = if let Some(ch) = unsplittable(a) {
+            Some(unsplittable_problem(a, ch))
+        } else if !a.starts_with("--") || !a.contains('=') {
             Some(format!(
                 "`{}` must be a kubelet flag in `--flag=value` form",
                 printable(a)

@@ -7,28 +7,101 @@ pub const ECHO_MAX: usize = 120;
 /// A value as a message shows it: control characters escaped (a message never carries a raw
 /// newline) and cut after [`ECHO_MAX`] characters with the total length said.
 pub fn printable(s: &str) -> String {
+    shown(s, ECHO_MAX, |_| true)
+}
+
+/// `s` cut after `max` characters (the total length said), the characters `escape` picks
+/// escaped as Rust's `{:?}` escapes them.
+fn shown(s: &str, max: usize, escape: impl Fn(char) -> bool) -> String {
     let mut out = String::new();
     for (n, c) in s.chars().enumerate() {
-        if n == ECHO_MAX {
+        if n == max {
             out.push_str(&format!("…({} characters)", s.chars().count()));
             break;
         }
-        out.extend(c.escape_debug());
+        if escape(c) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
     }
     out
 }
 
+/// The most characters of a message from another library (serde's, with the input it quotes)
+/// shown.
+pub const FOREIGN_MAX: usize = 4 * ECHO_MAX;
+
+/// A message from another library as the agent shows it: every character [`unsplittable`] finds
+/// escaped (serde quotes the input it refuses: `unknown variant "x\r"` must not carry the raw
+/// carriage return to a terminal or the journal), quotes and the rest kept, cut after
+/// [`FOREIGN_MAX`] characters.
+pub fn escaped(s: &str) -> String {
+    shown(s, FOREIGN_MAX, |c| {
+        unsplittable(c.encode_utf8(&mut [0; 4])).is_some()
+    })
+}
+
+/// serde_json's message without its ` at line L column C` tail (the caller says where), escaped.
+pub fn serde_message(e: &serde_json::Error) -> String {
+    let m = e.to_string();
+    let m = m.rfind(" at line ").map_or(m.as_str(), |i| &m[..i]);
+    escaped(m)
+}
+
+/// The first character of `s` that no argument of kubelet or bootstrap.sh may hold: a control
+/// character, a Unicode space, line or paragraph separator other than the ASCII space (systemd
+/// splits `$VAR` arguments on ASCII whitespace only, so `--a=1\u{a0}--b=2` reaches kubelet as one
+/// word), or an invisible format character (zero-width spaces and joiners, direction marks, the
+/// byte-order mark), as text pasted from a web page or a document carries them.
+pub fn unsplittable(s: &str) -> Option<char> {
+    s.chars().find(|&c| {
+        c.is_control()
+            || (c.is_whitespace() && c != ' ')
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
+    })
+}
+
+/// What [`unsplittable`] found, for a message: `U+00A0 (a Unicode space)`.
+pub fn describe_char(c: char) -> String {
+    let kind = if c.is_control() {
+        "a control character"
+    } else if c.is_whitespace() {
+        "a Unicode space or line break"
+    } else {
+        "an invisible format character"
+    };
+    format!("U+{:04X} ({kind})", u32::from(c))
+}
+
+/// A finding's text for a value holding what [`unsplittable`] found.
+pub fn unsplittable_problem(value: &str, c: char) -> String {
+    format!(
+        "`{}` holds {}, as text pasted from a web page or document can; kubelet and bootstrap.sh would get it as part of a word (systemd splits arguments on ASCII whitespace only): retype it with plain ASCII",
+        printable(value),
+        describe_char(c)
+    )
+}
+
 /// An error and its sources on one line: `outer: inner: innermost`.
 pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(x) = src {
+    join_chain(std::iter::successors(Some(e), |x| x.source()))
+}
+
+/// Errors from the outermost in, on one line; a cause the line already ends with (an error
+/// whose message quotes its source) is not printed again.
+pub fn join_chain<'a>(
+    errors: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut s = String::new();
+    for x in errors {
         let part = x.to_string();
-        if !s.ends_with(&part) {
+        if s.is_empty() {
+            s = part;
+        } else if !s.ends_with(&part) {
             s.push_str(": ");
             s.push_str(&part);
         }
-        src = x.source();
     }
     s
 }
@@ -44,6 +117,46 @@ mod tests {
         let p = printable(&long);
         assert!(p.len() < 160, "{p}");
         assert!(p.ends_with("…(1000 characters)"), "{p}");
+    }
+
+    #[test]
+    fn unsplittable_finds_unicode_spaces_controls_and_invisible_characters() {
+        assert_eq!(unsplittable("--max-pods=110 --v=9"), None);
+        assert_eq!(unsplittable("--max-pods=110\u{a0}--v=9"), Some('\u{a0}'));
+        assert_eq!(unsplittable("a\u{2028}b"), Some('\u{2028}'));
+        assert_eq!(unsplittable("a\u{200b}b"), Some('\u{200b}'));
+        assert_eq!(unsplittable("a\rb"), Some('\r'));
+        assert_eq!(unsplittable("a\u{feff}"), Some('\u{feff}'));
+        assert_eq!(unsplittable("zoné/ü"), None);
+        assert_eq!(
+            describe_char('\u{a0}'),
+            "U+00A0 (a Unicode space or line break)"
+        );
+        assert_eq!(describe_char('\u{1b}'), "U+001B (a control character)");
+        let p = unsplittable_problem("x\u{2028}y", '\u{2028}');
+        assert!(p.contains("U+2028") && !p.contains('\u{2028}'), "{p}");
+    }
+
+    #[test]
+    fn foreign_messages_keep_quotes_and_lose_raw_controls() {
+        assert_eq!(
+            escaped("unknown variant \"x\r\""),
+            "unknown variant \"x\\r\""
+        );
+        assert_eq!(escaped("a\u{2028}b\u{1b}[2J"), "a\\u{2028}b\\u{1b}[2J");
+        let long = "y".repeat(5000);
+        assert!(escaped(&long).ends_with("…(5000 characters)"));
+        #[derive(Debug, serde::Deserialize)]
+        enum Mode {
+            #[allow(dead_code)]
+            Auto,
+        }
+        // The JSON escape `\r` puts a raw carriage return in the value serde quotes.
+        let e = serde_json::from_str::<Mode>("\"x\\r\"").unwrap_err();
+        assert!(e.to_string().contains('\r'), "{e}");
+        let m = serde_message(&e);
+        assert!(!m.contains('\r') && !m.contains(" at line "), "{m}");
+        assert!(m.contains("x\\r"), "{m}");
     }
 
     #[derive(Debug, thiserror::Error)]

@@ -124,6 +124,11 @@ fn the_schema_refuses_what_the_parser_refuses() {
     assert!(e.iter().any(|m| m.contains("'imageGCHigh'")), "{e:?}");
     let e = schema_errors(r#"{"cluster":{"name":"c"},"nodeGroup":{"role":"boss"}}"#);
     assert!(e.iter().any(|m| m.contains("'boss'")), "{e:?}");
+    // The name-only config: nodeGroup may be left out.
+    assert_eq!(
+        schema_errors(r#"{"cluster":{"name":"c"}}"#),
+        Vec::<String>::new()
+    );
     let e = schema_errors(r#"{"nodeGroup":{}}"#);
     assert!(
         e.iter()

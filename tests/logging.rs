@@ -171,7 +171,7 @@ fn under_the_journal_every_line_starts_with_its_priority() {
         got.len() >= 3,
         "the two problems on their own lines: {got:#?}"
     );
-    let got = journal_errors(&["init", "--config", "/nonexistent/config.json"], &log, 3);
+    let got = journal_errors(&["init", "--config", "/nonexistent/config.json"], &log, 5);
     assert!(got[0].starts_with("<3>error: cannot read config"));
     assert!(
         got[0].contains("No such file or directory"),

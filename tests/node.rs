@@ -6,6 +6,8 @@ mod common;
 use common::*;
 use serde_json::Value;
 
+type Snapshot = std::collections::BTreeMap<std::path::PathBuf, Vec<u8>>;
+
 fn no_tagging(v: &mut Value) {
     v["tagging"] = serde_json::json!({"enabled": false});
 }
@@ -389,17 +391,56 @@ fn validate_command_exit_codes() {
         "{}",
         stderr(&out)
     );
+    // serde's message quotes the value: its carriage return is shown escaped, never raw.
+    std::fs::write(
+        &bad,
+        r#"{"cluster": {"name": "c"}, "handoff": {"mode": "x\r"}}"#,
+    )
+    .unwrap();
+    let out = run(cmd().args(["validate", "--config"]).arg(&bad));
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(!err.contains('\r'), "{err:?}");
+    assert!(err.contains(r#"unknown variant `x\r`"#), "{err}");
+    // The name-only config: the cluster's name and nothing else (nodeGroup has defaults).
+    std::fs::write(&bad, r#"{"cluster": {"name": "c"}}"#).unwrap();
+    let out = run(cmd().args(["validate", "--config"]).arg(&bad));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 #[test]
-fn an_unwritable_directory_found_mid_apply_changes_nothing_and_stops_before_the_hand_off() {
-    // A write that fails after a clean plan: the agent runs as an unprivileged user (nobody)
-    // who can read the node root and write the sysctl, the lock and the report, but not
-    // /etc/sysctl.d. Apply is two-phase: every new file is written beside its target first, so
-    // the failure surfaces before the live sysctl (or any file) has changed.
+fn a_missing_config_file_has_its_own_exit_status_and_says_its_cause_once() {
+    for command in ["validate", "init"] {
+        let out = run(cmd().args([command, "--config", "/nonexistent.json"]));
+        assert_eq!(out.status.code(), Some(5), "{command}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(
+            err.matches("No such file or directory").count(),
+            1,
+            "{command}: {err}"
+        );
+        assert!(
+            err.contains("cannot read config /nonexistent.json"),
+            "{err}"
+        );
+    }
+}
+
+/// A node root where the agent, run as nobody, can read everything and write the sysctl, the
+/// lock and each of `writable`, but no other directory; the run's output, the root and the
+/// bootstrap.sh recording and its files before the run. `None` (with a note) when this test
+/// process is not root and so cannot run the agent as another user.
+fn run_as_nobody(
+    writable: &[&str],
+) -> Option<(
+    std::process::Output,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Snapshot,
+)> {
     if !nix::unistd::geteuid().is_root() {
         eprintln!("SKIP: needs root to run the agent as another user");
-        return;
+        return None;
     }
     use std::os::unix::fs::PermissionsExt;
     let root = sample_root("al2-root");
@@ -417,7 +458,9 @@ fn an_unwritable_directory_found_mid_apply_changes_nothing_and_stops_before_the_
     };
     mode(r, 0o755);
     mode(&r.join("run/lock"), 0o777);
-    mode(&r.join("var/lib/eks-nodeinit"), 0o777);
+    for d in writable {
+        mode(&r.join(d), 0o777);
+    }
     mode(&r.join("proc/sys/fs/inotify/max_user_watches"), 0o666);
     // Outside procfs a live value is replaced atomically, keeping its owner: nobody owns it.
     mode(&r.join("proc/sys/fs/inotify"), 0o777);
@@ -450,6 +493,28 @@ fn an_unwritable_directory_found_mid_apply_changes_nothing_and_stops_before_the_
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .current_dir("/"));
+    Some((out, root, argv_file, before))
+}
+
+/// The sample root's live `fs.inotify.max_user_watches` as the sample has it.
+fn assert_live_untouched(r: &std::path::Path) {
+    assert_eq!(
+        std::fs::read_to_string(r.join("proc/sys/fs/inotify/max_user_watches")).unwrap(),
+        "8192\n",
+        "the live value was not touched"
+    );
+}
+
+#[test]
+fn an_unwritable_directory_found_mid_apply_changes_nothing_and_stops_before_the_hand_off() {
+    // A write that fails after a clean plan: the agent runs as an unprivileged user (nobody)
+    // who can read the node root and write the sysctl, the lock and the report, but not
+    // /etc/sysctl.d. Apply is two-phase: every new file is written beside its target first, so
+    // the failure surfaces before the live sysctl (or any file) has changed.
+    let Some((out, root, argv_file, before)) = run_as_nobody(&["var/lib/eks-nodeinit"]) else {
+        return;
+    };
+    let r = root.path();
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("cannot write"), "{}", stderr(&out));
     assert!(!argv_file.exists(), "no hand-off after a failed step");
@@ -469,11 +534,30 @@ fn an_unwritable_directory_found_mid_apply_changes_nothing_and_stops_before_the_
         after, before,
         "nothing changed but the report (no temp file either)"
     );
-    assert_eq!(
-        std::fs::read_to_string(r.join("proc/sys/fs/inotify/max_user_watches")).unwrap(),
-        "8192\n",
-        "the live value was not touched"
+    assert_live_untouched(r);
+}
+
+#[test]
+fn an_unwritable_report_directory_changes_nothing_and_stops_before_the_hand_off() {
+    // /var/lib/eks-nodeinit read-only (or full): the report is staged in the first phase with
+    // the other files, so the run stops before any file, sysctl or hand-off; a rerun likewise.
+    let Some((out, root, argv_file, before)) = run_as_nobody(&["etc/sysctl.d"]) else {
+        return;
+    };
+    let r = root.path();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("nothing was changed: cannot write") && err.contains("report.json"),
+        "{err}"
     );
+    assert!(!argv_file.exists(), "no hand-off");
+    assert_eq!(
+        snapshot(r),
+        before,
+        "nothing changed (no file, no report, no temp file)"
+    );
+    assert_live_untouched(r);
 }
 
 #[test]

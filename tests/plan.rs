@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use eks_nodeinit::aspects::{bootstrap, kubelet_config, logind, nodeconfig, sysctls};
+use eks_nodeinit::aspects::{kubelet_config, logind, nodeconfig, sysctls};
 use eks_nodeinit::config::parse;
 use eks_nodeinit::facts::{
     ExecLimits, Facts, Family, FamilyFact, FileFact, InstanceTags, KubeletFact, TagState,
 };
+use eks_nodeinit::marker::HandoffState;
 use eks_nodeinit::metadata::Metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
@@ -72,6 +73,7 @@ fn facts(family: Family) -> Facts {
             env_bytes: 0,
         },
         cluster: None,
+        handoff: HandoffState::None,
     }
 }
 
@@ -234,7 +236,6 @@ fn al2(kubelet_text: &str) -> Facts {
 /// AL2 facts whose bootstrap.sh is `script` (executable).
 fn al2_with(kubelet_text: &str, script: &str) -> Facts {
     let mut f = node(Family::Al2, &[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
-    f.files.insert(bootstrap::MARKER.into(), absent());
     f.files.insert("/etc/eks/bootstrap.sh".into(), file(script));
     f.executable.insert("/etc/eks/bootstrap.sh".into(), true);
     let shown = "/etc/kubernetes/kubelet/kubelet-config.json";

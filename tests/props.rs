@@ -380,10 +380,21 @@ mod oracle {
     /// `Environment='KUBELET_EXTRA_ARGS=…'` line bootstrap.sh writes or split the word when
     /// systemd expands it (controls, quotes, `\`, `$`, `%`, `` ` ``, space), and not the labels'
     /// or taints' own flags.
+    /// What systemd's `$VAR` splitting (ASCII whitespace only) and bash leave inside a word
+    /// although a reader sees a gap or nothing: Unicode's White_Space characters but the ASCII
+    /// space and tab (controls are refused on their own), and the invisible format characters
+    /// (zero-width space and joiners, direction marks and embeddings, word joiner and the
+    /// invisible operators, the byte-order mark).
+    pub fn unsplittable(c: char) -> bool {
+        (c.is_whitespace() && !c.is_ascii())
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
+    }
+
     pub fn kubelet_extra_arg(a: &str) -> bool {
         a.starts_with("--")
             && a.contains('=')
             && !a.chars().any(|c| c.is_control() || "'\"\\$%` ".contains(c))
+            && !a.chars().any(unsplittable)
             && !a.starts_with("--node-labels=")
             && !a.starts_with("--register-with-taints=")
     }
@@ -1125,9 +1136,17 @@ fn predict(doc: &Value, root: &Root) -> Result<Want, Vec<String>> {
     }
 
     // nodeGroup
-    let Some(ng) = top.get("nodeGroup").and_then(Value::as_object) else {
-        no("no nodeGroup".into());
-        return Err(why);
+    // Optional: every field has a default.
+    let no_group = Map::new();
+    let ng = match top.get("nodeGroup") {
+        None => &no_group,
+        Some(v) => match v.as_object() {
+            Some(o) => o,
+            None => {
+                no("nodeGroup not an object".into());
+                return Err(why);
+            }
+        },
     };
     let group = string(ng, "name");
     if let Some(g) = &group {
@@ -1330,7 +1349,9 @@ fn predict(doc: &Value, root: &Root) -> Result<Want, Vec<String>> {
         i += 2;
     }
     for w in &words {
-        if w.chars().any(char::is_control) || (w.starts_with("--") && w.contains('=')) {
+        if w.chars().any(|c| c.is_control() || oracle::unsplittable(c))
+            || (w.starts_with("--") && w.contains('='))
+        {
             no(format!("extraBootstrapArgs {w:?}"));
         }
     }
@@ -2560,4 +2581,72 @@ fn label_and_taint_grammars_match_apimachinery() {
         }
         Ok(())
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages: no error line carries a raw control character.
+
+/// Text with what a terminal or the journal must never get raw: control characters, Unicode
+/// line and paragraph separators and spaces, invisible format characters.
+fn hostile_text() -> impl Strategy<Value = String> {
+    vec(
+        prop_oneof![
+            3 => select(vec![
+                '\r', '\n', '\t', '\0', '\u{7}', '\u{1b}', '\u{7f}', '\u{85}', '\u{a0}',
+                '\u{2028}', '\u{2029}', '\u{200b}', '\u{202e}', '\u{feff}', '\u{3000}'
+            ]),
+            2 => select(chars("ab-./\"\\")),
+            1 => any::<char>(),
+        ],
+        1..8,
+    )
+    .prop_map(|c| c.into_iter().collect())
+}
+
+/// Every line of `message` free of what [`eks_nodeinit::text::unsplittable`] finds.
+fn one_clean_line_each(message: &str) -> Result<(), TestCaseError> {
+    for line in message.split('\n') {
+        if let Some(c) = eks_nodeinit::text::unsplittable(line) {
+            return Err(TestCaseError::fail(format!(
+                "a raw U+{:04X} in the error line {line:?}",
+                u32::from(c)
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn no_error_line_carries_a_raw_control_character() {
+    check(
+        "error lines",
+        2000,
+        || (config_doc(), hostile_text(), 0..5u8),
+        |(mut doc, hostile, where_), tally| {
+            match where_ {
+                // serde's unknown variant, quoting the value.
+                1 => doc["handoff"] = json!({ "mode": hostile }),
+                // serde's unknown field, quoting the key.
+                2 => doc[hostile.as_str()] = json!(1),
+                // A wrong type under a key: serde_path_to_error's path holds the key.
+                3 => doc["labels"] = json!({ hostile.clone(): 5 }),
+                // The checks' own findings.
+                4 => doc["labels"] = json!({ hostile.clone(): hostile }),
+                _ => {}
+            }
+            let text = doc.to_string();
+            match config::parse(&text, "t.json") {
+                Err(e) => {
+                    tally.count(false);
+                    one_clean_line_each(&e.to_string())
+                }
+                Ok(c) => {
+                    let (_, findings) = spec::resolve(&c);
+                    tally.count(findings.is_empty());
+                    let all = eks_nodeinit::findings::Invalid(findings.0);
+                    one_clean_line_each(&all.to_string())
+                }
+            }
+        },
+    );
 }

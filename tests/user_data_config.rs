@@ -160,9 +160,9 @@ fn no_source_holding_a_config_exits_4_having_done_nothing() {
     assert_eq!(out.status.code(), Some(4));
     assert!(stderr(&out).contains("the instance has no user data"));
 
-    // A single missing file stays what it was: an unreadable config (exit 3).
+    // A single missing file is an unreadable config file (exit 5), not "no config".
     let out = run(cmd().args(["init", "--dry-run", "--config"]).arg(&missing));
-    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.status.code(), Some(5));
 }
 
 #[test]

@@ -426,3 +426,49 @@ fn every_echoed_value_is_escaped_and_truncated() {
     );
     assert!(err.len() < 40_000, "{} bytes of errors", err.len());
 }
+
+/// Each kind of value that ends up in a kubelet or bootstrap.sh argument, holding a character
+/// systemd or bash would not split on (pasted from a web page): refused, naming the field and
+/// the code point, never echoing the character itself.
+#[test]
+fn unicode_spaces_and_invisible_characters_in_arguments_are_refused_by_code_point() {
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, &str, Edit); 7] = [
+        (
+            "kubelet.extraArgs[0]",
+            "U+00A0",
+            |v| v["kubelet"] = serde_json::json!({"extraArgs": ["--max-pods=110\u{a0}--v=9"]}),
+        ),
+        ("kubelet.extraArgs[0]", "U+2028", |v| {
+            v["kubelet"] = serde_json::json!({"extraArgs": ["--v=2\u{2028}"]})
+        }),
+        ("labels[\"team\"]", "U+00A0", |v| {
+            v["labels"] = serde_json::json!({"team": "a\u{a0}b"})
+        }),
+        ("labels[\"te\\u{200b}am\"]", "U+200B", |v| {
+            v["labels"] = serde_json::json!({"te\u{200b}am": "a"})
+        }),
+        ("taints[0]", "U+3000", |v| {
+            v["taints"] = serde_json::json!(["dedicated=x\u{3000}:NoSchedule"])
+        }),
+        ("handoff.extraBootstrapArgs[1]", "U+2029", |v| {
+            v["handoff"] =
+                serde_json::json!({"extraBootstrapArgs": ["--dns-cluster-ip", "10.0.0.10\u{2029}"]})
+        }),
+        ("handoff.extraBootstrapArgs[0]", "U+0085", |v| {
+            v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--local-disks\u{85}"]})
+        }),
+    ];
+    for (field, code, edit) in cases {
+        let f = findings(edit);
+        assert_one(&f, field, code);
+        for line in &f {
+            assert!(
+                !line
+                    .chars()
+                    .any(|c| eks_nodeinit::text::unsplittable(&c.to_string()).is_some()),
+                "{line:?}"
+            );
+        }
+    }
+}

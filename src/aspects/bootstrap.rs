@@ -16,9 +16,10 @@ use crate::config::HandoffSettings;
 use crate::facts::{ExecLimits, Facts, Family};
 use crate::findings::Findings;
 use crate::fsutil::under;
+use crate::marker::HandoffState;
 use crate::plan::Step;
 use crate::spec::{check_node_path, Spec};
-use crate::text::printable;
+use crate::text::{printable, unsplittable, unsplittable_problem};
 
 use super::{Aspect, Out, Reads};
 
@@ -64,8 +65,9 @@ pub const NEWEST_OPTIONS: [&str; 19] = [
 ];
 
 /// Written (per boot: /run is a tmpfs) just before bootstrap.sh is exec'd; a later run in the
-/// same boot sees it and does not hand off again.
-pub const MARKER: &str = "/run/eks-nodeinit/bootstrap-exec";
+/// same boot reads it ([`crate::marker`]) and hands off again only when bootstrap.sh never
+/// started.
+pub use crate::marker::MARKER;
 
 #[derive(Debug, Clone)]
 pub struct BootstrapSpec {
@@ -80,11 +82,8 @@ pub fn spec(h: &HandoffSettings, f: &mut Findings) -> BootstrapSpec {
     let mut ok = true;
     for (i, a) in h.extra_bootstrap_args.iter().enumerate() {
         let field = format!("handoff.extraBootstrapArgs[{i}]");
-        if a.chars().any(|ch| ch.is_control()) {
-            f.push(
-                &field,
-                format!("`{}` holds a control character", printable(a)),
-            );
+        if let Some(ch) = unsplittable(a) {
+            f.push(&field, unsplittable_problem(a, ch));
             ok = false;
         } else if let Some((flag, value)) = a.split_once('=').filter(|_| a.starts_with("--")) {
             f.push(&field, format!(
@@ -401,7 +400,7 @@ fn distance(a: &str, b: &str) -> usize {
 
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2) {
-        r.file(MARKER);
+        r.handoff_marker = true;
         r.file(spec.bootstrap.path.clone());
         r.executables.push(spec.bootstrap.path.clone());
     }
@@ -411,14 +410,7 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
     if facts.family() != Some(Family::Al2) {
         return;
     }
-    let Some(marker) = facts.current_file(MARKER, "handoff", &mut out.findings) else {
-        return;
-    };
-    if let Some(when) = marker.content {
-        out.warnings.push(format!(
-            "bootstrap.sh was already exec'd in this boot ({}, {MARKER}); not again: one hand-off per boot",
-            printable(when.trim())
-        ));
+    if !hand_off_in_this_boot(facts, out) {
         return;
     }
     let mut f = Findings::default();
@@ -428,6 +420,49 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
         out.steps.push(Step::ExecBootstrap { argv });
     }
     out.findings.0.extend(f.0);
+}
+
+/// Whether this run hands off, from what the per-boot marker shows; says why in `out`.
+fn hand_off_in_this_boot(facts: &Facts, out: &mut Out) -> bool {
+    match &facts.handoff {
+        HandoffState::None => true,
+        HandoffState::OtherBoot { recorded } => {
+            out.warnings.push(format!(
+                "{MARKER} is from another boot (boot id {}): /run should be a tmpfs; handing off",
+                printable(recorded)
+            ));
+            true
+        }
+        HandoffState::Running { record } => {
+            out.warnings.push(format!(
+                "bootstrap.sh is running in this boot (pid {}, {MARKER}); not again: one hand-off per boot",
+                record.pid
+            ));
+            false
+        }
+        HandoffState::Done { record, evidence } => {
+            out.warnings.push(format!(
+                "bootstrap.sh was already exec'd in this boot (pid {} at unix ms {}; it rewrote {} after {MARKER}); not again: one hand-off per boot",
+                record.pid,
+                record.at_unix_ms,
+                evidence.display()
+            ));
+            false
+        }
+        HandoffState::NotStarted { record } => {
+            out.warnings.push(format!(
+                "{MARKER} records a hand-off at unix ms {} by pid {}, which is gone, and bootstrap.sh rewrote none of {} after it: bootstrap.sh never started (the run was stopped before its execve); handing off again",
+                record.at_unix_ms,
+                record.pid,
+                crate::marker::EVIDENCE.join(", ")
+            ));
+            true
+        }
+        HandoffState::Unknown(why) => {
+            out.findings.push("handoff", why.clone());
+            false
+        }
+    }
 }
 
 /// The node's bootstrap.sh, read and executable, and its grammar.

@@ -230,12 +230,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Map<String, Value>, KubeletError
             path,
             line: e.line(),
             column: e.column(),
-            message: {
-                let m = e.to_string();
-                m.rfind(" at line ")
-                    .map(|i| m[..i].to_string())
-                    .unwrap_or(m)
-            },
+            message: crate::text::serde_message(&e),
         }),
     }
 }

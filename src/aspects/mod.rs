@@ -51,6 +51,8 @@ pub struct Reads {
     pub sysctls: Vec<String>,
     /// Files only asked about: may this process execute it?
     pub executables: Vec<PathBuf>,
+    /// The AL2 hand-off's per-boot marker and what it proves ([`crate::marker`]).
+    pub handoff_marker: bool,
 }
 
 impl Reads {

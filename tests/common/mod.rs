@@ -84,8 +84,14 @@ pub fn bootstrap_standin(options: &[&str], record: &str) -> String {
         ));
     }
     s.push_str("    *)\n      POSITIONAL+=(\"$1\")\n      shift\n      ;;\n  esac\ndone\n");
+    s.push_str(STANDIN_EVIDENCE);
     s
 }
+
+/// What every real bootstrap.sh does once past its options, and the agent reads as proof that
+/// the hand-off happened (`eks_nodeinit::marker::EVIDENCE`): it rewrites the cluster CA file
+/// (`/etc/kubernetes/pki/ca.crt`, beside the script's `/etc/eks`, so under a test root too).
+pub const STANDIN_EVIDENCE: &str = "pki=\"$(dirname \"$0\")/../kubernetes/pki\"\nmkdir -p \"$pki\"\necho stand-in > \"$pki/ca.crt\"\n";
 
 /// Install `script` as the root's bootstrap.sh (mode 0755).
 pub fn install_bootstrap(root: &Path, script: &str) -> PathBuf {
