@@ -30,7 +30,7 @@ bench-smoke: deps
 	$(CARGO) build --locked
 	STARTUP_RUNS=1 EKS_NODEINIT_BIN=$(TARGET_DIR)/debug/eks-nodeinit \
 	FLEET_SIZES=20 FLEET_SPREADS=0,auto DISCOVERY_SIZES=20 DISCOVERY_SPREADS=0,auto \
-	$(CARGO) test --locked --benches
+	$(CARGO) test --locked --bench startup --bench fleet --bench discovery
 
 lint:
 	$(CARGO) fmt --check

@@ -11,7 +11,6 @@ use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::{Filter, Tag};
 use tokio::time::Instant;
 
-use crate::facts::{InstanceTags, TagState};
 use crate::retry::{self, Failure, RetryPolicy, Verdict};
 
 #[derive(Debug, thiserror::Error)]
@@ -187,32 +186,6 @@ impl Ec2 {
         })
         .await
         .map(|_| ())
-    }
-
-    /// Make the instance's `key` tag equal `value`: read the current tags unless the caller
-    /// knows them, and call CreateTags only when they differ.
-    pub async fn ensure_tag(
-        &mut self,
-        instance_id: &str,
-        key: &str,
-        value: &str,
-        known: &InstanceTags,
-        policy: RetryPolicy,
-        deadline: Instant,
-    ) -> Result<TagOutcome, TagError> {
-        let current = match known.get(key) {
-            TagState::Unknown => {
-                let tags = self.describe_tags(instance_id, policy, deadline).await?;
-                InstanceTags::Known(tags).get(key)
-            }
-            known => known,
-        };
-        if current == TagState::Is(value.to_string()) {
-            return Ok(TagOutcome::AlreadySet);
-        }
-        self.create_tag(instance_id, key, value, policy, deadline)
-            .await?;
-        Ok(TagOutcome::Created)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::ec2::{Calls, Ec2, TagError, TagOutcome};
-use crate::facts::InstanceTags;
+use crate::facts::{InstanceTags, TagState};
 use crate::retry::RetryPolicy;
 
 /// One instance's tagging job. The background continuation receives it as JSON on its
@@ -44,18 +44,44 @@ impl Job {
     /// Build a client and make the tag hold the value, until `deadline`.
     async fn run(&self, deadline: Instant) -> (Result<TagOutcome, TagError>, Calls) {
         let mut ec2 = Ec2::new(&self.region, self.endpoint.as_deref()).await;
-        let r = ec2
-            .ensure_tag(
-                &self.instance_id,
-                &self.key,
-                &self.value,
-                &self.known,
-                self.policy,
-                deadline,
-            )
-            .await;
+        let r = ensure_tag(
+            &mut ec2,
+            &self.instance_id,
+            &self.key,
+            &self.value,
+            &self.known,
+            self.policy,
+            deadline,
+        )
+        .await;
         (r, ec2.calls)
     }
+}
+
+/// Make the instance's `key` tag equal `value`: read the current tags unless the caller knows
+/// them, and call CreateTags only when they differ. The tagging policy; `ec2` only calls.
+pub async fn ensure_tag(
+    ec2: &mut Ec2,
+    instance_id: &str,
+    key: &str,
+    value: &str,
+    known: &InstanceTags,
+    policy: RetryPolicy,
+    deadline: Instant,
+) -> Result<TagOutcome, TagError> {
+    let current = match known.get(key) {
+        TagState::Unknown => {
+            let tags = ec2.describe_tags(instance_id, policy, deadline).await?;
+            InstanceTags::Known(tags).get(key)
+        }
+        known => known,
+    };
+    if current == TagState::Is(value.to_string()) {
+        return Ok(TagOutcome::AlreadySet);
+    }
+    ec2.create_tag(instance_id, key, value, policy, deadline)
+        .await?;
+    Ok(TagOutcome::Created)
 }
 
 /// What the background continuation is given: the job, when to start and how long to try.

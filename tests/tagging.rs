@@ -11,6 +11,7 @@ use common::*;
 use eks_nodeinit::ec2::{Ec2, TagError, TagOutcome};
 use eks_nodeinit::facts::InstanceTags;
 use eks_nodeinit::retry::RetryPolicy;
+use eks_nodeinit::tagging;
 
 const ID: &str = "i-0a1b2c3d4e5f67890";
 
@@ -67,10 +68,17 @@ async fn throttling_is_retried_until_it_lands() {
     let s = failing(vec![(503, "RequestLimitExceeded"); 3]);
     let mut c = ec2(&s).await;
     let known = InstanceTags::Known(BTreeMap::new());
-    let r = c
-        .ensure_tag(ID, "Name", "scaler-10x0x12x34", &known, fast(), deadline())
-        .await
-        .unwrap();
+    let r = tagging::ensure_tag(
+        &mut c,
+        ID,
+        "Name",
+        "scaler-10x0x12x34",
+        &known,
+        fast(),
+        deadline(),
+    )
+    .await
+    .unwrap();
     assert_eq!(r, TagOutcome::Created);
     let st = s.state.lock().unwrap();
     assert_eq!(st.count("CreateTags"), 4);
@@ -86,8 +94,7 @@ async fn throttling_is_retried_until_it_lands() {
 async fn access_denied_is_not_retried_and_names_the_permission() {
     let s = failing(vec![(403, "UnauthorizedOperation")]);
     let mut c = ec2(&s).await;
-    let e = c
-        .ensure_tag(ID, "Name", "v", &none_set(), fast(), deadline())
+    let e = tagging::ensure_tag(&mut c, ID, "Name", "v", &none_set(), fast(), deadline())
         .await
         .unwrap_err();
     assert!(matches!(e, TagError::Denied { .. }), "{e}");
@@ -105,8 +112,7 @@ async fn access_denied_is_not_retried_and_names_the_permission() {
 async fn instance_not_found_yet_is_retried() {
     let s = failing(vec![(400, "InvalidInstanceID.NotFound"); 2]);
     let mut c = ec2(&s).await;
-    let r = c
-        .ensure_tag(ID, "Name", "v", &none_set(), fast(), deadline())
+    let r = tagging::ensure_tag(&mut c, ID, "Name", "v", &none_set(), fast(), deadline())
         .await
         .unwrap();
     assert_eq!(r, TagOutcome::Created);
@@ -125,10 +131,17 @@ async fn an_existing_tag_means_no_create_call() {
         ..Default::default()
     });
     let mut c = ec2(&s).await;
-    let r = c
-        .ensure_tag(ID, "Name", "v", &InstanceTags::Unknown, fast(), deadline())
-        .await
-        .unwrap();
+    let r = tagging::ensure_tag(
+        &mut c,
+        ID,
+        "Name",
+        "v",
+        &InstanceTags::Unknown,
+        fast(),
+        deadline(),
+    )
+    .await
+    .unwrap();
     assert_eq!(r, TagOutcome::AlreadySet);
     let st = s.state.lock().unwrap();
     assert_eq!(st.count("DescribeTags"), 1);
@@ -141,17 +154,17 @@ async fn the_deadline_bounds_retries() {
     let s = failing(vec![(503, "RequestLimitExceeded"); 1000]);
     let mut c = ec2(&s).await;
     let t = Instant::now();
-    let e = c
-        .ensure_tag(
-            ID,
-            "Name",
-            "v",
-            &none_set(),
-            fast(),
-            tokio::time::Instant::now() + Duration::from_millis(800),
-        )
-        .await
-        .unwrap_err();
+    let e = tagging::ensure_tag(
+        &mut c,
+        ID,
+        "Name",
+        "v",
+        &none_set(),
+        fast(),
+        tokio::time::Instant::now() + Duration::from_millis(800),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(e, TagError::Deadline { .. }), "{e}");
     assert!(
         t.elapsed() < Duration::from_millis(1200),
