@@ -14,9 +14,10 @@ use crate::facts::{Facts, Family, TagState};
 use crate::fsutil::{self, under};
 use crate::lock::RunLock;
 use crate::marker;
-use crate::plan::{Plan, Step};
+use crate::plan::Plan;
 use crate::report::{now_ms, Report, StepOutcome, TagResult, TaggingRecord};
 use crate::spec::{Spec, TaggingSpec};
+use crate::step::Step;
 use crate::tagging::{self, Continuation, Foreground, Job};
 
 /// Where the background tagging continuation logs.

@@ -5,6 +5,7 @@
 //! [`imds`] (the user data read as nodeadm reads it: [`userdata`]), [`ec2`] (with [`tagging`]), and the node's files through [`fsutil`].
 
 pub mod aspects;
+pub mod bootstrap_sh;
 pub mod cli;
 pub mod config;
 pub mod discovery;
@@ -25,6 +26,7 @@ pub mod report;
 pub mod retry;
 pub mod run;
 pub mod spec;
+pub mod step;
 pub mod tagging;
 pub mod text;
 pub mod userdata;

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use crate::discovery::{Outcome, CACHE, CACHE_MODE, FIELD};
 use crate::facts::{current_of, Facts, Family};
-use crate::plan::Step;
 use crate::spec::Spec;
+use crate::step::Step;
 
 use super::{Aspect, Out, Reads};
 

@@ -6,16 +6,16 @@
 //! When only keys are added, the file's own formatting is kept and the new keys are inserted
 //! before the closing brace, so the diff shows exactly the added lines.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::config::KubeletSettings;
-use crate::duration::{self, GoDuration};
+use crate::duration;
 use crate::facts::{Facts, Family};
-use crate::findings::Findings;
-use crate::plan::Step;
-use crate::spec::{check_node_path, Spec};
+use crate::spec::Spec;
+use crate::step::Step;
+
+pub use crate::spec::kubelet::{KubeletSpec, DEFAULT_GC_HIGH, DEFAULT_GC_LOW};
 
 use super::{Aspect, Out, Reads};
 
@@ -24,10 +24,6 @@ pub const ASPECT: Aspect = Aspect {
     reads,
     plan,
 };
-
-/// kubelet's own image GC defaults, compared against when only one threshold is set.
-pub const DEFAULT_GC_HIGH: i64 = 85;
-pub const DEFAULT_GC_LOW: i64 = 80;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum KubeletError {
@@ -40,117 +36,6 @@ pub enum KubeletError {
     },
     #[error("kubelet config {path} is not a JSON object")]
     NotObject { path: String },
-}
-
-/// The kubelet settings, checked and typed.
-#[derive(Debug, Clone, Default)]
-pub struct KubeletSpec {
-    pub image_gc_high: Option<i64>,
-    pub image_gc_low: Option<i64>,
-    pub shutdown_grace_period: Option<GoDuration>,
-    pub shutdown_grace_period_critical_pods: Option<GoDuration>,
-    pub overwrite: bool,
-    pub config_path: PathBuf,
-}
-
-impl KubeletSpec {
-    /// The keys and values the agent wants in the kubelet config, in a stable order (also the
-    /// NodeConfig's `kubelet.config` on AL2023).
-    pub fn desired(&self) -> Vec<(&'static str, Value)> {
-        let mut v = Vec::new();
-        if let Some(x) = self.image_gc_high {
-            v.push(("imageGCHighThresholdPercent", Value::from(x)));
-        }
-        if let Some(x) = self.image_gc_low {
-            v.push(("imageGCLowThresholdPercent", Value::from(x)));
-        }
-        if let Some(x) = &self.shutdown_grace_period {
-            v.push(("shutdownGracePeriod", Value::from(x.text.clone())));
-        }
-        if let Some(x) = &self.shutdown_grace_period_critical_pods {
-            v.push((
-                "shutdownGracePeriodCriticalPods",
-                Value::from(x.text.clone()),
-            ));
-        }
-        v
-    }
-
-    /// The one-time backup of the original file.
-    pub fn backup_path(&self) -> PathBuf {
-        let name = self.config_path.file_name().unwrap_or_default();
-        self.config_path
-            .with_file_name(format!("{}.orig", name.to_string_lossy()))
-    }
-}
-
-pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
-    let mut percent = |field: &str, v: Option<i64>| {
-        v.filter(|v| {
-            let ok = (0..=100).contains(v);
-            if !ok {
-                f.push(field, format!("{v} is outside 0..100"));
-            }
-            ok
-        })
-    };
-    let high = percent(
-        "kubelet.imageGCHighThresholdPercent",
-        k.image_gc_high_threshold_percent,
-    );
-    let low = percent(
-        "kubelet.imageGCLowThresholdPercent",
-        k.image_gc_low_threshold_percent,
-    );
-    if high.is_some() || low.is_some() {
-        let (h, l) = (
-            high.unwrap_or(DEFAULT_GC_HIGH),
-            low.unwrap_or(DEFAULT_GC_LOW),
-        );
-        if l >= h {
-            let why = match (high, low) {
-                (None, _) => " (kubelet's default high)",
-                (_, None) => " (kubelet's default low is 80)",
-                _ => "",
-            };
-            f.push(
-                "kubelet.imageGCLowThresholdPercent",
-                format!("low ({l}) must be below high ({h}){why}"),
-            );
-        }
-    }
-    let mut go = |field: &str, v: &Option<String>| {
-        v.as_deref()
-            .and_then(|s| f.check(field, duration::parse_go(s).map_err(|e| e.to_string())))
-    };
-    let grace = go("kubelet.shutdownGracePeriod", &k.shutdown_grace_period);
-    let critical = go(
-        "kubelet.shutdownGracePeriodCriticalPods",
-        &k.shutdown_grace_period_critical_pods,
-    );
-    match (&grace, &critical, &k.shutdown_grace_period) {
-        (Some(g), Some(cr), _) if cr.value > g.value => f.push(
-            "kubelet.shutdownGracePeriodCriticalPods",
-            format!(
-                "{} is longer than shutdownGracePeriod {}; the critical-pod period is part of the grace period and must not exceed it",
-                cr.text, g.text
-            ),
-        ),
-        (None, Some(_), None) => f.push(
-            "kubelet.shutdownGracePeriodCriticalPods",
-            "is set without kubelet.shutdownGracePeriod; set the grace period too",
-        ),
-        _ => {}
-    }
-    check_node_path("kubelet.configPath", &k.config_path, f);
-    KubeletSpec {
-        image_gc_high: high,
-        image_gc_low: low,
-        shutdown_grace_period: grace,
-        shutdown_grace_period_critical_pods: critical,
-        overwrite: k.overwrite,
-        config_path: k.config_path.clone(),
-    }
 }
 
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {

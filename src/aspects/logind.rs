@@ -11,13 +11,12 @@ use std::time::Duration;
 
 use zbus::zvariant::OwnedValue;
 
-use crate::config::LogindSettings;
 use crate::facts::{Facts, Family};
-use crate::findings::Findings;
-use crate::plan::Step;
 use crate::spec::Spec;
+use crate::step::Step;
 
-use super::kubelet_config::KubeletSpec;
+pub use crate::spec::logind::{LogindSpec, MAX_INHIBIT_DELAY_SEC};
+
 use super::{Aspect, Out, Reads};
 
 pub const ASPECT: Aspect = Aspect {
@@ -36,9 +35,6 @@ const DROPIN_DIRS: [&str; 4] = [
     "/usr/local/lib/systemd/logind.conf.d",
     "/usr/lib/systemd/logind.conf.d",
 ];
-/// The longest delay the agent writes: a day (kubelet's grace periods are minutes).
-pub const MAX_INHIBIT_DELAY_SEC: u64 = 86_400;
-
 #[derive(Debug, thiserror::Error)]
 pub enum LogindError {
     #[error("cannot connect to the system D-Bus ({address}): {source}")]
@@ -51,51 +47,6 @@ pub enum LogindError {
     Restart(#[source] zbus::Error),
     #[error("cannot read InhibitDelayMaxUSec from org.freedesktop.login1: {0}")]
     Read(String),
-}
-
-/// `InhibitDelayMaxSec` to write: the config's value, else the grace period rounded up; `None`
-/// when neither is set (no drop-in).
-#[derive(Debug, Clone, Default)]
-pub struct LogindSpec {
-    pub inhibit_delay_max_sec: Option<u64>,
-}
-
-pub fn spec(l: &LogindSettings, kubelet: &KubeletSpec, f: &mut Findings) -> LogindSpec {
-    let grace = kubelet
-        .shutdown_grace_period
-        .as_ref()
-        .map(|g| g.ceil_secs());
-    let field = "logind.inhibitDelayMaxSec";
-    let given = l.inhibit_delay_max_sec.filter(|d| {
-        let ok = *d <= MAX_INHIBIT_DELAY_SEC;
-        if !ok {
-            f.push(
-                field,
-                format!("{d} is above {MAX_INHIBIT_DELAY_SEC} (a day)"),
-            );
-        }
-        ok
-    });
-    if let (Some(need), Some(delay)) = (grace, given) {
-        if delay < need {
-            f.push(field, format!(
-                "{delay} is below kubelet.shutdownGracePeriod ({need}s): logind would cut the graceful shutdown short; raise it or leave it unset"
-            ));
-        }
-    }
-    if grace.is_some_and(|g| g > MAX_INHIBIT_DELAY_SEC) {
-        f.push(
-            "kubelet.shutdownGracePeriod",
-            format!(
-                "is longer than a day ({MAX_INHIBIT_DELAY_SEC} s); logind's delay would follow it"
-            ),
-        );
-    }
-    LogindSpec {
-        inhibit_delay_max_sec: given
-            .or(grace)
-            .filter(|s| *s > 0 && *s <= MAX_INHIBIT_DELAY_SEC),
-    }
 }
 
 pub fn dropin_content(sec: u64) -> String {

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
-use crate::plan::Step;
 use crate::spec::Spec;
+use crate::step::Step;
 
 pub mod bootstrap;
 pub mod cluster;

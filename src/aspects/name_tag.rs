@@ -1,12 +1,12 @@
 //! The instance's `Name` tag: `<node group>-<IPv4 with dots as x>`, set with CreateTags only
 //! when it differs. The OS hostname is left alone (EKS names the node from it).
 
-use crate::config::Config;
 use crate::facts::{Facts, Family, TagState};
-use crate::findings::Findings;
 use crate::metadata::Metadata;
-use crate::plan::Step;
 use crate::spec::Spec;
+use crate::step::Step;
+
+pub use crate::spec::name_tag::NameTagSpec;
 
 use super::{Aspect, Out, Reads};
 
@@ -20,30 +20,6 @@ pub const ASPECT: Aspect = Aspect {
 pub const KEY: &str = "Name";
 /// EC2's limit on a tag value.
 pub const TAG_VALUE_MAX: usize = 256;
-
-#[derive(Debug, Clone)]
-pub struct NameTagSpec {
-    pub enabled: bool,
-    /// `nodeGroup.name`; else the ASG name from the instance's tags.
-    pub group: Option<String>,
-}
-
-pub fn spec(c: &Config, f: &mut Findings) -> NameTagSpec {
-    let group = c.node_group.name.clone().filter(|g| {
-        let ok = !g.is_empty() && g.len() <= 200 && !g.chars().any(|ch| ch.is_control());
-        if !ok {
-            f.push(
-                "nodeGroup.name",
-                "must be 1-200 printable characters (it prefixes the instance's Name tag)",
-            );
-        }
-        ok
-    });
-    NameTagSpec {
-        enabled: c.tagging.enabled,
-        group,
-    }
-}
 
 fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
 

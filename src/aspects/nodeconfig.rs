@@ -12,14 +12,15 @@ use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
-use crate::config::HandoffSettings;
 use crate::discovery::ClusterFact;
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
 use crate::k8s::Taint;
-use crate::plan::Step;
-use crate::spec::{check_node_path, Spec};
+use crate::spec::Spec;
+use crate::step::Step;
 use crate::userdata::{EffectiveTaints, UserDataError, UserDataFact};
+
+pub use crate::spec::nodeconfig::NodeconfigSpec;
 
 use super::{Aspect, Out, Reads};
 
@@ -32,18 +33,6 @@ pub const ASPECT: Aspect = Aspect {
 /// nodeadm-run.service reads `file:///etc/eks/nodeadm.d/` after the instance's user data; files in
 /// it merge in name order (later wins). `10-` lets an operator's own later drop-in win.
 pub const DROPIN: &str = "/etc/eks/nodeadm.d/10-eks-nodeinit.json";
-
-#[derive(Debug, Clone)]
-pub struct NodeconfigSpec {
-    pub nodeadm_path: PathBuf,
-}
-
-pub fn spec(h: &HandoffSettings, f: &mut Findings) -> NodeconfigSpec {
-    check_node_path("handoff.nodeadmPath", &h.nodeadm_path, f);
-    NodeconfigSpec {
-        nodeadm_path: h.nodeadm_path.clone(),
-    }
-}
 
 /// The package's drop-in for `nodeadm-config.service`, which adds `file:///etc/eks/nodeadm.d/`
 /// to the config phase's sources (upstream reads only the user data there), and where an

@@ -6,7 +6,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::aspects::{bootstrap, kubelet_config, logind, name_tag, nodeconfig, sysctls};
+pub mod bootstrap;
+pub mod kubelet;
+pub mod logind;
+pub mod name_tag;
+pub mod nodeconfig;
+pub mod sysctls;
+
 use crate::config::{Config, HandoffMode, Role};
 use crate::findings::{Findings, Invalid};
 use crate::k8s::{self, Taint};
@@ -19,7 +25,7 @@ pub struct Spec {
     pub cluster: ClusterSpec,
     pub role: Role,
     pub registration: Registration,
-    pub kubelet: kubelet_config::KubeletSpec,
+    pub kubelet: kubelet::KubeletSpec,
     pub sysctls: sysctls::SysctlSpec,
     pub logind: logind::LogindSpec,
     pub name_tag: name_tag::NameTagSpec,
@@ -123,7 +129,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
     let mut f = Findings::default();
     let cluster = cluster(c, &mut f);
     let registration = registration(c, &mut f);
-    let kubelet = kubelet_config::spec(&c.kubelet, &mut f);
+    let kubelet = kubelet::spec(&c.kubelet, &mut f);
     let spec = Spec {
         cluster,
         role: c.node_group.role,
