@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::aspects::{logind, name_tag, nodeconfig, sysctls};
+use crate::aspects::{logind, name_tag, nodeconfig};
 use crate::ec2::{Calls, TagError, TagOutcome};
 use crate::facts::{Facts, Family, TagState};
 use crate::fsutil::{self, under};
 use crate::lock::RunLock;
 use crate::marker;
 use crate::plan::Plan;
+use crate::procsys;
 use crate::report::{now_ms, Report, StepOutcome, TagResult, TaggingRecord};
 use crate::spec::{Spec, TaggingSpec};
 use crate::step::Step;
@@ -37,7 +38,7 @@ pub enum ExecError {
     #[error(transparent)]
     Fs(#[from] fsutil::FsError),
     #[error(transparent)]
-    Sysctl(#[from] sysctls::SysctlError),
+    Sysctl(#[from] procsys::SysctlError),
     #[error("cannot exec {path}: {source}")]
     Exec {
         path: PathBuf,
@@ -171,7 +172,7 @@ enum Change {
         step: String,
         key: String,
         value: String,
-        prepared: sysctls::PreparedSysctl,
+        prepared: procsys::PreparedSysctl,
     },
     NotifyLogind {
         step: String,
@@ -213,7 +214,7 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                 step: step.describe(),
                 key: key.clone(),
                 value: new.clone(),
-                prepared: sysctls::prepare_live(root, key, new)?,
+                prepared: procsys::prepare_live(root, key, new)?,
             }),
             Step::NotifyLogind {
                 inhibit_delay_max_usec,

@@ -1,24 +1,16 @@
-//! Facts: everything the plan knows about the world, read once before planning into one typed
-//! value — the instance (IMDS or `--metadata`), its tags, the node family and why, the kubelet
-//! config and its `protectKernelDefaults`, live sysctls, and the current content of every file
-//! an aspect may touch. Planning never reads the disk or the network.
+//! Facts: everything the plan knows about the world, as one typed value — the instance (IMDS or
+//! `--metadata`), its tags, the node family and why, live sysctls, the current content of every
+//! file an aspect may touch, the cluster's values, the hand-off marker. [`crate::gather`] reads
+//! them once, before planning; planning never reads the disk or the network.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use serde_json::{Map, Value};
-
-use crate::aspects::{kubelet_config, sysctls, Reads, REGISTRY};
-use crate::config::HandoffMode;
-use crate::discovery::{self, ClusterFact};
-use crate::ec2::Ec2;
+use crate::discovery::ClusterFact;
 use crate::findings::Findings;
 use crate::fsutil::{self, under};
-use crate::imds;
-use crate::marker::{self, HandoffState};
-use crate::metadata::{self, Metadata};
-use crate::retry::RetryPolicy;
+use crate::marker::HandoffState;
+use crate::metadata::Metadata;
 use crate::spec::Spec;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -99,43 +91,10 @@ pub struct ExecLimits {
     pub env_bytes: usize,
 }
 
-impl ExecLimits {
-    pub fn read() -> ExecLimits {
-        use nix::unistd::{sysconf, SysconfVar};
-        let var = |v| {
-            sysconf(v)
-                .ok()
-                .flatten()
-                .and_then(|n| usize::try_from(n).ok())
-        };
-        let ptr = std::mem::size_of::<usize>();
-        let env_bytes = std::env::vars_os().fold(0usize, |n, (k, v)| {
-            // `KEY=VALUE`, its NUL and its pointer.
-            n.saturating_add(k.len() + v.len() + 2 + ptr)
-        });
-        ExecLimits {
-            arg_max: var(SysconfVar::ARG_MAX),
-            max_arg_strlen: var(SysconfVar::PAGE_SIZE).and_then(|p| p.checked_mul(32)),
-            env_bytes,
-        }
-    }
-}
-
 /// The file a plan compares against, once known to be readable.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Current {
     pub content: Option<String>,
-    pub mode: Option<u32>,
-}
-
-/// The AL2 kubelet config file.
-#[derive(Debug, Clone)]
-pub struct KubeletFact {
-    /// Its path under the root, as messages show it.
-    pub shown: String,
-    pub text: Result<Option<String>, String>,
-    /// The parsed document when the file was read.
-    pub doc: Option<Result<Map<String, Value>, kubelet_config::KubeletError>>,
     pub mode: Option<u32>,
 }
 
@@ -146,8 +105,6 @@ pub struct Facts {
     pub instance: Option<Metadata>,
     pub tags: InstanceTags,
     pub family: Result<FamilyFact, String>,
-    /// AL2 only.
-    pub kubelet: Option<KubeletFact>,
     pub sysctls: BTreeMap<String, Result<String, String>>,
     pub files: BTreeMap<PathBuf, FileFact>,
     /// `*.conf` names in each directory asked for.
@@ -163,87 +120,8 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Read what every aspect asks for from the node under `root`.
-    pub fn read_node(
-        root: &Path,
-        spec: &Spec,
-        instance: Option<Metadata>,
-        tags: InstanceTags,
-    ) -> Facts {
-        let family = detect_family(root, spec);
-        let fam = family.as_ref().ok().map(|f| f.family);
-        let mut reads = Reads::default();
-        for a in REGISTRY {
-            (a.reads)(spec, fam, &mut reads);
-        }
-        let mut files = BTreeMap::new();
-        let mut dirs = BTreeMap::new();
-        for d in &reads.conf_dirs {
-            let names = conf_names(&under(root, d));
-            reads.files.extend(names.iter().map(|n| d.join(n)));
-            dirs.insert(d.clone(), names);
-        }
-        for p in reads.files {
-            files
-                .entry(p.clone())
-                .or_insert_with(|| read_file(root, &p));
-        }
-        Facts {
-            root: root.to_path_buf(),
-            kubelet: (fam == Some(Family::Al2))
-                .then(|| read_kubelet(root, &spec.kubelet.config_path)),
-            sysctls: reads
-                .sysctls
-                .iter()
-                .map(|k| {
-                    (
-                        k.clone(),
-                        sysctls::read_live(root, k).map_err(|e| e.to_string()),
-                    )
-                })
-                .collect(),
-            exists: reads
-                .exists
-                .iter()
-                .map(|p| (p.clone(), under(root, p).exists()))
-                .collect(),
-            executable: reads
-                .executables
-                .iter()
-                .map(|p| (p.clone(), is_executable(&under(root, p))))
-                .collect(),
-            exec_limits: ExecLimits::read(),
-            cluster: None,
-            handoff: if reads.handoff_marker {
-                marker::read_state(root)
-            } else {
-                HandoffState::None
-            },
-            files,
-            dirs,
-            family,
-            instance,
-            tags,
-        }
-    }
-
     pub fn family(&self) -> Option<Family> {
         self.family.as_ref().ok().map(|f| f.family)
-    }
-
-    /// Where kubelet's `protectKernelDefaults` is on, if it is: the AL2 kubelet config when it
-    /// says so; on AL2023, nodeadm's generated config (its default).
-    pub fn protect_kernel_defaults(&self) -> Option<String> {
-        match self.family() {
-            Some(Family::Al2023) => Some("nodeadm's generated kubelet config".into()),
-            Some(Family::Al2) => {
-                let k = self.kubelet.as_ref()?;
-                let on =
-                    matches!(&k.doc, Some(Ok(m)) if kubelet_config::protects_kernel_defaults(m));
-                on.then(|| k.shown.clone())
-            }
-            None => None,
-        }
     }
 
     /// A file the plan may replace. An unreadable file is a finding under `field` (the agent
@@ -320,10 +198,6 @@ pub fn current_of(
     }
 }
 
-fn is_executable(p: &Path) -> bool {
-    p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
-}
-
 /// One file as found under `root`.
 pub fn read_file(root: &Path, p: &Path) -> FileFact {
     let full = under(root, p);
@@ -334,170 +208,97 @@ pub fn read_file(root: &Path, p: &Path) -> FileFact {
     }
 }
 
-fn conf_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".conf"))
-        .collect();
-    names.sort();
-    names
-}
+/// Facts made by hand, for planning tests: a node of one family with nothing read unless said
+/// (every file unknown, no sysctl, tags unknown, no instance), `execve` limits as on a typical
+/// Linux machine. A new fact gets a default here, so no test breaks when one is added.
+#[derive(Debug, Clone)]
+pub struct FactsBuilder(Facts);
 
-fn read_kubelet(root: &Path, path: &Path) -> KubeletFact {
-    let full = under(root, path);
-    let text = match fsutil::link_target(&full) {
-        Some(target) => Err(format!(
-            "{} is a symbolic link to {}: the agent replaces files atomically and will neither replace the link with a file nor write through it; point kubelet.configPath at the file itself",
-            full.display(),
-            crate::text::printable(&target.display().to_string())
-        )),
-        None => fsutil::read_optional(&full).map_err(|e| e.to_string()),
-    };
-    let doc = match &text {
-        Ok(Some(t)) => Some(kubelet_config::parse(t, &full)),
-        _ => None,
-    };
-    KubeletFact {
-        shown: full.display().to_string(),
-        text,
-        doc,
-        mode: fsutil::mode_of(&full),
+impl Facts {
+    pub fn builder(family: Family) -> FactsBuilder {
+        FactsBuilder(Facts {
+            root: PathBuf::from("/"),
+            instance: None,
+            tags: InstanceTags::Unknown,
+            family: Ok(FamilyFact {
+                family,
+                reason: "given".into(),
+            }),
+            sysctls: BTreeMap::new(),
+            files: BTreeMap::new(),
+            dirs: BTreeMap::new(),
+            exists: BTreeMap::new(),
+            executable: BTreeMap::new(),
+            exec_limits: ExecLimits {
+                arg_max: Some(2_097_152),
+                max_arg_strlen: Some(131_072),
+                env_bytes: 0,
+            },
+            cluster: None,
+            handoff: HandoffState::None,
+        })
     }
 }
 
-/// The AL2023 bootstrap.sh is a stub that points at nodeadm.
-fn is_al2023_stub(text: &str) -> bool {
-    text.contains("nodeadm")
-}
-
-/// Pick the family, saying why; a failure says what to set.
-fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, String> {
-    let nodeadm_path = &spec.nodeconfig.nodeadm_path;
-    let bootstrap_path = &spec.bootstrap.path;
-    let (nodeadm, bootstrap) = (under(root, nodeadm_path), under(root, bootstrap_path));
-    let fact = |family, reason: String| Ok(FamilyFact { family, reason });
-    match spec.mode {
-        HandoffMode::Al2 if !bootstrap.is_file() => Err(format!(
-            "handoff.mode is \"al2\" but {} does not exist; check handoff.bootstrapPath or use \"al2023\"",
-            bootstrap.display()
-        )),
-        HandoffMode::Al2 => fact(Family::Al2, "handoff.mode is \"al2\"".into()),
-        HandoffMode::Al2023 => fact(Family::Al2023, "handoff.mode is \"al2023\"".into()),
-        HandoffMode::Auto if nodeadm.is_file() => fact(
-            Family::Al2023,
-            format!("auto: found nodeadm at {}", nodeadm_path.display()),
-        ),
-        HandoffMode::Auto => match std::fs::read_to_string(&bootstrap) {
-            Ok(t) if is_al2023_stub(&t) => Err(format!(
-                "{} is the Amazon Linux 2023 stub (it exits 1) and {} is missing; this image cannot join a cluster: install nodeadm or use an EKS AL2023 AMI",
-                bootstrap.display(),
-                nodeadm.display()
-            )),
-            Ok(_) => fact(
-                Family::Al2,
-                format!("auto: no nodeadm; found bootstrap.sh at {}", bootstrap_path.display()),
-            ),
-            Err(e) => Err(format!(
-                "cannot tell Amazon Linux 2 from 2023 under {}: no {} and {} cannot be read ({e}); set handoff.mode to \"al2\" or \"al2023\"",
-                root.display(),
-                nodeadm.display(),
-                bootstrap.display()
-            )),
-        },
+impl FactsBuilder {
+    pub fn instance(mut self, md: Metadata) -> Self {
+        self.0.instance = Some(md);
+        self
     }
-}
-
-/// What was read of the instance before the config existed (the config was in the user data):
-/// read again by no one.
-#[derive(Default)]
-pub struct Prefetched {
-    /// The `--metadata` file.
-    pub metadata: Option<Metadata>,
-    /// The IMDS client and the user data it read (`None`: the instance has none).
-    pub imds: Option<(imds::ImdsClient, Option<Vec<u8>>)>,
-}
-
-/// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
-/// waits only for the region, and makes no call on a cache hit). With IMDS tags off and tagging
-/// on, the tags (and with them the ASG name and the current Name) come from one DescribeTags
-/// under the tagging budget; when that fails they stay unknown and tagging reads them again
-/// later.
-pub async fn read_instance(
-    metadata_file: Option<&Path>,
-    spec: &Spec,
-    root: &Path,
-    read: Prefetched,
-) -> anyhow::Result<(Metadata, InstanceTags, ClusterFact)> {
-    let (mut md, cluster) = match metadata_file {
-        Some(f) => {
-            let md = match read.metadata {
-                Some(md) => md,
-                None => metadata::load_file(f)?,
-            };
-            let region = md.region.clone();
-            let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
-            (md, cluster)
-        }
-        None => {
-            let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
-            // The client that read the user data (with the config in it) goes on, token and all,
-            // when the config names no other endpoint.
-            let (client, user_data) = match read.imds {
-                Some((client, user_data)) if client.endpoint() == endpoint => {
-                    (client, Some(user_data))
-                }
-                other => (
-                    imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
-                    other.map(|(_, user_data)| user_data),
-                ),
-            };
-            let (md, cluster) = tokio::join!(
-                imds::fetch(
-                    &client,
-                    spec.imds.deadline,
-                    user_data.as_ref().map(Option::as_deref)
-                ),
-                discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
+    pub fn tags<'a>(mut self, tags: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let known = tags
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()));
+        self.0.tags = InstanceTags::Known(known.collect());
+        self
+    }
+    /// The file at `path` holds `text` (mode 0644).
+    pub fn file(self, path: impl Into<PathBuf>, text: &str) -> Self {
+        self.file_fact(
+            path,
+            FileFact {
+                content: Ok(Some(text.into())),
+                mode: Some(0o644),
+                link: None,
+            },
+        )
+    }
+    /// There is no file at each of `paths`.
+    pub fn absent<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
+        for p in paths {
+            self = self.file_fact(
+                p,
+                FileFact {
+                    content: Ok(None),
+                    mode: None,
+                    link: None,
+                },
             );
-            (md?, cluster)
         }
-    };
-    tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
-    let tags = match md.tags.clone() {
-        Some(t) => InstanceTags::Known(t),
-        None if metadata_file.is_none() && spec.tagging.enabled => {
-            describe_tags(
-                &md,
-                spec.tagging.ec2_endpoint.as_deref(),
-                spec.tagging.sync_budget,
-            )
-            .await
-        }
-        None => InstanceTags::Unknown,
-    };
-    if let InstanceTags::Known(t) = &tags {
-        md.autoscaling_group_name = md
-            .autoscaling_group_name
-            .clone()
-            .or_else(|| t.get("aws:autoscaling:groupName").cloned());
+        self
     }
-    Ok((md, tags, cluster))
-}
-
-async fn describe_tags(md: &Metadata, endpoint: Option<&str>, budget: Duration) -> InstanceTags {
-    let deadline = tokio::time::Instant::now() + budget;
-    let mut ec2 = Ec2::new(&md.region, endpoint).await;
-    match ec2
-        .describe_tags(&md.instance_id, RetryPolicy::default(), deadline)
-        .await
-    {
-        Ok(t) => InstanceTags::Known(t),
-        Err(e) => {
-            tracing::warn!("cannot read the instance's tags: {e}");
-            InstanceTags::Unknown
-        }
+    pub fn file_fact(mut self, path: impl Into<PathBuf>, f: FileFact) -> Self {
+        self.0.files.insert(path.into(), f);
+        self
+    }
+    pub fn sysctl(mut self, key: &str, live: Result<&str, &str>) -> Self {
+        let v = live.map(String::from).map_err(String::from);
+        self.0.sysctls.insert(key.into(), v);
+        self
+    }
+    pub fn exists(mut self, path: impl Into<PathBuf>, exists: bool) -> Self {
+        self.0.exists.insert(path.into(), exists);
+        self
+    }
+    pub fn executable(mut self, path: impl Into<PathBuf>, executable: bool) -> Self {
+        self.0.executable.insert(path.into(), executable);
+        self
+    }
+    pub fn handoff(mut self, state: HandoffState) -> Self {
+        self.0.handoff = state;
+        self
+    }
+    pub fn build(self) -> Facts {
+        self.0
     }
 }

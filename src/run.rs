@@ -9,8 +9,9 @@ use anyhow::{Context, Result};
 
 use crate::cli::{InitArgs, Output};
 use crate::exec::{self, Bus};
-use crate::facts::{self, Facts, InstanceTags, Prefetched};
+use crate::facts::InstanceTags;
 use crate::findings::Invalid;
+use crate::gather::{self, Prefetched};
 use crate::plan;
 use crate::report::{now_ms, Report, TaggingRecord};
 use crate::spec::{self, Spec};
@@ -112,7 +113,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     let (spec, findings) = spec::resolve(&c);
     if !findings.is_empty() {
         // Report every problem, in the config and on this node, before touching IMDS.
-        let facts = Facts::read_node(&args.root, &spec, None, InstanceTags::Unknown);
+        let facts = gather::node(&args.root, &spec, None, InstanceTags::Unknown);
         let mut all = findings.0;
         all.extend(plan::findings(&spec, &facts));
         return Err(Invalid(all).into());
@@ -125,9 +126,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     };
     // The EC2 client's trust store loads while IMDS answers.
     let _warm = spec.tagging.enabled.then(crate::ec2::warm_up);
-    let (md, tags, cluster) =
-        facts::read_instance(args.metadata.as_deref(), &spec, &args.root, read).await?;
-    let facts = Facts::read_node(&args.root, &spec, Some(md), tags).with_cluster(cluster);
+    let facts = gather::facts(args.metadata.as_deref(), &spec, &args.root, read).await?;
     let plan = plan::build(&spec, &facts)?;
     print!(
         "{}",

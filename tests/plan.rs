@@ -4,12 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use eks_nodeinit::aspects::{kubelet_config, logind, nodeconfig, sysctls};
+use eks_nodeinit::aspects::{logind, nodeconfig, sysctls};
 use eks_nodeinit::config::parse;
-use eks_nodeinit::facts::{
-    ExecLimits, Facts, Family, FamilyFact, FileFact, InstanceTags, KubeletFact, TagState,
-};
-use eks_nodeinit::marker::HandoffState;
+use eks_nodeinit::facts::{Facts, Family, FileFact, InstanceTags, TagState};
 use eks_nodeinit::metadata::Metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
@@ -53,28 +50,7 @@ fn instance() -> Metadata {
 
 /// A node of `family` with every file absent, no sysctl readable, tags unknown.
 fn facts(family: Family) -> Facts {
-    Facts {
-        root: PathBuf::from("/"),
-        instance: Some(instance()),
-        tags: InstanceTags::Unknown,
-        family: Ok(FamilyFact {
-            family,
-            reason: "test".into(),
-        }),
-        kubelet: None,
-        sysctls: BTreeMap::new(),
-        files: BTreeMap::new(),
-        dirs: BTreeMap::new(),
-        exists: BTreeMap::new(),
-        executable: BTreeMap::new(),
-        exec_limits: ExecLimits {
-            arg_max: Some(2_097_152),
-            max_arg_strlen: Some(131_072),
-            env_bytes: 0,
-        },
-        cluster: None,
-        handoff: HandoffState::None,
-    }
+    Facts::builder(family).instance(instance()).build()
 }
 
 fn absent() -> FileFact {
@@ -238,13 +214,14 @@ fn al2_with(kubelet_text: &str, script: &str) -> Facts {
     let mut f = node(Family::Al2, &[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
     f.files.insert("/etc/eks/bootstrap.sh".into(), file(script));
     f.executable.insert("/etc/eks/bootstrap.sh".into(), true);
-    let shown = "/etc/kubernetes/kubelet/kubelet-config.json";
-    f.kubelet = Some(KubeletFact {
-        shown: shown.into(),
-        text: Ok(Some(kubelet_text.into())),
-        doc: Some(kubelet_config::parse(kubelet_text, shown.as_ref())),
-        mode: Some(0o644),
-    });
+    f.files.insert(
+        "/etc/kubernetes/kubelet/kubelet-config.json".into(),
+        FileFact {
+            content: Ok(Some(kubelet_text.into())),
+            mode: Some(0o644),
+            link: None,
+        },
+    );
     f
 }
 

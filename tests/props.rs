@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 use std::time::Instant;
 
 use eks_nodeinit::aspects::bootstrap::NEWEST_OPTIONS;
-use eks_nodeinit::facts::{Facts, Family, InstanceTags};
+use eks_nodeinit::facts::{Family, InstanceTags};
 use eks_nodeinit::metadata::{self, Metadata};
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::userdata::UserDataFact;
@@ -1772,14 +1772,19 @@ fn plan_on(doc: &Value, root: &Root, md: &Metadata) -> Result<bool, TestCaseErro
         Ok(c) => {
             let (spec, findings) = spec::resolve(&c);
             if findings.is_empty() {
-                let facts =
-                    Facts::read_node(root.path(), &spec, Some(md.clone()), InstanceTags::Unknown);
+                let facts = eks_nodeinit::gather::node(
+                    root.path(),
+                    &spec,
+                    Some(md.clone()),
+                    InstanceTags::Unknown,
+                );
                 match plan::build(&spec, &facts) {
                     Ok(p) => Some(Ok(p)),
                     Err(e) => Some(Err(e.0)),
                 }
             } else {
-                let facts = Facts::read_node(root.path(), &spec, None, InstanceTags::Unknown);
+                let facts =
+                    eks_nodeinit::gather::node(root.path(), &spec, None, InstanceTags::Unknown);
                 let mut all = findings.0;
                 all.extend(plan::findings(&spec, &facts));
                 Some(Err(all))
@@ -2140,7 +2145,8 @@ fn kubelet_config_patch_sets_exactly_the_wanted_keys() {
             &config::parse(&kubelet_config_doc(&case.settings), "k.json").unwrap(),
         )
         .map_err(|e| TestCaseError::fail(format!("settings refused: {e}")))?;
-        let facts = Facts::read_node(root.path(), &spec, Some(md.clone()), InstanceTags::Unknown);
+        let facts =
+            eks_nodeinit::gather::node(root.path(), &spec, Some(md.clone()), InstanceTags::Unknown);
         let plan = plan::build(&spec, &facts)
             .map_err(|e| TestCaseError::fail(format!("plan refused: {e}")))?;
         let mut expected = original.clone();
@@ -2186,8 +2192,12 @@ fn kubelet_config_patch_sets_exactly_the_wanted_keys() {
                 }
                 // A second plan over the patched file plans no change to it.
                 std::fs::write(&file, new).unwrap();
-                let facts =
-                    Facts::read_node(root.path(), &spec, Some(md.clone()), InstanceTags::Unknown);
+                let facts = eks_nodeinit::gather::node(
+                    root.path(),
+                    &spec,
+                    Some(md.clone()),
+                    InstanceTags::Unknown,
+                );
                 let again = plan::build(&spec, &facts)
                     .map_err(|e| TestCaseError::fail(format!("second plan refused: {e}")))?;
                 prop_assert!(

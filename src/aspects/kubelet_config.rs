@@ -40,8 +40,59 @@ pub enum KubeletError {
 
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2) {
-        // The file itself is a shared fact (protectKernelDefaults); the backup's existence is ours.
+        r.file(spec.kubelet.config_path.clone());
         r.exists.push(spec.kubelet.backup_path());
+    }
+}
+
+/// The AL2 kubelet config as found: its path under the root (for messages), text, document and
+/// mode; `Ok(None)` when absent; `Err` the finding's message.
+pub struct ConfigFile {
+    pub shown: String,
+    pub text: String,
+    pub doc: Map<String, Value>,
+    pub mode: Option<u32>,
+}
+
+/// Read the kubelet config out of the facts, parsed.
+pub fn config_file(spec: &Spec, facts: &Facts) -> Result<Option<ConfigFile>, String> {
+    let path = &spec.kubelet.config_path;
+    let shown = crate::fsutil::under(&facts.root, path)
+        .display()
+        .to_string();
+    let Some(file) = facts.files.get(path) else {
+        return Ok(None);
+    };
+    if let Some(target) = &file.link {
+        return Err(format!(
+            "{shown} is a symbolic link to {}: the agent replaces files atomically and will neither replace the link with a file nor write through it; point kubelet.configPath at the file itself",
+            crate::text::printable(&target.display().to_string())
+        ));
+    }
+    let text = match &file.content {
+        Ok(Some(t)) => t.clone(),
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e.clone()),
+    };
+    let doc = parse(&text, Path::new(&shown)).map_err(|e| e.to_string())?;
+    Ok(Some(ConfigFile {
+        shown,
+        text,
+        doc,
+        mode: file.mode,
+    }))
+}
+
+/// Where kubelet's `protectKernelDefaults` is on, if it is: the AL2 kubelet config when it says
+/// so; on AL2023, nodeadm's generated config (its default).
+pub fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<String> {
+    match facts.family() {
+        Some(Family::Al2023) => Some("nodeadm's generated kubelet config".into()),
+        Some(Family::Al2) => {
+            let k = config_file(spec, facts).ok()??;
+            protects_kernel_defaults(&k.doc).then_some(k.shown)
+        }
+        None => None,
     }
 }
 
@@ -50,24 +101,21 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
         return;
     }
     let k = &spec.kubelet;
-    let Some(fact) = &facts.kubelet else {
-        return;
-    };
-    let shown = fact.shown.clone();
-    let (text, doc) = match (&fact.text, &fact.doc) {
-        (Ok(Some(text)), Some(Ok(doc))) => (text, doc),
-        (Ok(None), _) => {
+    let file = match config_file(spec, facts) {
+        Ok(Some(f)) => f,
+        Ok(None) => {
             if !k.desired().is_empty() {
+                let shown = crate::fsutil::under(&facts.root, &k.config_path);
                 out.findings.push("kubelet.configPath", format!(
-                    "{shown} does not exist; on Amazon Linux 2 the EKS AMI ships it: check kubelet.configPath"
+                    "{} does not exist; on Amazon Linux 2 the EKS AMI ships it: check kubelet.configPath",
+                    shown.display()
                 ));
             }
             return;
         }
-        (Err(e), _) => return out.findings.push("kubelet.configPath", e.clone()),
-        (_, Some(Err(e))) => return out.findings.push("kubelet.configPath", e.to_string()),
-        (Ok(Some(_)), None) => return,
+        Err(e) => return out.findings.push("kubelet.configPath", e),
     };
+    let (text, doc) = (&file.text, &file.doc);
     let p = patch(text, doc.clone(), k);
     for kept in &p.kept {
         out.warnings.push(format!(
@@ -85,7 +133,7 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
         path: k.config_path.clone(),
         old: Some(text.clone()),
         new: p.new_text,
-        mode: fact.mode.unwrap_or(0o644),
+        mode: file.mode.unwrap_or(0o644),
         backup,
     });
 }

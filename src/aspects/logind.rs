@@ -291,7 +291,6 @@ mod tests {
 
     #[test]
     fn later_dropin_wins_and_etc_masks_usr() {
-        use crate::facts::Facts;
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
         std::fs::create_dir_all(r.join("etc/systemd/logind.conf.d")).unwrap();
@@ -325,7 +324,7 @@ mod tests {
         )
         .0;
         spec.mode = crate::config::HandoffMode::Al2023;
-        let facts = Facts::read_node(r, &spec, None, Default::default());
+        let facts = crate::gather::node(r, &spec, None, Default::default());
         let s = effective_settings(&facts, &dropin_content(90));
         let secs: Vec<f64> = s.iter().map(|x| x.seconds).collect();
         // main 5, 99-kubelet 30, ours 90; /usr/lib/zzz.conf masked by /etc/zzz.conf (no setting)

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::config::SysctlValue;
 use crate::findings::Findings;
+pub use crate::procsys::normalize;
 use crate::text::printable;
 
 /// Wanted values by key, normalised (single spaces), keys checked.
@@ -65,9 +66,4 @@ fn check_value(v: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Normalise a value for comparison: the kernel prints multi-value sysctls with tabs.
-pub fn normalize(v: &str) -> String {
-    v.split_whitespace().collect::<Vec<_>>().join(" ")
 }

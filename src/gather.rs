@@ -1,0 +1,260 @@
+//! Gathering the facts: the node's files and live values every aspect asks for (the registry's
+//! `reads`), the instance (IMDS or `--metadata`), its tags and the cluster's values — each read
+//! once, into one [`Facts`] value, before planning.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::aspects::{Reads, REGISTRY};
+use crate::config::HandoffMode;
+use crate::discovery::{self, ClusterFact};
+use crate::ec2::Ec2;
+use crate::facts::{read_file, ExecLimits, Facts, Family, FamilyFact, InstanceTags};
+use crate::fsutil::under;
+use crate::imds;
+use crate::marker::{self, HandoffState};
+use crate::metadata::{self, Metadata};
+use crate::procsys;
+use crate::retry::RetryPolicy;
+use crate::spec::Spec;
+
+/// Everything in one call: the instance (from `--metadata` or IMDS, beside the cluster's values),
+/// then the node.
+pub async fn facts(
+    metadata_file: Option<&Path>,
+    spec: &Spec,
+    root: &Path,
+    read: Prefetched,
+) -> anyhow::Result<Facts> {
+    let (md, tags, cluster) = instance(metadata_file, spec, root, read).await?;
+    Ok(node(root, spec, Some(md), tags).with_cluster(cluster))
+}
+
+/// Read what every aspect asks for from the node under `root`.
+pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: InstanceTags) -> Facts {
+    let family = detect_family(root, spec);
+    let fam = family.as_ref().ok().map(|f| f.family);
+    let mut reads = Reads::default();
+    for a in REGISTRY {
+        (a.reads)(spec, fam, &mut reads);
+    }
+    let mut files = BTreeMap::new();
+    let mut dirs = BTreeMap::new();
+    for d in &reads.conf_dirs {
+        let names = conf_names(&under(root, d));
+        reads.files.extend(names.iter().map(|n| d.join(n)));
+        dirs.insert(d.clone(), names);
+    }
+    for p in reads.files {
+        files
+            .entry(p.clone())
+            .or_insert_with(|| read_file(root, &p));
+    }
+    Facts {
+        root: root.to_path_buf(),
+        sysctls: reads
+            .sysctls
+            .iter()
+            .map(|k| {
+                (
+                    k.clone(),
+                    procsys::read_live(root, k).map_err(|e| e.to_string()),
+                )
+            })
+            .collect(),
+        exists: reads
+            .exists
+            .iter()
+            .map(|p| (p.clone(), under(root, p).exists()))
+            .collect(),
+        executable: reads
+            .executables
+            .iter()
+            .map(|p| (p.clone(), is_executable(&under(root, p))))
+            .collect(),
+        exec_limits: exec_limits(),
+        cluster: None,
+        handoff: if reads.handoff_marker {
+            marker::read_state(root)
+        } else {
+            HandoffState::None
+        },
+        files,
+        dirs,
+        family,
+        instance,
+        tags,
+    }
+}
+
+/// What `execve` accepts here, and what this process's environment takes of it.
+fn exec_limits() -> ExecLimits {
+    use nix::unistd::{sysconf, SysconfVar};
+    let var = |v| {
+        sysconf(v)
+            .ok()
+            .flatten()
+            .and_then(|n| usize::try_from(n).ok())
+    };
+    let ptr = std::mem::size_of::<usize>();
+    let env_bytes = std::env::vars_os().fold(0usize, |n, (k, v)| {
+        // `KEY=VALUE`, its NUL and its pointer.
+        n.saturating_add(k.len() + v.len() + 2 + ptr)
+    });
+    ExecLimits {
+        arg_max: var(SysconfVar::ARG_MAX),
+        max_arg_strlen: var(SysconfVar::PAGE_SIZE).and_then(|p| p.checked_mul(32)),
+        env_bytes,
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+fn conf_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".conf"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The AL2023 bootstrap.sh is a stub that points at nodeadm.
+fn is_al2023_stub(text: &str) -> bool {
+    text.contains("nodeadm")
+}
+
+/// Pick the family, saying why; a failure says what to set.
+fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, String> {
+    let nodeadm_path = &spec.nodeconfig.nodeadm_path;
+    let bootstrap_path = &spec.bootstrap.path;
+    let (nodeadm, bootstrap) = (under(root, nodeadm_path), under(root, bootstrap_path));
+    let fact = |family, reason: String| Ok(FamilyFact { family, reason });
+    match spec.mode {
+        HandoffMode::Al2 if !bootstrap.is_file() => Err(format!(
+            "handoff.mode is \"al2\" but {} does not exist; check handoff.bootstrapPath or use \"al2023\"",
+            bootstrap.display()
+        )),
+        HandoffMode::Al2 => fact(Family::Al2, "handoff.mode is \"al2\"".into()),
+        HandoffMode::Al2023 => fact(Family::Al2023, "handoff.mode is \"al2023\"".into()),
+        HandoffMode::Auto if nodeadm.is_file() => fact(
+            Family::Al2023,
+            format!("auto: found nodeadm at {}", nodeadm_path.display()),
+        ),
+        HandoffMode::Auto => match std::fs::read_to_string(&bootstrap) {
+            Ok(t) if is_al2023_stub(&t) => Err(format!(
+                "{} is the Amazon Linux 2023 stub (it exits 1) and {} is missing; this image cannot join a cluster: install nodeadm or use an EKS AL2023 AMI",
+                bootstrap.display(),
+                nodeadm.display()
+            )),
+            Ok(_) => fact(
+                Family::Al2,
+                format!("auto: no nodeadm; found bootstrap.sh at {}", bootstrap_path.display()),
+            ),
+            Err(e) => Err(format!(
+                "cannot tell Amazon Linux 2 from 2023 under {}: no {} and {} cannot be read ({e}); set handoff.mode to \"al2\" or \"al2023\"",
+                root.display(),
+                nodeadm.display(),
+                bootstrap.display()
+            )),
+        },
+    }
+}
+
+/// What was read of the instance before the config existed (the config was in the user data):
+/// read again by no one.
+#[derive(Default)]
+pub struct Prefetched {
+    /// The `--metadata` file.
+    pub metadata: Option<Metadata>,
+    /// The IMDS client and the user data it read (`None`: the instance has none).
+    pub imds: Option<(imds::ImdsClient, Option<Vec<u8>>)>,
+}
+
+/// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
+/// waits only for the region, and makes no call on a cache hit). With IMDS tags off and tagging
+/// on, the tags (and with them the ASG name and the current Name) come from one DescribeTags
+/// under the tagging budget; when that fails they stay unknown and tagging reads them again
+/// later.
+pub async fn instance(
+    metadata_file: Option<&Path>,
+    spec: &Spec,
+    root: &Path,
+    read: Prefetched,
+) -> anyhow::Result<(Metadata, InstanceTags, ClusterFact)> {
+    let (mut md, cluster) = match metadata_file {
+        Some(f) => {
+            let md = match read.metadata {
+                Some(md) => md,
+                None => metadata::load_file(f)?,
+            };
+            let region = md.region.clone();
+            let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
+            (md, cluster)
+        }
+        None => {
+            let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
+            // The client that read the user data (with the config in it) goes on, token and all,
+            // when the config names no other endpoint.
+            let (client, user_data) = match read.imds {
+                Some((client, user_data)) if client.endpoint() == endpoint => {
+                    (client, Some(user_data))
+                }
+                other => (
+                    imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
+                    other.map(|(_, user_data)| user_data),
+                ),
+            };
+            let (md, cluster) = tokio::join!(
+                imds::fetch(
+                    &client,
+                    spec.imds.deadline,
+                    user_data.as_ref().map(Option::as_deref)
+                ),
+                discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
+            );
+            (md?, cluster)
+        }
+    };
+    tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
+    let tags = match md.tags.clone() {
+        Some(t) => InstanceTags::Known(t),
+        None if metadata_file.is_none() && spec.tagging.enabled => {
+            describe_tags(
+                &md,
+                spec.tagging.ec2_endpoint.as_deref(),
+                spec.tagging.sync_budget,
+            )
+            .await
+        }
+        None => InstanceTags::Unknown,
+    };
+    if let InstanceTags::Known(t) = &tags {
+        md.autoscaling_group_name = md
+            .autoscaling_group_name
+            .clone()
+            .or_else(|| t.get("aws:autoscaling:groupName").cloned());
+    }
+    Ok((md, tags, cluster))
+}
+
+async fn describe_tags(md: &Metadata, endpoint: Option<&str>, budget: Duration) -> InstanceTags {
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut ec2 = Ec2::new(&md.region, endpoint).await;
+    match ec2
+        .describe_tags(&md.instance_id, RetryPolicy::default(), deadline)
+        .await
+    {
+        Ok(t) => InstanceTags::Known(t),
+        Err(e) => {
+            tracing::warn!("cannot read the instance's tags: {e}");
+            InstanceTags::Unknown
+        }
+    }
+}
