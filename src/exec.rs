@@ -1,28 +1,23 @@
-//! The executor: runs every step of a plan — the tag beside the local steps, then sysctls,
-//! files and logind in plan order, then the report, then the hand-off — and nothing else.
+//! The executor: runs every step of a plan — the tag beside the local steps (its session lives
+//! with tagging), then files, live sysctls and unit restarts, then the report, then the
+//! hand-off — and nothing else. It knows steps and their effects, never the aspect that planned
+//! them: everything it runs is in the plan.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::aspects::{logind, name_tag, nodeconfig};
-use crate::ec2::{Calls, TagError, TagOutcome};
-use crate::facts::{Facts, Family, TagState};
 use crate::fsutil::{self, under};
 use crate::lock::RunLock;
 use crate::marker;
 use crate::plan::Plan;
 use crate::procsys;
-use crate::report::{now_ms, Report, StepOutcome, TagResult, TaggingRecord};
-use crate::spec::{Spec, TaggingSpec};
+use crate::report::{now_ms, Outcome, Report, StepOutcome, TaggingRecord};
 use crate::step::Step;
-use crate::tagging::{self, Continuation, Foreground, Job};
-
-/// Where the background tagging continuation logs.
-pub const TAG_LOG: &str = "/var/log/eks-nodeinit-tagging.log";
+use crate::systemd::{self, UnitRestart};
+use crate::tagging::Session;
 
 /// How to reach logind.
 #[derive(Debug, Clone)]
@@ -58,23 +53,8 @@ pub enum ExecError {
 /// new file is written and fsynced beside its target and every live sysctl opened; only when
 /// all of that succeeded are the files renamed into place, then the live sysctls set, then
 /// logind told, then the hand-off. The tag starts with the second phase.
-pub async fn execute(
-    spec: &Spec,
-    facts: &Facts,
-    plan: &Plan,
-    bus: &Bus,
-    lock: Option<&RunLock>,
-) -> Result<()> {
-    let root = facts.root.as_path();
-    let mut report = Report {
-        version: env!("CARGO_PKG_VERSION").into(),
-        instance_id: plan.instance.instance_id.clone(),
-        family: Some(plan.family),
-        started_at_unix_ms: now_ms(),
-        warnings: plan.warnings.clone(),
-        discovery: plan.discovery.clone(),
-        ..Default::default()
-    };
+pub async fn execute(root: &Path, plan: &Plan, bus: &Bus, lock: Option<&RunLock>) -> Result<()> {
+    let mut report = Report::start(plan);
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
@@ -93,22 +73,22 @@ pub async fn execute(
             return Err(failed_run(root, plan, &mut report, "prepare", e));
         }
     };
-    let tagging = start_tagging(spec, facts, plan);
+    let tagging = Session::start(plan);
     if let Err(e) = apply(prepared.changes, bus, &mut report).await {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
     }
     let tag_failure = match tagging {
-        Some(t) => finish_tagging(t, spec, root, &mut report).await,
+        Some(t) => t.finish(root, &mut report).await,
         None => {
-            report.tagging = already_set(spec, facts);
+            report.tagging = plan
+                .tag_in_place
+                .clone()
+                .map(|(key, value)| TaggingRecord::already_set(key, value));
             None
         }
     };
     if tag_failure.is_none() {
-        report.handoff = match plan.family {
-            Family::Al2 => "exec bootstrap.sh".into(),
-            Family::Al2023 => format!("NodeConfig at {}", nodeconfig::DROPIN),
-        };
+        report.handoff = plan.handoff().unwrap_or_default();
     }
     report.finished_at_unix_ms = now_ms();
     let rpath = report.commit(root, staged_report, &plan.secrets)?;
@@ -146,7 +126,7 @@ fn failed_run(
 ) -> anyhow::Error {
     report.steps.push(StepOutcome {
         step: phase.into(),
-        outcome: format!("failed: {e:#}"),
+        outcome: Outcome::Failed(format!("{e:#}")),
     });
     report.finished_at_unix_ms = now_ms();
     if let Err(w) = report.write(root, &plan.secrets) {
@@ -174,9 +154,9 @@ enum Change {
         value: String,
         prepared: procsys::PreparedSysctl,
     },
-    NotifyLogind {
+    RestartUnit {
         step: String,
-        usec: u64,
+        restart: UnitRestart,
     },
 }
 
@@ -216,12 +196,14 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                 value: new.clone(),
                 prepared: procsys::prepare_live(root, key, new)?,
             }),
-            Step::NotifyLogind {
-                inhibit_delay_max_usec,
-            } => sysctl_changes.push(Change::NotifyLogind {
-                step: step.describe(),
-                usec: *inhibit_delay_max_usec,
-            }),
+            Step::NotifyLogind { .. } => {
+                if let Some(restart) = step.unit_restart() {
+                    sysctl_changes.push(Change::RestartUnit {
+                        step: step.describe(),
+                        restart,
+                    });
+                }
+            }
             Step::ExecBootstrap { argv } => {
                 let record = marker::Record::this_process(root, now_ms())?;
                 let staged =
@@ -231,7 +213,7 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
             Step::Tag { .. } | Step::Nodeadm { .. } => {}
         }
     }
-    // Files into place first, then the live values, then logind (it reads its drop-in).
+    // Files into place first, then the live values, then unit restarts (they read the files).
     changes.extend(sysctl_changes);
     Ok(Prepared { changes, handoff })
 }
@@ -245,7 +227,7 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
                     s.commit()?;
                     tracing::info!(path = %path.display(), "wrote file");
                 }
-                (step, "done".to_string())
+                (step, Outcome::Done)
             }
             Change::Sysctl {
                 step,
@@ -255,245 +237,61 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
             } => {
                 prepared.apply()?;
                 tracing::info!(sysctl = %key, value = %value, "set sysctl");
-                (step, "done".to_string())
+                (step, Outcome::Done)
             }
-            Change::NotifyLogind { step, usec } => (step, notify_logind(bus, usec, report).await),
+            Change::RestartUnit { step, restart } => {
+                (step, restart_unit(bus, &restart, report).await)
+            }
         };
         report.steps.push(StepOutcome { step, outcome });
     }
     Ok(())
 }
 
-/// Tell logind; never fails the run (the drop-in is on disk and applies at next boot anyway),
-/// but says exactly what happened.
-async fn notify_logind(bus: &Bus, expected: u64, report: &mut Report) -> String {
+/// Restart a unit and read its property back; never fails the run (the unit's files are on
+/// disk and apply at next boot anyway), but says exactly what happened.
+async fn restart_unit(bus: &Bus, r: &UnitRestart, report: &mut Report) -> Outcome {
+    let (unit, property, expected) = (r.unit, r.check.property, r.check.expected);
     let address = match bus {
         Bus::Skip(why) => {
-            tracing::warn!("not notifying systemd-logind: {why}");
-            return format!("skipped: {why}");
+            tracing::warn!("not notifying {}: {why}", name(unit));
+            return Outcome::Skipped(why.clone());
         }
         Bus::Address(a) => a,
     };
-    let conn = match logind::connect(address).await {
+    let conn = match systemd::connect(address).await {
         Ok(c) => c,
         Err(e) => {
-            tracing::warn!("not notifying systemd-logind: {e}");
-            return format!("skipped: {e}");
+            tracing::warn!("not notifying {}: {e}", name(unit));
+            return Outcome::Skipped(e.to_string());
         }
     };
-    match logind::restart_and_read(&conn, expected, Duration::from_secs(5)).await {
-        Ok(v) if v == expected => {
-            report.logind_inhibit_delay_max_usec = Some(v);
-            tracing::info!(
-                inhibit_delay_max_usec = v,
-                "systemd-logind took the drop-in"
-            );
-            format!("done: InhibitDelayMaxUSec={v}")
-        }
+    match systemd::restart_and_read(&conn, r, Duration::from_secs(5)).await {
         Ok(v) => {
-            report.logind_inhibit_delay_max_usec = Some(v);
+            report.record_property(&r.check, v);
+            if v == expected {
+                tracing::info!(unit, property, value = v, "{} took the change", name(unit));
+                return Outcome::DoneWith(format!("{property}={v}"));
+            }
             let msg = format!(
-                "logind reports InhibitDelayMaxUSec={v}, expected {expected}: another drop-in or logind.conf overrides it"
+                "{} reports {property}={v}, expected {expected}: another drop-in or its main config overrides it",
+                name(unit)
             );
             tracing::warn!("{msg}");
             report.warnings.push(msg.clone());
-            format!("mismatch: {msg}")
+            Outcome::Mismatch(msg)
         }
         Err(e) => {
-            tracing::warn!("systemd-logind notification failed: {e}");
+            tracing::warn!("{} notification failed: {e}", name(unit));
             report.warnings.push(e.to_string());
-            format!("failed: {e}")
+            Outcome::Failed(e.to_string())
         }
     }
 }
 
-/// Tagging under way beside the local steps.
-struct Tagging {
-    job: Job,
-    task: TagTask,
-}
-
-enum TagTask {
-    /// Bounded by the sync budget; may continue in the background.
-    Foreground(tokio::task::JoinHandle<(Foreground, Calls)>),
-    /// `tagging.required`: the hand-off waits for it.
-    Required(tokio::task::JoinHandle<(Result<TagOutcome, TagError>, Calls)>),
-}
-
-fn start_tagging(spec: &Spec, facts: &Facts, plan: &Plan) -> Option<Tagging> {
-    let (key, value) = plan.steps.iter().find_map(|s| match s {
-        Step::Tag { key, value, .. } => Some((key.clone(), value.clone())),
-        _ => None,
-    })?;
-    let t = &spec.tagging;
-    let job = Job {
-        region: plan.instance.region.clone(),
-        endpoint: t.ec2_endpoint.clone(),
-        instance_id: plan.instance.instance_id.clone(),
-        key,
-        value,
-        known: facts.tags.clone(),
-        policy: Default::default(),
-    };
-    let delay = tagging::draw_spread(t.spread);
-    let j = job.clone();
-    let task = if t.required {
-        let deadline = t.background_deadline;
-        TagTask::Required(tokio::spawn(async move {
-            // A required tag is worth the wait: the spread delay is waited out here.
-            tagging::background(&j, delay, deadline).await
-        }))
-    } else {
-        let budget = t.sync_budget;
-        TagTask::Foreground(tokio::spawn(async move {
-            tagging::foreground(&j, delay, budget).await
-        }))
-    };
-    Some(Tagging { job, task })
-}
-
-/// Record what tagging came to; a required tag that failed comes back as the error.
-async fn finish_tagging(
-    t: Tagging,
-    spec: &Spec,
-    root: &Path,
-    report: &mut Report,
-) -> Option<TagError> {
-    let panicked = |join: tokio::task::JoinError| TagError::Fatal {
-        op: "CreateTags",
-        instance_id: t.job.instance_id.clone(),
-        message: join.to_string(),
-    };
-    let (result, calls, failure) = match t.task {
-        TagTask::Required(h) => match h.await {
-            Ok((Ok(o), calls)) => (o.into(), Some(calls), None),
-            Ok((Err(e), calls)) => (failed(&e), Some(calls), Some(e)),
-            Err(j) => (failed(&panicked(j)), None, None),
-        },
-        TagTask::Foreground(h) => {
-            let (fg, calls) = h
-                .await
-                .unwrap_or_else(|j| (Foreground::Failed(panicked(j)), Calls::default()));
-            match fg {
-                Foreground::Done(o) => (o.into(), Some(calls), None),
-                Foreground::Failed(e) => {
-                    tracing::error!("{e}");
-                    report.warnings.push(e.to_string());
-                    (failed(&e), Some(calls), None)
-                }
-                Foreground::Pending {
-                    initial_delay,
-                    abandoned,
-                } => {
-                    let job = t.job.continued(abandoned);
-                    match spawn_continuation(root, &job, &spec.tagging, initial_delay) {
-                        Ok(pid) => {
-                            tracing::warn!(
-                                pid,
-                                "tagging not done within {} ms; continuing in the background",
-                                spec.tagging.sync_budget.as_millis()
-                            );
-                            (TagResult::Background { pid }, None, None)
-                        }
-                        Err(e) => {
-                            let e = TagError::Fatal {
-                                op: "CreateTags",
-                                instance_id: job.instance_id.clone(),
-                                message: format!("{e:#}"),
-                            };
-                            tracing::error!("{e}");
-                            (failed(&e), Some(calls), None)
-                        }
-                    }
-                }
-            }
-        }
-    };
-    if matches!(result, TagResult::Created | TagResult::AlreadySet) {
-        tracing::info!(value = %t.job.value, "Name tag in place");
-    }
-    report.tagging = Some(TaggingRecord {
-        result,
-        calls,
-        key: t.job.key,
-        value: t.job.value,
-        background: false,
-        finished_at_unix_ms: None,
-    });
-    failure
-}
-
-fn failed(e: &TagError) -> TagResult {
-    TagResult::Failed {
-        error: e.to_string(),
-    }
-}
-
-/// No tag step, and the Name already holds the value: recorded as a foreground outcome with no
-/// calls, so that the report of a second run still answers "is it tagged?".
-fn already_set(spec: &Spec, facts: &Facts) -> Option<TaggingRecord> {
-    if !spec.tagging.enabled {
-        return None;
-    }
-    let TagState::Is(value) = facts.tags.get(name_tag::KEY) else {
-        return None;
-    };
-    Some(TaggingRecord {
-        result: TagResult::AlreadySet,
-        calls: Some(Calls::default()),
-        key: name_tag::KEY.into(),
-        value,
-        background: false,
-        finished_at_unix_ms: None,
-    })
-}
-
-/// Start `eks-nodeinit tag-continue` in its own session, logging to a file, so it outlives the
-/// hand-off (exec of bootstrap.sh) and the unit's process. Its job goes as JSON on its stdin.
-fn spawn_continuation(
-    root: &Path,
-    job: &Job,
-    t: &TaggingSpec,
-    initial_delay: Duration,
-) -> Result<u32> {
-    use std::io::Write;
-    use std::os::unix::process::CommandExt;
-    let log = under(root, TAG_LOG);
-    if let Some(d) = log.parent() {
-        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-    }
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .with_context(|| format!("opening {}", log.display()))?;
-    let exe = std::env::current_exe().context("locating the eks-nodeinit binary")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("tag-continue")
-        .arg("--root")
-        .arg(root)
-        .stdin(Stdio::piped())
-        .stdout(out.try_clone()?)
-        .stderr(out);
-    // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .context("starting the background tagging continuation")?;
-    let c = Continuation {
-        job: job.clone(),
-        initial_delay_ms: u64::try_from(initial_delay.as_millis()).unwrap_or(u64::MAX),
-        deadline_ms: u64::try_from(t.background_deadline.as_millis()).unwrap_or(u64::MAX),
-    };
-    let mut stdin = child.stdin.take().context("the continuation's stdin")?;
-    serde_json::to_writer(&mut stdin, &c).context("handing the job to the continuation")?;
-    stdin.flush()?;
-    Ok(child.id())
+/// A unit as logs name it: `systemd-logind`.
+fn name(unit: &str) -> &str {
+    unit.trim_end_matches(".service")
 }
 
 /// Replace this process with bootstrap.sh. No shell: the argv goes to execv as is.

@@ -29,6 +29,7 @@ pub mod retry;
 pub mod run;
 pub mod spec;
 pub mod step;
+pub mod systemd;
 pub mod tagging;
 pub mod text;
 pub mod userdata;

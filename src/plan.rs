@@ -28,6 +28,9 @@ pub struct Plan {
     /// Values never to print (the cluster CA): replaced by a digest in every rendering.
     #[serde(skip)]
     pub secrets: Vec<String>,
+    /// The tag the agent sets, when it already holds its value (key, value): no step.
+    #[serde(skip)]
+    pub tag_in_place: Option<(String, String)>,
 }
 
 /// Discovery as the plan and the report show it: each value's source and the calls made.
@@ -121,6 +124,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         steps: out.steps,
         warnings: out.warnings,
         discovery: DiscoveryView::of(facts),
+        tag_in_place: out.tag_in_place,
         secrets: {
             // Several aspects carry the CA: each secret once.
             let mut seen = std::collections::BTreeSet::new();
@@ -147,6 +151,11 @@ pub fn redact(secrets: &[String], text: &str) -> String {
 }
 
 impl Plan {
+    /// The hand-off the plan ends with, as the report names it.
+    pub fn handoff(&self) -> Option<String> {
+        self.steps.iter().find_map(Step::handoff)
+    }
+
     pub fn changes(&self) -> usize {
         self.steps.iter().filter(|s| s.is_change()).count()
     }
@@ -231,6 +240,7 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
             key,
             value,
             current,
+            ..
         } => {
             let cur = match current {
                 TagState::Is(c) => format!("currently `{c}`"),

@@ -15,7 +15,67 @@ pub const REPORT_PATH: &str = "/var/lib/eks-nodeinit/report.json";
 #[serde(rename_all = "camelCase")]
 pub struct StepOutcome {
     pub step: String,
-    pub outcome: String,
+    pub outcome: Outcome,
+}
+
+/// What a step came to. In the report's JSON a string: `done`, `done: DETAIL`, `skipped: WHY`,
+/// `mismatch: WHAT`, `failed: ERROR`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// Done, and what was read back.
+    DoneWith(String),
+    /// Not run, and why (the run goes on).
+    Skipped(String),
+    /// Run, but the system reports another value than the one asked for.
+    Mismatch(String),
+    Failed(String),
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Done => f.write_str("done"),
+            Outcome::DoneWith(d) => write!(f, "done: {d}"),
+            Outcome::Skipped(w) => write!(f, "skipped: {w}"),
+            Outcome::Mismatch(w) => write!(f, "mismatch: {w}"),
+            Outcome::Failed(e) => write!(f, "failed: {e}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Outcome {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Outcome, String> {
+        if s == "done" {
+            return Ok(Outcome::Done);
+        }
+        let (kind, text) = s
+            .split_once(": ")
+            .ok_or_else(|| format!("not a step outcome: {s:?}"))?;
+        let text = text.to_string();
+        match kind {
+            "done" => Ok(Outcome::DoneWith(text)),
+            "skipped" => Ok(Outcome::Skipped(text)),
+            "mismatch" => Ok(Outcome::Mismatch(text)),
+            "failed" => Ok(Outcome::Failed(text)),
+            _ => Err(format!("not a step outcome: {s:?}")),
+        }
+    }
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Outcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Outcome, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -80,6 +140,20 @@ impl From<TagOutcome> for TagResult {
     }
 }
 
+impl TaggingRecord {
+    /// The tag already held its value: no step, no call.
+    pub fn already_set(key: String, value: String) -> TaggingRecord {
+        TaggingRecord {
+            result: TagResult::AlreadySet,
+            calls: Some(Calls::default()),
+            key,
+            value,
+            background: false,
+            finished_at_unix_ms: None,
+        }
+    }
+}
+
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -88,6 +162,27 @@ pub fn now_ms() -> u64 {
 }
 
 impl Report {
+    /// The report of a run of `plan`, as it starts.
+    pub fn start(plan: &crate::plan::Plan) -> Report {
+        Report {
+            version: env!("CARGO_PKG_VERSION").into(),
+            instance_id: plan.instance.instance_id.clone(),
+            family: Some(plan.family),
+            started_at_unix_ms: now_ms(),
+            warnings: plan.warnings.clone(),
+            discovery: plan.discovery.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// A property read back after a unit restart: the report has a field for logind's
+    /// `InhibitDelayMaxUSec` (what the graceful shutdown gets).
+    pub fn record_property(&mut self, check: &crate::systemd::PropertyCheck, value: u64) {
+        if check.service == "org.freedesktop.login1" && check.property == "InhibitDelayMaxUSec" {
+            self.logind_inhibit_delay_max_usec = Some(value);
+        }
+    }
+
     /// Write the report atomically, every secret replaced by its redaction.
     pub fn write(&self, root: &Path, secrets: &[String]) -> Result<PathBuf, FsError> {
         self.stage(root, secrets)?.commit()?;

@@ -16,7 +16,7 @@ use crate::plan;
 use crate::report::{now_ms, Report, TaggingRecord};
 use crate::spec::{self, Spec};
 use crate::tagging::{self, Continuation};
-use crate::{aspects, config, imds, lock, userdata};
+use crate::{config, imds, lock, userdata};
 
 /// Load the config and check it once into a spec; every problem comes back as [`Invalid`]
 /// (exit code 3).
@@ -28,7 +28,7 @@ pub fn load_spec(path: &Path) -> Result<Spec> {
 fn bus_for(args: &InitArgs) -> Bus {
     match &args.system_bus_address {
         Some(a) => Bus::Address(a.clone()),
-        None if args.root == Path::new("/") => Bus::Address(aspects::logind::system_bus_address()),
+        None if args.root == Path::new("/") => Bus::Address(crate::systemd::system_bus_address()),
         None => Bus::Skip(format!(
             "--root is {}, not /: the host's logind is not told about a drop-in under another root (pass --system-bus-address to force)",
             args.root.display()
@@ -138,7 +138,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     if args.dry_run {
         return Ok(());
     }
-    exec::execute(&spec, &facts, &plan, &bus_for(args), run_lock.as_ref()).await
+    exec::execute(&args.root, &plan, &bus_for(args), run_lock.as_ref()).await
 }
 
 /// The background continuation: its job as JSON on stdin; keep trying until the deadline, then

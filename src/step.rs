@@ -5,7 +5,18 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::facts::TagState;
+use crate::facts::{InstanceTags, TagState};
+use crate::spec::TaggingSpec;
+use crate::systemd::{PropertyCheck, UnitRestart};
+
+/// What the executor needs to run a tag step beside its key and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagHow {
+    pub region: String,
+    /// Every tag as read before planning (unknown: tagging reads them first).
+    pub known: InstanceTags,
+    pub policy: TaggingSpec,
+}
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -19,6 +30,10 @@ pub enum Step {
         value: String,
         #[serde(flatten)]
         current: TagState,
+        /// How the executor tags (region, endpoint, tags known, the tagging policy): part of the
+        /// executed value, not of the printed plan.
+        #[serde(skip)]
+        how: TagHow,
     },
     #[serde(rename_all = "camelCase")]
     Sysctl {
@@ -66,6 +81,36 @@ impl Step {
                 format!("exec {}", argv.first().map_or("", String::as_str))
             }
             Step::Nodeadm { dropin, .. } => format!("nodeadm reads {}", dropin.display()),
+        }
+    }
+}
+
+impl Step {
+    /// The unit this step restarts and the property that shows it took the change, if any.
+    pub fn unit_restart(&self) -> Option<UnitRestart> {
+        match self {
+            Step::NotifyLogind {
+                inhibit_delay_max_usec,
+            } => Some(UnitRestart {
+                unit: "systemd-logind.service",
+                check: PropertyCheck {
+                    service: "org.freedesktop.login1",
+                    path: "/org/freedesktop/login1",
+                    interface: "org.freedesktop.login1.Manager",
+                    property: "InhibitDelayMaxUSec",
+                    expected: *inhibit_delay_max_usec,
+                },
+            }),
+            _ => None,
+        }
+    }
+
+    /// The hand-off this step is, as the report names it.
+    pub fn handoff(&self) -> Option<String> {
+        match self {
+            Step::ExecBootstrap { .. } => Some("exec bootstrap.sh".into()),
+            Step::Nodeadm { dropin, .. } => Some(format!("NodeConfig at {}", dropin.display())),
+            _ => None,
         }
     }
 }

@@ -3,13 +3,21 @@
 //! that keeps going until its deadline. Each builds its own client, as the two run in separate
 //! processes in production. The fleet benchmark drives these same two functions.
 
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
+use anyhow::{Context, Result};
 use tokio::time::Instant;
 
 use crate::ec2::{Calls, Ec2, TagError, TagOutcome};
 use crate::facts::{InstanceTags, TagState};
+use crate::fsutil::under;
+use crate::plan::Plan;
+use crate::report::{Report, TagResult, TaggingRecord};
 use crate::retry::RetryPolicy;
+use crate::spec::TaggingSpec;
+use crate::step::Step;
 
 /// One instance's tagging job. The background continuation receives it as JSON on its
 /// standard input ([`Continuation`]).
@@ -167,4 +175,204 @@ fn far(d: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(d)
         .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session: the tag step run beside the local steps, within its policy.
+
+/// Where the background tagging continuation logs.
+pub const TAG_LOG: &str = "/var/log/eks-nodeinit-tagging.log";
+
+/// Tagging under way beside the local steps.
+pub struct Session {
+    job: Job,
+    policy: TaggingSpec,
+    task: TagTask,
+}
+
+enum TagTask {
+    /// Bounded by the sync budget; may continue in the background.
+    Foreground(tokio::task::JoinHandle<(Foreground, Calls)>),
+    /// `tagging.required`: the hand-off waits for it.
+    Required(tokio::task::JoinHandle<(Result<TagOutcome, TagError>, Calls)>),
+}
+
+impl Session {
+    /// Start the plan's tag step, if it has one: its spread drawn, then the foreground part
+    /// under the sync budget, or, for a required tag, the whole job.
+    pub fn start(plan: &Plan) -> Option<Session> {
+        let (job, policy) = plan.steps.iter().find_map(|s| match s {
+            Step::Tag {
+                instance_id,
+                key,
+                value,
+                how,
+                ..
+            } => Some((
+                Job {
+                    region: how.region.clone(),
+                    endpoint: how.policy.ec2_endpoint.clone(),
+                    instance_id: instance_id.clone(),
+                    key: key.clone(),
+                    value: value.clone(),
+                    known: how.known.clone(),
+                    policy: Default::default(),
+                },
+                how.policy.clone(),
+            )),
+            _ => None,
+        })?;
+        let delay = draw_spread(policy.spread);
+        let j = job.clone();
+        let task = if policy.required {
+            let deadline = policy.background_deadline;
+            // A required tag is worth the wait: the spread delay is waited out here.
+            TagTask::Required(tokio::spawn(async move {
+                background(&j, delay, deadline).await
+            }))
+        } else {
+            let budget = policy.sync_budget;
+            TagTask::Foreground(tokio::spawn(
+                async move { foreground(&j, delay, budget).await },
+            ))
+        };
+        Some(Session { job, policy, task })
+    }
+
+    /// Record what tagging came to; a required tag that failed comes back as the error.
+    pub async fn finish(self, root: &Path, report: &mut Report) -> Option<TagError> {
+        let (result, calls, failure) = match self.task {
+            TagTask::Required(h) => match h.await {
+                Ok((Ok(o), calls)) => (o.into(), Some(calls), None),
+                Ok((Err(e), calls)) => (failed(&e), Some(calls), Some(e)),
+                Err(j) => (failed(&panicked(&self.job, j)), None, None),
+            },
+            TagTask::Foreground(h) => {
+                let (fg, calls) = h.await.unwrap_or_else(|j| {
+                    (Foreground::Failed(panicked(&self.job, j)), Calls::default())
+                });
+                let (result, calls) =
+                    foreground_result(fg, calls, &self.job, &self.policy, root, report);
+                (result, calls, None)
+            }
+        };
+        if matches!(result, TagResult::Created | TagResult::AlreadySet) {
+            tracing::info!(value = %self.job.value, "Name tag in place");
+        }
+        report.tagging = Some(TaggingRecord {
+            result,
+            calls,
+            key: self.job.key,
+            value: self.job.value,
+            background: false,
+            finished_at_unix_ms: None,
+        });
+        failure
+    }
+}
+
+fn panicked(job: &Job, join: tokio::task::JoinError) -> TagError {
+    TagError::Fatal {
+        op: "CreateTags",
+        instance_id: job.instance_id.clone(),
+        message: join.to_string(),
+    }
+}
+
+/// What the foreground part came to, its continuation started when it did not finish.
+fn foreground_result(
+    fg: Foreground,
+    calls: Calls,
+    job: &Job,
+    policy: &TaggingSpec,
+    root: &Path,
+    report: &mut Report,
+) -> (TagResult, Option<Calls>) {
+    match fg {
+        Foreground::Done(o) => (o.into(), Some(calls)),
+        Foreground::Failed(e) => {
+            tracing::error!("{e}");
+            report.warnings.push(e.to_string());
+            (failed(&e), Some(calls))
+        }
+        Foreground::Pending {
+            initial_delay,
+            abandoned,
+        } => {
+            let job = job.continued(abandoned);
+            match spawn_continuation(root, &job, policy, initial_delay) {
+                Ok(pid) => {
+                    tracing::warn!(
+                        pid,
+                        "tagging not done within {} ms; continuing in the background",
+                        policy.sync_budget.as_millis()
+                    );
+                    (TagResult::Background { pid }, None)
+                }
+                Err(e) => {
+                    let e = TagError::Fatal {
+                        op: "CreateTags",
+                        instance_id: job.instance_id.clone(),
+                        message: format!("{e:#}"),
+                    };
+                    tracing::error!("{e}");
+                    (failed(&e), Some(calls))
+                }
+            }
+        }
+    }
+}
+
+fn failed(e: &TagError) -> TagResult {
+    TagResult::Failed {
+        error: e.to_string(),
+    }
+}
+
+/// Start `eks-nodeinit tag-continue` in its own session, logging to a file, so it outlives the
+/// hand-off (exec of bootstrap.sh) and the unit's process. Its job goes as JSON on its stdin.
+fn spawn_continuation(
+    root: &Path,
+    job: &Job,
+    t: &TaggingSpec,
+    initial_delay: Duration,
+) -> Result<u32> {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    let log = under(root, TAG_LOG);
+    if let Some(d) = log.parent() {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let exe = std::env::current_exe().context("locating the eks-nodeinit binary")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("tag-continue")
+        .arg("--root")
+        .arg(root)
+        .stdin(Stdio::piped())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .context("starting the background tagging continuation")?;
+    let c = Continuation {
+        job: job.clone(),
+        initial_delay_ms: u64::try_from(initial_delay.as_millis()).unwrap_or(u64::MAX),
+        deadline_ms: u64::try_from(t.background_deadline.as_millis()).unwrap_or(u64::MAX),
+    };
+    let mut stdin = child.stdin.take().context("the continuation's stdin")?;
+    serde_json::to_writer(&mut stdin, &c).context("handing the job to the continuation")?;
+    stdin.flush()?;
+    Ok(child.id())
 }

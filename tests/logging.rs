@@ -106,7 +106,7 @@ fn standard_error_to_a_file_has_no_escape_byte() {
         cmd().args(["init", "--config", "/nonexistent/config.json"]),
         &log,
     );
-    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.status.code(), Some(5));
     assert!(lines(&err)[0].starts_with("error: cannot read config"));
     assert!(!err.contains(&ESC));
 }

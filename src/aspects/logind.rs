@@ -7,9 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use zbus::zvariant::OwnedValue;
 
 use crate::facts::{Facts, Family};
 use crate::spec::Spec;
@@ -35,20 +32,6 @@ const DROPIN_DIRS: [&str; 4] = [
     "/usr/local/lib/systemd/logind.conf.d",
     "/usr/lib/systemd/logind.conf.d",
 ];
-#[derive(Debug, thiserror::Error)]
-pub enum LogindError {
-    #[error("cannot connect to the system D-Bus ({address}): {source}")]
-    Connect {
-        address: String,
-        #[source]
-        source: zbus::Error,
-    },
-    #[error("systemd refused to restart systemd-logind.service over D-Bus: {0}")]
-    Restart(#[source] zbus::Error),
-    #[error("cannot read InhibitDelayMaxUSec from org.freedesktop.login1: {0}")]
-    Read(String),
-}
-
 pub fn dropin_content(sec: u64) -> String {
     format!(
         "# Written by eks-nodeinit: lets kubelet's graceful node shutdown hold the shutdown for\n# its whole shutdownGracePeriod. Named to sort after kubelet's 99-kubelet.conf.\n[Login]\nInhibitDelayMaxSec={sec}\n"
@@ -208,72 +191,6 @@ pub fn effective_settings(facts: &Facts, own: &str) -> Vec<Setting> {
         }
     }
     out
-}
-
-/// The address the agent would use for the system bus.
-pub fn system_bus_address() -> String {
-    std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
-        .unwrap_or_else(|_| "unix:path=/var/run/dbus/system_bus_socket".to_string())
-}
-
-/// Connect to a bus by address.
-pub async fn connect(address: &str) -> Result<zbus::Connection, LogindError> {
-    let err = |source| LogindError::Connect {
-        address: address.to_string(),
-        source,
-    };
-    zbus::connection::Builder::address(address)
-        .map_err(err)?
-        .build()
-        .await
-        .map_err(err)
-}
-
-/// Restart systemd-logind through systemd's manager so it rereads its drop-ins, then read the
-/// effective `InhibitDelayMaxUSec` back from logind, waiting up to `wait` for it to reach
-/// `expected_usec`. Returns the value logind reports.
-pub async fn restart_and_read(
-    conn: &zbus::Connection,
-    expected_usec: u64,
-    wait: Duration,
-) -> Result<u64, LogindError> {
-    conn.call_method(
-        Some("org.freedesktop.systemd1"),
-        "/org/freedesktop/systemd1",
-        Some("org.freedesktop.systemd1.Manager"),
-        "RestartUnit",
-        &("systemd-logind.service", "replace"),
-    )
-    .await
-    .map_err(LogindError::Restart)?;
-    let deadline = tokio::time::Instant::now() + wait;
-    loop {
-        let last = read_inhibit_delay(conn).await;
-        match &last {
-            Ok(v) if *v == expected_usec => return last,
-            _ if tokio::time::Instant::now() >= deadline => return last,
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-}
-
-/// Read `InhibitDelayMaxUSec` from org.freedesktop.login1 (no property cache).
-pub async fn read_inhibit_delay(conn: &zbus::Connection) -> Result<u64, LogindError> {
-    let reply = conn
-        .call_method(
-            Some("org.freedesktop.login1"),
-            "/org/freedesktop/login1",
-            Some("org.freedesktop.DBus.Properties"),
-            "Get",
-            &("org.freedesktop.login1.Manager", "InhibitDelayMaxUSec"),
-        )
-        .await
-        .map_err(|e| LogindError::Read(e.to_string()))?;
-    let v: OwnedValue = reply
-        .body()
-        .deserialize()
-        .map_err(|e| LogindError::Read(e.to_string()))?;
-    u64::try_from(v).map_err(|e| LogindError::Read(format!("not a u64: {e}")))
 }
 
 #[cfg(test)]

@@ -69,4 +69,6 @@ pub struct Out {
     pub findings: Findings,
     /// Values the aspect put into a step that must never be shown (the cluster CA).
     pub secrets: Vec<String>,
+    /// A tag that already holds the wanted value (key, value): no step, but the report says so.
+    pub tag_in_place: Option<(String, String)>,
 }

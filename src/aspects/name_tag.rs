@@ -4,7 +4,7 @@
 use crate::facts::{Facts, Family, TagState};
 use crate::metadata::Metadata;
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::{Step, TagHow};
 
 pub use crate::spec::name_tag::NameTagSpec;
 
@@ -61,12 +61,19 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
     if spec.name_tag.enabled {
         match value(spec.name_tag.group.as_deref(), md) {
             Ok(value) => match facts.tags.get(KEY) {
-                TagState::Is(cur) if cur == value => {}
+                TagState::Is(cur) if cur == value => {
+                    out.tag_in_place = Some((KEY.into(), value));
+                }
                 current => out.steps.push(Step::Tag {
                     instance_id: md.instance_id.clone(),
                     key: KEY.into(),
                     value,
                     current,
+                    how: TagHow {
+                        region: md.region.clone(),
+                        known: facts.tags.clone(),
+                        policy: spec.tagging.clone(),
+                    },
                 }),
             },
             Err(e) => out.findings.push("nodeGroup.name", e),

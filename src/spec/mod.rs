@@ -86,7 +86,7 @@ impl Registration {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TaggingSpec {
     pub enabled: bool,
     pub required: bool,

@@ -1,0 +1,121 @@
+//! systemd over D-Bus, generically: restart a unit through systemd's manager and read a property
+//! back until it holds the expected value. The executor runs this effect for any step that
+//! asks for it (today: logind rereading its drop-ins) without knowing which aspect planned it.
+
+use std::time::Duration;
+
+use zbus::zvariant::OwnedValue;
+
+/// A property read back after a restart, and the value it must reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PropertyCheck {
+    /// The bus name of the service that owns the object.
+    pub service: &'static str,
+    pub path: &'static str,
+    pub interface: &'static str,
+    pub property: &'static str,
+    pub expected: u64,
+}
+
+/// Restart `unit`, then verify `check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitRestart {
+    pub unit: &'static str,
+    pub check: PropertyCheck,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SystemdError {
+    #[error("cannot connect to the system D-Bus ({address}): {source}")]
+    Connect {
+        address: String,
+        #[source]
+        source: zbus::Error,
+    },
+    #[error("systemd refused to restart {unit} over D-Bus: {source}")]
+    Restart {
+        unit: &'static str,
+        #[source]
+        source: zbus::Error,
+    },
+    #[error("cannot read {property} from {service}: {message}")]
+    Read {
+        service: &'static str,
+        property: &'static str,
+        message: String,
+    },
+}
+
+/// The address the agent would use for the system bus.
+pub fn system_bus_address() -> String {
+    std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
+        .unwrap_or_else(|_| "unix:path=/var/run/dbus/system_bus_socket".to_string())
+}
+
+/// Connect to a bus by address.
+pub async fn connect(address: &str) -> Result<zbus::Connection, SystemdError> {
+    let err = |source| SystemdError::Connect {
+        address: address.to_string(),
+        source,
+    };
+    zbus::connection::Builder::address(address)
+        .map_err(err)?
+        .build()
+        .await
+        .map_err(err)
+}
+
+/// Restart the unit through systemd's manager (so it rereads its configuration), then read the
+/// property back, waiting up to `wait` for it to reach the expected value. Returns the value
+/// read last.
+pub async fn restart_and_read(
+    conn: &zbus::Connection,
+    r: &UnitRestart,
+    wait: Duration,
+) -> Result<u64, SystemdError> {
+    conn.call_method(
+        Some("org.freedesktop.systemd1"),
+        "/org/freedesktop/systemd1",
+        Some("org.freedesktop.systemd1.Manager"),
+        "RestartUnit",
+        &(r.unit, "replace"),
+    )
+    .await
+    .map_err(|source| SystemdError::Restart {
+        unit: r.unit,
+        source,
+    })?;
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let last = read_property(conn, &r.check).await;
+        match &last {
+            Ok(v) if *v == r.check.expected => return last,
+            _ if tokio::time::Instant::now() >= deadline => return last,
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Read a `u64` property (no property cache).
+pub async fn read_property(
+    conn: &zbus::Connection,
+    c: &PropertyCheck,
+) -> Result<u64, SystemdError> {
+    let err = |message: String| SystemdError::Read {
+        service: c.service,
+        property: c.property,
+        message,
+    };
+    let reply = conn
+        .call_method(
+            Some(c.service),
+            c.path,
+            Some("org.freedesktop.DBus.Properties"),
+            "Get",
+            &(c.interface, c.property),
+        )
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    let v: OwnedValue = reply.body().deserialize().map_err(|e| err(e.to_string()))?;
+    u64::try_from(v).map_err(|e| err(format!("not a u64: {e}")))
+}
