@@ -18,6 +18,7 @@ pub mod fsutil;
 pub mod gather;
 pub mod imds;
 pub mod k8s;
+pub mod kubelet;
 pub mod lock;
 pub mod logging;
 pub mod marker;

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Serialize;
 use sha2::Digest;
 
-use crate::aspects::{Out, REGISTRY};
+use crate::aspects::{Input, Out, REGISTRY};
 use crate::facts::{Facts, Family, TagState};
 use crate::findings::{Finding, Invalid};
 use crate::spec::Spec;
@@ -99,8 +99,14 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
     if let Err(e) = &facts.family {
         out.findings.push("handoff.mode", e.clone());
     }
+    let kubelet = crate::kubelet::intent(spec, facts, &mut out.findings);
+    let input = Input {
+        spec,
+        facts,
+        kubelet: &kubelet,
+    };
     for aspect in REGISTRY {
-        (aspect.plan)(spec, facts, &mut out);
+        (aspect.plan)(&input, &mut out);
     }
     let family = match (&facts.family, out.findings.is_empty()) {
         (Ok(f), true) => f.clone(),

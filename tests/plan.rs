@@ -337,7 +337,7 @@ fn handoffs_per_family_and_undetected_family() {
         ]
     );
     f.files
-        .insert(nodeconfig::DROPIN.into(), file(&nodeconfig::text(&s)));
+        .insert(nodeconfig::DROPIN.into(), file(&nodeconfig::text(&s, &f)));
     let p = plan::build(&s, &f).unwrap();
     assert_eq!(p.changes(), 0);
     // No NodeConfig in the user data, no nodeadm: warnings. Nodeadm passes over the user data,

@@ -22,7 +22,7 @@ use crate::text::printable;
 pub use crate::bootstrap_sh::{Grammar, NEWEST_OPTIONS};
 pub use crate::spec::bootstrap::{BootstrapSpec, FLAGS_OWNED};
 
-use super::{Aspect, Out, Reads};
+use super::{Aspect, Input, Out, Reads};
 
 pub const ASPECT: Aspect = Aspect {
     name: "bootstrap",
@@ -43,7 +43,8 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     }
 }
 
-fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
     if facts.family() != Some(Family::Al2) {
         return;
     }
@@ -51,7 +52,7 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
         return;
     }
     let mut f = Findings::default();
-    if let Some(argv) = checked_argv(spec, facts, &mut f) {
+    if let Some(argv) = checked_argv(i, &mut f) {
         out.secrets
             .extend(facts.cluster(spec).certificate_authority.iter().cloned());
         out.steps.push(Step::ExecBootstrap { argv });
@@ -143,7 +144,8 @@ fn node_grammar(spec: &Spec, facts: &Facts, f: &mut Findings) -> Option<Grammar>
 }
 
 /// The argv, checked against the node's bootstrap.sh and execve's limits.
-fn checked_argv(spec: &Spec, facts: &Facts, f: &mut Findings) -> Option<Vec<String>> {
+fn checked_argv(i: &Input, f: &mut Findings) -> Option<Vec<String>> {
+    let (spec, facts) = (i.spec, i.facts);
     let grammar = node_grammar(spec, facts, f)?;
     let shown = under(&facts.root, &spec.bootstrap.path)
         .display()
@@ -152,7 +154,7 @@ fn checked_argv(spec: &Spec, facts: &Facts, f: &mut Findings) -> Option<Vec<Stri
     for (i, m) in grammar.check_extra(&spec.bootstrap.extra_args, &shown) {
         f.push(format!("handoff.extraBootstrapArgs[{i}]"), m);
     }
-    let argv = argv(spec, facts, &grammar, &shown, f)?;
+    let argv = argv(i, &grammar, &shown, f)?;
     if f.0.len() > before {
         return None;
     }
@@ -164,13 +166,8 @@ fn checked_argv(spec: &Spec, facts: &Facts, f: &mut Findings) -> Option<Vec<Stri
 /// The exact argv for bootstrap.sh (argv[0] is the script's path under the root), using the
 /// options this script has: without `--service-ipv4-cidr` (before 2025-05) the service CIDR
 /// goes as the DNS address bootstrap.sh would have derived from it (`--dns-cluster-ip`).
-fn argv(
-    spec: &Spec,
-    facts: &Facts,
-    g: &Grammar,
-    script: &str,
-    f: &mut Findings,
-) -> Option<Vec<String>> {
+fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<String>> {
+    let (spec, facts) = (i.spec, i.facts);
     // The config's values with what discovery found.
     let c = facts.cluster(spec);
     let c = c.as_ref();
@@ -235,7 +232,7 @@ fn argv(
         &spec.cluster.container_runtime,
         "cluster.containerRuntime",
     );
-    let flags = spec.registration.kubelet_flags();
+    let flags = i.kubelet.kubelet_flags();
     if !flags.is_empty() {
         opt(
             &mut argv,

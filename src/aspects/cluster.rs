@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 
 use crate::discovery::{Outcome, CACHE, CACHE_MODE, FIELD};
-use crate::facts::{current_of, Facts, Family};
+use crate::facts::{current_of, Family};
 use crate::spec::Spec;
 use crate::step::Step;
 
-use super::{Aspect, Out, Reads};
+use super::{Aspect, Input, Out, Reads};
 
 pub const ASPECT: Aspect = Aspect {
     name: "cluster",
@@ -20,7 +20,8 @@ pub const ASPECT: Aspect = Aspect {
 /// Nothing from the node: discovery reads its cache itself, once, before the node is read.
 fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
 
-fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
     let c = facts.cluster(spec);
     let c = c.as_ref();
     out.secrets.extend(c.certificate_authority.iter().cloned());

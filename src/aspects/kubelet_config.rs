@@ -17,7 +17,7 @@ use crate::step::Step;
 
 pub use crate::spec::kubelet::{KubeletSpec, DEFAULT_GC_HIGH, DEFAULT_GC_LOW};
 
-use super::{Aspect, Out, Reads};
+use super::{Aspect, Input, Out, Reads};
 
 pub const ASPECT: Aspect = Aspect {
     name: "kubelet-config",
@@ -96,7 +96,8 @@ pub fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<String> {
     }
 }
 
-fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
     if facts.family() != Some(Family::Al2) {
         return;
     }
@@ -104,7 +105,7 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
     let file = match config_file(spec, facts) {
         Ok(Some(f)) => f,
         Ok(None) => {
-            if !k.desired().is_empty() {
+            if !i.kubelet.config.is_empty() {
                 let shown = crate::fsutil::under(&facts.root, &k.config_path);
                 out.findings.push("kubelet.configPath", format!(
                     "{} does not exist; on Amazon Linux 2 the EKS AMI ships it: check kubelet.configPath",
@@ -116,7 +117,7 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
         Err(e) => return out.findings.push("kubelet.configPath", e),
     };
     let (text, doc) = (&file.text, &file.doc);
-    let p = patch(text, doc.clone(), k);
+    let p = patch(text, doc.clone(), &i.kubelet.config, k.overwrite);
     for kept in &p.kept {
         out.warnings.push(format!(
             "kubelet config keeps the operator's {} = {} (the config asks for {}); set kubelet.overwrite to replace it",
@@ -189,18 +190,25 @@ fn same_value(a: &Value, b: &Value) -> bool {
 
 /// The new file content for the parsed document `doc` of `text`. `changed_keys` is empty when
 /// nothing changes.
-pub fn patch(text: &str, mut doc: Map<String, Value>, s: &KubeletSpec) -> Patch {
+/// Patch the file's `text` (parsed: `doc`) to hold the `wanted` keys; an operator's other value
+/// is kept unless `overwrite`.
+pub fn patch(
+    text: &str,
+    mut doc: Map<String, Value>,
+    wanted: &[(&'static str, Value)],
+    overwrite: bool,
+) -> Patch {
     let mut added = Vec::new();
     let mut replaced = Vec::new();
     let mut kept = Vec::new();
-    for (key, wanted) in s.desired() {
+    for (key, wanted) in wanted.iter().cloned() {
         match doc.get(key) {
             None => {
                 doc.insert(key.to_string(), wanted.clone());
                 added.push((key, wanted));
             }
             Some(existing) if same_value(existing, &wanted) => {}
-            Some(_) if s.overwrite => {
+            Some(_) if overwrite => {
                 doc.insert(key.to_string(), wanted);
                 replaced.push(key.to_string());
             }
@@ -277,19 +285,31 @@ fn insert_keys(text: &str, added: &[(&str, Value)]) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn settings() -> KubeletSpec {
-        let d = |s: &str| Some(duration::parse_go(s).unwrap());
-        KubeletSpec {
-            image_gc_high: Some(70),
-            image_gc_low: Some(50),
-            shutdown_grace_period: d("90s"),
-            shutdown_grace_period_critical_pods: d("30s"),
-            ..Default::default()
+    /// The keys the agent wants, and whether it overwrites an operator's value.
+    struct Settings {
+        wanted: Vec<(&'static str, Value)>,
+        overwrite: bool,
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            wanted: vec![
+                ("imageGCHighThresholdPercent", 70.into()),
+                ("imageGCLowThresholdPercent", 50.into()),
+                ("shutdownGracePeriod", "90s".into()),
+                ("shutdownGracePeriodCriticalPods", "30s".into()),
+            ],
+            overwrite: false,
         }
     }
 
-    fn patched(text: &str, s: &KubeletSpec) -> Patch {
-        patch(text, parse(text, Path::new("k.json")).unwrap(), s)
+    fn patched(text: &str, s: &Settings) -> Patch {
+        patch(
+            text,
+            parse(text, Path::new("k.json")).unwrap(),
+            &s.wanted,
+            s.overwrite,
+        )
     }
 
     #[test]
@@ -325,9 +345,9 @@ mod tests {
 
     #[test]
     fn equal_durations_are_the_same_value() {
-        let s = KubeletSpec {
-            shutdown_grace_period: Some(duration::parse_go("90s").unwrap()),
-            ..Default::default()
+        let s = Settings {
+            wanted: vec![("shutdownGracePeriod", "90s".into())],
+            overwrite: false,
         };
         assert!(patched("{\"shutdownGracePeriod\": \"1m30s\"}", &s)
             .changed_keys

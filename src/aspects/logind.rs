@@ -14,7 +14,7 @@ use crate::step::Step;
 
 pub use crate::spec::logind::{LogindSpec, MAX_INHIBIT_DELAY_SEC};
 
-use super::{Aspect, Out, Reads};
+use super::{Aspect, Input, Out, Reads};
 
 pub const ASPECT: Aspect = Aspect {
     name: "logind",
@@ -46,7 +46,8 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     }
 }
 
-fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
     let Some(sec) = spec.logind.inhibit_delay_max_sec else {
         return;
     };

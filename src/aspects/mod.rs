@@ -1,12 +1,14 @@
-//! The node aspects. Each is one module that owns its config section's checks (`spec`), what it
-//! needs read from the node (`reads`), its planning from (spec, facts) (`plan`), its constants
-//! and its errors. The plan runs them in [`REGISTRY`] order; adding an aspect is a new module
-//! and one line there (and, for a new config section, its field in `Spec`).
+//! The node aspects. Each is one module that owns what it needs read from the node (`reads`),
+//! its planning from the spec, the facts and the kubelet intent (`plan`), its constants and its
+//! errors; its config section's checks are in `spec/`. The plan runs them in [`REGISTRY`] order;
+//! adding an aspect is a new module and one line there (and, for a new config section, its
+//! checks in `spec/` and its field in `Spec`).
 
 use std::path::PathBuf;
 
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
+use crate::kubelet::KubeletIntent;
 use crate::spec::Spec;
 use crate::step::Step;
 
@@ -23,8 +25,16 @@ pub struct Aspect {
     pub name: &'static str,
     /// What the aspect needs read from the node, given the detected family.
     pub reads: fn(&Spec, Option<Family>, &mut Reads),
-    /// Its steps, warnings and findings. Pure: everything it knows is in (spec, facts).
-    pub plan: fn(&Spec, &Facts, &mut Out),
+    /// Its steps, warnings and findings. Pure: everything it knows is in its input.
+    pub plan: fn(&Input, &mut Out),
+}
+
+/// What an aspect plans from: the checked config, the world as read, and the kubelet intent
+/// built from both once.
+pub struct Input<'a> {
+    pub spec: &'a Spec,
+    pub facts: &'a Facts,
+    pub kubelet: &'a KubeletIntent,
 }
 
 /// The aspects, in the order their steps run.

@@ -1,14 +1,14 @@
 //! The instance's `Name` tag: `<node group>-<IPv4 with dots as x>`, set with CreateTags only
 //! when it differs. The OS hostname is left alone (EKS names the node from it).
 
-use crate::facts::{Facts, Family, TagState};
+use crate::facts::{Family, TagState};
 use crate::metadata::Metadata;
 use crate::spec::Spec;
 use crate::step::{Step, TagHow};
 
 pub use crate::spec::name_tag::NameTagSpec;
 
-use super::{Aspect, Out, Reads};
+use super::{Aspect, Input, Out, Reads};
 
 pub const ASPECT: Aspect = Aspect {
     name: "name-tag",
@@ -54,7 +54,8 @@ pub fn value(group: Option<&str>, md: &Metadata) -> Result<String, String> {
     Ok(value)
 }
 
-fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
     let Some(md) = &facts.instance else {
         return; // checking a config without an instance: nothing to tag
     };

@@ -16,13 +16,14 @@ use crate::discovery::ClusterFact;
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
 use crate::k8s::Taint;
+use crate::kubelet::KubeletIntent;
 use crate::spec::Spec;
 use crate::step::Step;
 use crate::userdata::{EffectiveTaints, UserDataError, UserDataFact};
 
 pub use crate::spec::nodeconfig::NodeconfigSpec;
 
-use super::{Aspect, Out, Reads};
+use super::{Aspect, Input, Out, Reads};
 
 pub const ASPECT: Aspect = Aspect {
     name: "nodeconfig",
@@ -66,7 +67,8 @@ fn missing_cluster_fields(c: &ClusterFact) -> Vec<&'static str> {
     m
 }
 
-fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
     if facts.family() != Some(Family::Al2023) {
         return;
     }
@@ -77,12 +79,17 @@ fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
         .instance
         .as_ref()
         .map_or(&UserDataFact::Unknown, |m| &m.user_data);
-    let Some(taints) = taints(&spec.registration.taints, user_data, &mut out.findings) else {
+    let Some(taints) = taints(&i.kubelet.taints, user_data, &mut out.findings) else {
         return;
     };
     out.secrets
         .extend(facts.cluster(spec).certificate_authority.iter().cloned());
-    let new = text_with_taints(spec, &facts.cluster(spec), &taints.all);
+    // The one --register-with-taints: the user data's taints, then the config's.
+    let kubelet = KubeletIntent {
+        taints: taints.all.clone(),
+        ..i.kubelet.clone()
+    };
+    let new = render(&facts.cluster(spec), &kubelet);
     if old.content.as_deref() != Some(new.as_str()) {
         out.steps.push(Step::File {
             purpose: "nodeadm NodeConfig drop-in".into(),
@@ -267,18 +274,9 @@ fn add(
     }
 }
 
-/// The NodeConfig document with the config's taints alone.
-pub fn document(spec: &Spec) -> Value {
-    document_with_taints(
-        spec,
-        &ClusterFact::from_spec(&spec.cluster),
-        &spec.registration.taints,
-    )
-}
-
 /// The NodeConfig document: the cluster block from `cluster` (the config's values with what
-/// discovery found), its `--register-with-taints` holding `taints`.
-pub fn document_with_taints(spec: &Spec, cluster: &ClusterFact, taints: &[Taint]) -> Value {
+/// discovery found), the kubelet intent as `kubelet.config` and `kubelet.flags`.
+pub fn document(cluster: &ClusterFact, kubelet: &KubeletIntent) -> Value {
     let c = cluster;
     let mut cluster = Map::new();
     cluster.insert("name".into(), json!(c.name));
@@ -291,26 +289,18 @@ pub fn document_with_taints(spec: &Spec, cluster: &ClusterFact, taints: &[Taint]
     if let Some(v) = &c.cidr {
         cluster.insert("cidr".into(), json!(v.text));
     }
-    let mut kubelet = Map::new();
-    let cfg: Map<String, Value> = spec
-        .kubelet
-        .desired()
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    if !cfg.is_empty() {
-        kubelet.insert("config".into(), Value::Object(cfg));
+    let mut k = Map::new();
+    if !kubelet.config.is_empty() {
+        k.insert("config".into(), Value::Object(kubelet.config_object()));
     }
-    let mut registration = spec.registration.clone();
-    registration.taints = taints.to_vec();
-    let flags = registration.kubelet_flags();
+    let flags = kubelet.kubelet_flags();
     if !flags.is_empty() {
-        kubelet.insert("flags".into(), json!(flags));
+        k.insert("flags".into(), json!(flags));
     }
     let mut spec_doc = Map::new();
     spec_doc.insert("cluster".into(), Value::Object(cluster));
-    if !kubelet.is_empty() {
-        spec_doc.insert("kubelet".into(), Value::Object(kubelet));
+    if !k.is_empty() {
+        spec_doc.insert("kubelet".into(), Value::Object(k));
     }
     json!({
         "apiVersion": "node.eks.aws/v1alpha1",
@@ -319,19 +309,16 @@ pub fn document_with_taints(spec: &Spec, cluster: &ClusterFact, taints: &[Taint]
     })
 }
 
-/// The drop-in with the config's taints alone.
-pub fn text(spec: &Spec) -> String {
-    text_with_taints(
-        spec,
-        &ClusterFact::from_spec(&spec.cluster),
-        &spec.registration.taints,
-    )
+/// The drop-in for this spec on this node with the config's taints alone (no user data to
+/// carry): what a converged node holds.
+pub fn text(spec: &Spec, facts: &Facts) -> String {
+    let kubelet = crate::kubelet::intent(spec, facts, &mut Findings::default());
+    render(&facts.cluster(spec), &kubelet)
 }
 
-/// The drop-in, its `--register-with-taints` holding `taints`.
-pub fn text_with_taints(spec: &Spec, cluster: &ClusterFact, taints: &[Taint]) -> String {
-    let mut s = serde_json::to_string_pretty(&document_with_taints(spec, cluster, taints))
-        .unwrap_or_default();
+/// The drop-in's bytes.
+fn render(cluster: &ClusterFact, kubelet: &KubeletIntent) -> String {
+    let mut s = serde_json::to_string_pretty(&document(cluster, kubelet)).unwrap_or_default();
     s.push('\n');
     s
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::facts::{Facts, Family};
+use crate::facts::Family;
 use crate::spec::Spec;
 use crate::step::Step;
 use crate::text::printable;
@@ -13,7 +13,7 @@ use crate::text::printable;
 pub use crate::procsys::{read_live, SysctlError};
 pub use crate::spec::sysctls::{check_key, SysctlSpec};
 
-use super::{Aspect, Out, Reads};
+use super::{Aspect, Input, Out, Reads};
 
 pub const ASPECT: Aspect = Aspect {
     name: "sysctls",
@@ -41,7 +41,8 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     r.file(PERSIST_PATH);
 }
 
-fn plan(spec: &Spec, facts: &Facts, out: &mut Out) {
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
     let mut wanted = BTreeMap::new();
     let protector = super::kubelet_config::protect_kernel_defaults(spec, facts);
     for (k, v) in &spec.sysctls {

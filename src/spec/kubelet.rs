@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
-
 use crate::config::KubeletSettings;
 use crate::duration::{self, GoDuration};
 use crate::findings::Findings;
@@ -27,28 +25,6 @@ pub struct KubeletSpec {
 }
 
 impl KubeletSpec {
-    /// The keys and values the agent wants in the kubelet config, in a stable order (also the
-    /// NodeConfig's `kubelet.config` on AL2023).
-    pub fn desired(&self) -> Vec<(&'static str, Value)> {
-        let mut v = Vec::new();
-        if let Some(x) = self.image_gc_high {
-            v.push(("imageGCHighThresholdPercent", Value::from(x)));
-        }
-        if let Some(x) = self.image_gc_low {
-            v.push(("imageGCLowThresholdPercent", Value::from(x)));
-        }
-        if let Some(x) = &self.shutdown_grace_period {
-            v.push(("shutdownGracePeriod", Value::from(x.text.clone())));
-        }
-        if let Some(x) = &self.shutdown_grace_period_critical_pods {
-            v.push((
-                "shutdownGracePeriodCriticalPods",
-                Value::from(x.text.clone()),
-            ));
-        }
-        v
-    }
-
     /// The one-time backup of the original file.
     pub fn backup_path(&self) -> PathBuf {
         let name = self.config_path.file_name().unwrap_or_default();

@@ -65,27 +65,6 @@ pub struct Registration {
     pub extra_args: Vec<String>,
 }
 
-impl Registration {
-    /// kubelet flags for labels, taints and the extra args, in that order.
-    pub fn kubelet_flags(&self) -> Vec<String> {
-        let mut flags = Vec::new();
-        if !self.labels.is_empty() {
-            let l: Vec<String> = self
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            flags.push(format!("--node-labels={}", l.join(",")));
-        }
-        if !self.taints.is_empty() {
-            let t: Vec<&str> = self.taints.iter().map(|t| t.text.as_str()).collect();
-            flags.push(format!("--register-with-taints={}", t.join(",")));
-        }
-        flags.extend(self.extra_args.iter().cloned());
-        flags
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaggingSpec {
     pub enabled: bool,

@@ -1,0 +1,130 @@
+//! The kubelet model: one [`KubeletIntent`] — KubeletConfiguration keys, labels, taints and other
+//! flags — filled by small contributors, one file each, in [`CONTRIBUTORS`] order, and rendered
+//! by the hand-offs: on AL2 the kubelet-config.json patch (`aspects::kubelet_config`) and
+//! bootstrap.sh's `--kubelet-extra-args` (`aspects::bootstrap`), on AL2023 the NodeConfig's
+//! `kubelet.config` and `kubelet.flags` (`aspects::nodeconfig`). A renderer knows its file or
+//! argv, never a feature; a kubelet setting is one contributor, its config field and its line
+//! here (the shape of nodeadm's `internal/kubelet/config.go` and its `withX` functions).
+
+mod image_gc;
+mod registration;
+mod shutdown;
+
+use serde_json::Value;
+
+use crate::facts::Facts;
+use crate::findings::Findings;
+use crate::k8s::Taint;
+use crate::spec::Spec;
+
+/// What the agent wants of the kubelet.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KubeletIntent {
+    /// KubeletConfiguration keys and values, in the order contributors set them.
+    pub config: Vec<(&'static str, Value)>,
+    /// Labels the node registers with, sorted by key.
+    pub labels: Vec<(String, String)>,
+    /// Taints the node registers with.
+    pub taints: Vec<Taint>,
+    /// Other kubelet flags, each `--flag=value`.
+    pub flags: Vec<String>,
+}
+
+/// One contributor: reads the spec and the facts, sets what it owns, reports what is wrong.
+pub type Contributor = fn(&Spec, &Facts, &mut KubeletIntent, &mut Findings);
+
+/// Every contributor, in the order their keys and flags appear.
+pub const CONTRIBUTORS: &[Contributor] = &[
+    image_gc::contribute,
+    shutdown::contribute,
+    registration::contribute,
+];
+
+/// The intent for this spec on this node.
+pub fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> KubeletIntent {
+    let mut k = KubeletIntent::default();
+    for c in CONTRIBUTORS {
+        c(spec, facts, &mut k, f);
+    }
+    k
+}
+
+impl KubeletIntent {
+    /// Set a KubeletConfiguration key (a later contributor's value replaces an earlier one's).
+    pub fn set(&mut self, key: &'static str, value: Value) {
+        match self.config.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.config.push((key, value)),
+        }
+    }
+
+    /// The kubelet flags: `--node-labels`, `--register-with-taints`, then the others.
+    pub fn kubelet_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if !self.labels.is_empty() {
+            let l: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            flags.push(format!("--node-labels={}", l.join(",")));
+        }
+        if !self.taints.is_empty() {
+            let t: Vec<&str> = self.taints.iter().map(|t| t.text.as_str()).collect();
+            flags.push(format!("--register-with-taints={}", t.join(",")));
+        }
+        flags.extend(self.flags.iter().cloned());
+        flags
+    }
+
+    /// The config keys as a JSON object.
+    pub fn config_object(&self) -> serde_json::Map<String, Value> {
+        self.config
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::Family;
+
+    fn spec(v: serde_json::Value) -> Spec {
+        crate::spec::from_config(&crate::config::parse(&v.to_string(), "t").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn contributors_fill_one_intent_in_order() {
+        let s = spec(serde_json::json!({
+            "cluster": {"name": "c"},
+            "nodeGroup": {"role": "master"},
+            "labels": {"team": "a"},
+            "kubelet": {"imageGCHighThresholdPercent": 90, "shutdownGracePeriod": "90s", "extraArgs": ["--v=2"]}
+        }));
+        let facts = Facts::builder(Family::Al2).build();
+        let mut f = Findings::default();
+        let k = intent(&s, &facts, &mut f);
+        assert!(f.is_empty());
+        let keys: Vec<&str> = k.config.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["imageGCHighThresholdPercent", "shutdownGracePeriod"]);
+        assert_eq!(
+            k.kubelet_flags(),
+            [
+                "--node-labels=node.kubernetes.io/role=master,team=a",
+                "--register-with-taints=CriticalAddonsOnly=true:NoSchedule",
+                "--v=2"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_later_value_replaces_a_key_in_place() {
+        let mut k = KubeletIntent::default();
+        k.set("a", 1.into());
+        k.set("b", 2.into());
+        k.set("a", 3.into());
+        assert_eq!(k.config, [("a", Value::from(3)), ("b", Value::from(2))]);
+    }
+}

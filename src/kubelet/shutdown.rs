@@ -1,0 +1,43 @@
+//! Graceful node shutdown: `shutdownGracePeriod` and `shutdownGracePeriodCriticalPods`, as the
+//! Go durations the config gave (logind's delay follows the grace period: `aspects::logind`).
+
+use crate::facts::Facts;
+use crate::findings::Findings;
+use crate::spec::Spec;
+
+use super::KubeletIntent;
+
+pub fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
+    if let Some(d) = &spec.kubelet.shutdown_grace_period {
+        k.set("shutdownGracePeriod", d.text.clone().into());
+    }
+    if let Some(d) = &spec.kubelet.shutdown_grace_period_critical_pods {
+        k.set("shutdownGracePeriodCriticalPods", d.text.clone().into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::Family;
+
+    #[test]
+    fn durations_as_written() {
+        let c = r#"{"cluster":{"name":"c"},"kubelet":{"shutdownGracePeriod":"1m30s","shutdownGracePeriodCriticalPods":"30s"}}"#;
+        let s = crate::spec::from_config(&crate::config::parse(c, "t").unwrap()).unwrap();
+        let mut k = KubeletIntent::default();
+        contribute(
+            &s,
+            &Facts::builder(Family::Al2023).build(),
+            &mut k,
+            &mut Findings::default(),
+        );
+        assert_eq!(
+            k.config,
+            [
+                ("shutdownGracePeriod", "1m30s".into()),
+                ("shutdownGracePeriodCriticalPods", "30s".into())
+            ]
+        );
+    }
+}
