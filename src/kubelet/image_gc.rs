@@ -18,23 +18,10 @@ pub fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Finding
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::facts::Family;
-
     #[test]
     fn sets_only_the_thresholds_given() {
-        let mut s = crate::spec::resolve(
-            &crate::config::parse(r#"{"cluster":{"name":"c"}}"#, "t").unwrap(),
-        )
-        .0;
-        s.kubelet.image_gc_low = Some(70);
-        let mut k = KubeletIntent::default();
-        contribute(
-            &s,
-            &Facts::builder(Family::Al2).build(),
-            &mut k,
-            &mut Findings::default(),
-        );
+        let c = r#"{"cluster":{"name":"c"},"kubelet":{"imageGCLowThresholdPercent":70}}"#;
+        let k = super::super::contributed(super::contribute, c);
         assert_eq!(k.config, [("imageGCLowThresholdPercent", 70.into())]);
     }
 }

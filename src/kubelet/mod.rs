@@ -86,6 +86,18 @@ impl KubeletIntent {
     }
 }
 
+/// What one contributor makes of a config (JSON) on an AL2 node with nothing read.
+#[cfg(test)]
+fn contributed(c: Contributor, config: &str) -> KubeletIntent {
+    let spec = crate::spec::from_config(&crate::config::parse(config, "t").unwrap()).unwrap();
+    let facts = Facts::builder(crate::facts::Family::Al2).build();
+    let mut k = KubeletIntent::default();
+    let mut f = Findings::default();
+    c(&spec, &facts, &mut k, &mut f);
+    assert!(f.is_empty(), "{:?}", f.0);
+    k
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

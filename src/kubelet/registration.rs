@@ -16,25 +16,13 @@ pub fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Finding
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::facts::Family;
-
     #[test]
     fn labels_taints_and_extra_flags() {
         let c = r#"{"cluster":{"name":"c"},"labels":{"b":"2","a":"1"},"taints":["x=y:NoSchedule"],"kubelet":{"extraArgs":["--v=4"]}}"#;
-        let s = crate::spec::from_config(&crate::config::parse(c, "t").unwrap()).unwrap();
-        let mut k = KubeletIntent::default();
-        contribute(
-            &s,
-            &Facts::builder(Family::Al2).build(),
-            &mut k,
-            &mut Findings::default(),
-        );
-        assert_eq!(
-            k.labels,
-            [("a".into(), "1".into()), ("b".into(), "2".into())]
-        );
-        assert_eq!(k.taints.len(), 1);
+        let k = super::super::contributed(super::contribute, c);
+        let labels = [("a".to_string(), "1".to_string()), ("b".into(), "2".into())];
+        assert_eq!(k.labels, labels);
+        assert_eq!(k.taints[0].text, "x=y:NoSchedule");
         assert_eq!(k.flags, ["--v=4"]);
     }
 }

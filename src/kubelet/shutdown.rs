@@ -18,26 +18,14 @@ pub fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Finding
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::facts::Family;
-
     #[test]
     fn durations_as_written() {
         let c = r#"{"cluster":{"name":"c"},"kubelet":{"shutdownGracePeriod":"1m30s","shutdownGracePeriodCriticalPods":"30s"}}"#;
-        let s = crate::spec::from_config(&crate::config::parse(c, "t").unwrap()).unwrap();
-        let mut k = KubeletIntent::default();
-        contribute(
-            &s,
-            &Facts::builder(Family::Al2023).build(),
-            &mut k,
-            &mut Findings::default(),
-        );
-        assert_eq!(
-            k.config,
-            [
-                ("shutdownGracePeriod", "1m30s".into()),
-                ("shutdownGracePeriodCriticalPods", "30s".into())
-            ]
-        );
+        let k = super::super::contributed(super::contribute, c);
+        let want = [
+            ("shutdownGracePeriod", "1m30s".into()),
+            ("shutdownGracePeriodCriticalPods", "30s".into()),
+        ];
+        assert_eq!(k.config, want);
     }
 }
