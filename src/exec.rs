@@ -210,7 +210,7 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                     fsutil::stage(&under(root, marker::MARKER), &record.to_bytes(), 0o644)?;
                 handoff = Some((argv.clone(), staged));
             }
-            Step::Tag { .. } | Step::Nodeadm { .. } => {}
+            Step::Tag { .. } | Step::Nodeadm(_) => {}
         }
     }
     // Files into place first, then the live values, then unit restarts (they read the files).

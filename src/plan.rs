@@ -296,11 +296,12 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
                 let _ = writeln!(o, "      [{j}] {a}");
             }
         }
-        Step::Nodeadm { dropin, note } => {
+        Step::Nodeadm(h) => {
             let _ = writeln!(
                 o,
-                "\n[{n}] hand-off: NodeConfig drop-in {}; {note}",
-                dropin.display()
+                "\n[{n}] hand-off: NodeConfig drop-in {}; {}",
+                h.dropin.display(),
+                h.note()
             );
         }
     }

@@ -57,8 +57,8 @@ pub enum Step {
     NotifyLogind { inhibit_delay_max_usec: u64 },
     #[serde(rename_all = "camelCase")]
     ExecBootstrap { argv: Vec<String> },
-    #[serde(rename_all = "camelCase")]
-    Nodeadm { dropin: PathBuf, note: String },
+    /// AL2023: nodeadm takes the node from here; what it reads and when.
+    Nodeadm(NodeadmHandoff),
 }
 
 impl Step {
@@ -80,7 +80,7 @@ impl Step {
             Step::ExecBootstrap { argv } => {
                 format!("exec {}", argv.first().map_or("", String::as_str))
             }
-            Step::Nodeadm { dropin, .. } => format!("nodeadm reads {}", dropin.display()),
+            Step::Nodeadm(h) => format!("nodeadm reads {}", h.dropin.display()),
         }
     }
 }
@@ -109,8 +109,49 @@ impl Step {
     pub fn handoff(&self) -> Option<String> {
         match self {
             Step::ExecBootstrap { .. } => Some("exec bootstrap.sh".into()),
-            Step::Nodeadm { dropin, .. } => Some(format!("NodeConfig at {}", dropin.display())),
+            Step::Nodeadm(h) => Some(format!("NodeConfig at {}", h.dropin.display())),
             _ => None,
         }
+    }
+}
+
+/// The AL2023 hand-off: the agent's NodeConfig drop-in, which nodeadm's units read after the
+/// user data. In the plan's JSON: `dropin` and a `note` saying how nodeadm gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeadmHandoff {
+    pub dropin: PathBuf,
+    /// `nodeadm-config.service` has the package's drop-in adding `/etc/eks/nodeadm.d/` to its
+    /// sources (else only `nodeadm-run.service` reads it).
+    pub config_unit_reads_dropins: bool,
+    /// The user data's taints the drop-in's `--register-with-taints` carries ahead of the
+    /// config's: how many, and where they are.
+    pub carried_taints: Option<(usize, String)>,
+}
+
+impl NodeadmHandoff {
+    /// How nodeadm gets the node, in words.
+    pub fn note(&self) -> String {
+        let mut note = String::from(if self.config_unit_reads_dropins {
+            "nodeadm-config.service (with the package's drop-in) and nodeadm-run.service read imds://user-data then file:///etc/eks/nodeadm.d/; nodeadm-run starts kubelet; the agent exits 0"
+        } else {
+            "nodeadm-run.service (after cloud-final.service) reads imds://user-data then file:///etc/eks/nodeadm.d/ and starts kubelet; the agent exits 0"
+        });
+        if let Some((n, source)) = &self.carried_taints {
+            note.push_str(&format!(
+                "; the drop-in's --register-with-taints carries the user data's {n} taint{} ({source}) ahead of the config's, as kubelet keeps only the last such flag",
+                if *n == 1 { "" } else { "s" },
+            ));
+        }
+        note
+    }
+}
+
+impl Serialize for NodeadmHandoff {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("NodeadmHandoff", 2)?;
+        st.serialize_field("dropin", &self.dropin)?;
+        st.serialize_field("note", &self.note())?;
+        st.end()
     }
 }

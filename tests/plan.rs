@@ -10,6 +10,7 @@ use eks_nodeinit::facts::{Facts, Family, FileFact, InstanceTags, TagState};
 use eks_nodeinit::metadata::Metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
+use eks_nodeinit::step::NodeadmHandoff;
 use eks_nodeinit::userdata::UserDataFact;
 use serde_json::json;
 
@@ -546,11 +547,11 @@ fn dropin_flags(p: &Plan) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn nodeadm_note(p: &Plan) -> String {
+fn nodeadm_handoff(p: &Plan) -> NodeadmHandoff {
     p.steps
         .iter()
         .find_map(|s| match s {
-            Step::Nodeadm { note, .. } => Some(note.clone()),
+            Step::Nodeadm(h) => Some(h.clone()),
             _ => None,
         })
         .unwrap()
@@ -579,10 +580,12 @@ fn user_data_taints_are_carried_into_the_one_register_with_taints() {
             "--register-with-taints=team=a:NoSchedule,gpu:NoExecute,dedicated=infra:NoSchedule"
         ]
     );
-    let note = nodeadm_note(&p);
-    assert!(
-        note.contains("carries the user data's 2 taints (kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data)"),
-        "{note}"
+    assert_eq!(
+        nodeadm_handoff(&p).carried_taints,
+        Some((
+            2,
+            "kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data".into()
+        ))
     );
     assert!(p.warnings.is_empty(), "{:?}", p.warnings);
     // Taints in kubelet.config.registerWithTaints count too (without a flag overriding them).
@@ -595,8 +598,10 @@ fn user_data_taints_are_carried_into_the_one_register_with_taints() {
         dropin_flags(&p)[1],
         "--register-with-taints=team=b:NoExecute,dedicated=infra:NoSchedule"
     );
-    assert!(nodeadm_note(&p)
-        .contains("kubelet.config.registerWithTaints of the NodeConfig in MIME part 2"));
+    let carried = nodeadm_handoff(&p).carried_taints.unwrap();
+    assert!(carried
+        .1
+        .starts_with("kubelet.config.registerWithTaints of the NodeConfig in MIME part 2"));
 }
 
 #[test]
@@ -693,7 +698,7 @@ fn without_agent_taints_the_user_data_taints_stand() {
             .any(|f| f.starts_with("--register-with-taints")),
         "{flags:?}"
     );
-    assert!(!nodeadm_note(&p).contains("taint"));
+    assert_eq!(nodeadm_handoff(&p).carried_taints, None);
     // With no NodeConfig or no taints in the user data, the agent's taints go alone, as before.
     let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule"]));
     for ud in ["#!/bin/sh\n".to_string(), nodeconfig_part(&[])] {

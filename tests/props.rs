@@ -1701,7 +1701,7 @@ fn check_plan(want: &Want, plan: &Plan, root: &Path) -> Result<(), TestCaseError
     } else {
         prop_assert_eq!(plan.family, Family::Al2023);
         prop_assert!(
-            matches!(last, Some(Step::Nodeadm { .. })),
+            matches!(last, Some(Step::Nodeadm(_))),
             "nodeadm reads the drop-in last"
         );
         prop_assert!(

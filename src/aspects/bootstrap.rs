@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::discovery::ClusterFact;
 use crate::facts::{ExecLimits, Facts, Family};
 use crate::findings::Findings;
 use crate::fsutil::under;
@@ -170,78 +171,31 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
     let (spec, facts) = (i.spec, i.facts);
     // The config's values with what discovery found.
     let c = facts.cluster(spec);
-    let c = c.as_ref();
-    let mut argv = vec![
-        under(&facts.root, &spec.bootstrap.path)
-            .display()
-            .to_string(),
-        c.name.clone(),
-    ];
-    let mut missing = Vec::new();
-    let mut opt = |argv: &mut Vec<String>, o: &str, v: &str, field: &str| {
-        if g.valued.contains(o) {
-            argv.extend([o.to_string(), v.to_string()]);
-        } else {
-            missing.push((field.to_string(), o.to_string()));
-        }
+    let mut a = Argv {
+        words: vec![
+            under(&facts.root, &spec.bootstrap.path)
+                .display()
+                .to_string(),
+            c.name.clone(),
+        ],
+        missing: Vec::new(),
+        g,
     };
-    if let Some(ca) = &c.certificate_authority {
-        opt(
-            &mut argv,
-            "--b64-cluster-ca",
-            ca,
-            "cluster.certificateAuthority",
-        );
-    }
-    if let Some(ep) = &c.api_server_endpoint {
-        opt(
-            &mut argv,
-            "--apiserver-endpoint",
-            ep,
-            "cluster.apiServerEndpoint",
-        );
-    }
-    let user_dns = spec
-        .bootstrap
-        .extra_args
-        .iter()
-        .any(|a| a == "--dns-cluster-ip");
-    match &c.cidr {
-        // bootstrap.sh derives the cluster DNS address from the CIDR of its family.
-        Some(cidr) if cidr.ipv6 => {
-            opt(&mut argv, "--service-ipv6-cidr", &cidr.text, "cluster.cidr");
-            opt(&mut argv, "--ip-family", "ipv6", "cluster.cidr");
-        }
-        Some(cidr) if g.valued.contains("--service-ipv4-cidr") => {
-            opt(&mut argv, "--service-ipv4-cidr", &cidr.text, "cluster.cidr");
-        }
-        // Older scripts: the address bootstrap.sh derives (`${SERVICE_IPV4_CIDR%.*}.10`),
-        // unless the operator gives one.
-        Some(_) if user_dns => {}
-        Some(cidr) => opt(
-            &mut argv,
-            "--dns-cluster-ip",
-            &dns_ip(&cidr.text),
-            "cluster.cidr",
-        ),
-        None => {}
-    }
-    opt(
-        &mut argv,
+    a.cluster(&c, spec);
+    a.opt(
         "--container-runtime",
         &spec.cluster.container_runtime,
         "cluster.containerRuntime",
     );
     let flags = i.kubelet.kubelet_flags();
     if !flags.is_empty() {
-        opt(
-            &mut argv,
+        a.opt(
             "--kubelet-extra-args",
             &flags.join(" "),
             "labels, taints, kubelet.extraArgs",
         );
     }
-    for (field, o) in &missing {
+    for (field, o) in &a.missing {
         let alt = if o == "--dns-cluster-ip" {
             " (nor --service-ipv4-cidr)"
         } else {
@@ -251,11 +205,59 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
             "{script} has no `{o}` option{alt}: it would take the flag and its value as positional words and lose them; use an AMI whose bootstrap.sh has it, or leave {field} unset"
         ));
     }
-    if !missing.is_empty() {
+    if !a.missing.is_empty() {
         return None;
     }
-    argv.extend(spec.bootstrap.extra_args.iter().cloned());
-    Some(argv)
+    a.words.extend(spec.bootstrap.extra_args.iter().cloned());
+    Some(a.words)
+}
+
+/// An argv being built against the node's script: options it lacks are collected, not added.
+struct Argv<'a> {
+    words: Vec<String>,
+    /// (config field, option) for each option the script does not have.
+    missing: Vec<(String, String)>,
+    g: &'a Grammar,
+}
+
+impl Argv<'_> {
+    fn opt(&mut self, o: &str, v: &str, field: &str) {
+        if self.g.valued.contains(o) {
+            self.words.extend([o.to_string(), v.to_string()]);
+        } else {
+            self.missing.push((field.to_string(), o.to_string()));
+        }
+    }
+
+    /// The cluster's CA, endpoint and service CIDR (or the DNS address derived from it).
+    fn cluster(&mut self, c: &ClusterFact, spec: &Spec) {
+        if let Some(ca) = &c.certificate_authority {
+            self.opt("--b64-cluster-ca", ca, "cluster.certificateAuthority");
+        }
+        if let Some(ep) = &c.api_server_endpoint {
+            self.opt("--apiserver-endpoint", ep, "cluster.apiServerEndpoint");
+        }
+        let user_dns = spec
+            .bootstrap
+            .extra_args
+            .iter()
+            .any(|a| a == "--dns-cluster-ip");
+        match &c.cidr {
+            // bootstrap.sh derives the cluster DNS address from the CIDR of its family.
+            Some(cidr) if cidr.ipv6 => {
+                self.opt("--service-ipv6-cidr", &cidr.text, "cluster.cidr");
+                self.opt("--ip-family", "ipv6", "cluster.cidr");
+            }
+            Some(cidr) if self.g.valued.contains("--service-ipv4-cidr") => {
+                self.opt("--service-ipv4-cidr", &cidr.text, "cluster.cidr");
+            }
+            // Older scripts: the address bootstrap.sh derives (`${SERVICE_IPV4_CIDR%.*}.10`),
+            // unless the operator gives one.
+            Some(_) if user_dns => {}
+            Some(cidr) => self.opt("--dns-cluster-ip", &dns_ip(&cidr.text), "cluster.cidr"),
+            None => {}
+        }
+    }
 }
 
 /// The DNS address bootstrap.sh derives from an IPv4 service CIDR: the text up to its last

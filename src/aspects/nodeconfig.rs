@@ -18,7 +18,7 @@ use crate::findings::Findings;
 use crate::k8s::Taint;
 use crate::kubelet::KubeletIntent;
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::{NodeadmHandoff, Step};
 use crate::userdata::{EffectiveTaints, UserDataError, UserDataFact};
 
 pub use crate::spec::nodeconfig::NodeconfigSpec;
@@ -100,26 +100,34 @@ fn plan(i: &Input, out: &mut Out) {
             backup: None,
         });
     }
-    let config_phase_reads_dropins = CONFIG_UNIT_DROPINS
+    let config_unit_reads_dropins = CONFIG_UNIT_DROPINS
         .iter()
         .any(|p| facts.exists(std::path::Path::new(p)));
-    let mut note = String::from(if config_phase_reads_dropins {
-        "nodeadm-config.service (with the package's drop-in) and nodeadm-run.service read imds://user-data then file:///etc/eks/nodeadm.d/; nodeadm-run starts kubelet; the agent exits 0"
-    } else {
-        "nodeadm-run.service (after cloud-final.service) reads imds://user-data then file:///etc/eks/nodeadm.d/ and starts kubelet; the agent exits 0"
-    });
-    if let Some(from) = &taints.carried {
-        let n = from.entries.len();
-        note.push_str(&format!(
-            "; the drop-in's --register-with-taints carries the user data's {n} taint{} ({}) ahead of the config's, as kubelet keeps only the last such flag",
-            if n == 1 { "" } else { "s" },
-            from.source
+    out.steps.push(Step::Nodeadm(NodeadmHandoff {
+        dropin: PathBuf::from(DROPIN),
+        config_unit_reads_dropins,
+        carried_taints: taints
+            .carried
+            .as_ref()
+            .map(|from| (from.entries.len(), from.source.clone())),
+    }));
+    user_data_warnings(spec, facts, user_data, config_unit_reads_dropins, out);
+    if !facts.exists(&spec.nodeconfig.nodeadm_path) {
+        out.warnings.push(format!(
+            "{} does not exist under the root: nothing will read the NodeConfig drop-in",
+            spec.nodeconfig.nodeadm_path.display()
         ));
     }
-    out.steps.push(Step::Nodeadm {
-        dropin: PathBuf::from(DROPIN),
-        note,
-    });
+}
+
+/// What nodeadm will make of the user data beside the drop-in.
+fn user_data_warnings(
+    spec: &Spec,
+    facts: &Facts,
+    user_data: &UserDataFact,
+    config_unit_reads_dropins: bool,
+    out: &mut Out,
+) {
     match user_data {
         // nodeadm passes over user data without a NodeConfig when another source follows it
         // (internal/configprovider/chain.go): then the drop-in alone must satisfy its validation.
@@ -132,7 +140,7 @@ fn plan(i: &Input, out: &mut Out) {
                     missing.join(", ")
                 ));
             }
-            if !config_phase_reads_dropins {
+            if !config_unit_reads_dropins {
                 out.warnings.push(format!(
                     "the instance's user data holds no NodeConfig ({why}) and nodeadm-config.service reads only the user data (no {}): it fails with \"no config in chain\"; install the package's drop-in, or add an application/node.eks.aws MIME part with the cluster block (examples/cloud-init/al2023-userdata.mime)",
                     CONFIG_UNIT_DROPINS[0]
@@ -147,12 +155,6 @@ fn plan(i: &Input, out: &mut Out) {
             ))
         }
         _ => {}
-    }
-    if !facts.exists(&spec.nodeconfig.nodeadm_path) {
-        out.warnings.push(format!(
-            "{} does not exist under the root: nothing will read the NodeConfig drop-in",
-            spec.nodeconfig.nodeadm_path.display()
-        ));
     }
 }
 

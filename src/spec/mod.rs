@@ -3,7 +3,6 @@
 //! function). Nothing downstream re-parses a string or re-runs a check: a [`Spec`] can only be
 //! made by [`resolve`], and planning takes a `Spec`, never a `Config`.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub mod bootstrap;
@@ -11,12 +10,14 @@ pub mod kubelet;
 pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
+pub mod registration;
 pub mod sysctls;
+
+pub use registration::{role_preset, Registration};
 
 use crate::config::{Config, HandoffMode, Role};
 use crate::findings::{Findings, Invalid};
-use crate::k8s::{self, Taint};
-use crate::text::{printable, unsplittable, unsplittable_problem};
+use crate::text::printable;
 
 /// What the node should be. Only [`resolve`] makes one.
 #[derive(Debug, Clone)]
@@ -55,16 +56,6 @@ pub struct Cidr {
     pub ipv6: bool,
 }
 
-/// What the kubelet registers the node with, and the extra flags it gets.
-#[derive(Debug, Clone, Default)]
-pub struct Registration {
-    /// Role preset merged with the config's labels, sorted by key.
-    pub labels: Vec<(String, String)>,
-    pub taints: Vec<Taint>,
-    /// `kubelet.extraArgs`, each `--flag=value`.
-    pub extra_args: Vec<String>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaggingSpec {
     pub enabled: bool,
@@ -82,18 +73,6 @@ pub struct ImdsSpec {
     pub deadline: Duration,
 }
 
-/// Labels and taints a role starts from, before the config's own.
-pub fn role_preset(role: Role) -> (Vec<(&'static str, &'static str)>, Vec<&'static str>) {
-    match role {
-        Role::Master => (
-            vec![("node.kubernetes.io/role", "master")],
-            vec!["CriticalAddonsOnly=true:NoSchedule"],
-        ),
-        Role::Scaler => (vec![("node.kubernetes.io/role", "scaler")], vec![]),
-        Role::None => (vec![], vec![]),
-    }
-}
-
 /// Characters that would break bootstrap.sh's `Environment='KUBELET_EXTRA_ARGS=…'` drop-in or
 /// a systemd unit line.
 pub fn unsafe_for_dropin(s: &str) -> Option<char> {
@@ -107,7 +86,7 @@ pub fn unsafe_for_dropin(s: &str) -> Option<char> {
 pub fn resolve(c: &Config) -> (Spec, Findings) {
     let mut f = Findings::default();
     let cluster = cluster(c, &mut f);
-    let registration = registration(c, &mut f);
+    let registration = registration::registration(c, &mut f);
     let kubelet = kubelet::spec(&c.kubelet, &mut f);
     let spec = Spec {
         cluster,
@@ -258,117 +237,6 @@ pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
     let len: u8 = decimal(len)?;
     let max = if ip.is_ipv4() { 32 } else { 128 };
     (len <= max).then_some((ip, len))
-}
-
-/// The labels the node registers with: the role preset, overridden by the config (a `null`
-/// value removes a preset label), sorted by key.
-fn merged_labels(c: &Config) -> BTreeMap<String, String> {
-    let (preset, _) = role_preset(c.node_group.role);
-    let mut m: BTreeMap<String, String> = preset
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    for (k, v) in &c.labels {
-        match v {
-            Some(v) => m.insert(k.clone(), v.clone()),
-            None => m.remove(k),
-        };
-    }
-    m
-}
-
-fn registration(c: &Config, f: &mut Findings) -> Registration {
-    let mut labels = Vec::new();
-    for (k, v) in merged_labels(c) {
-        let field = format!("labels[\"{}\"]", printable(&k));
-        if let Some((text, ch)) = [&k, &v]
-            .into_iter()
-            .find_map(|x| unsplittable(x).map(|ch| (x, ch)))
-        {
-            f.push(&field, unsplittable_problem(text, ch));
-            continue;
-        }
-        if let Err(e) = k8s::check_qualified_name(&k) {
-            f.push(&field, format!("key: {e}"));
-            continue;
-        }
-        let value_ok = f.check(&field, k8s::check_label_value(&v)).is_some();
-        let self_ok = f
-            .check(&field, k8s::check_kubelet_self_label(&k, &v))
-            .is_some();
-        if value_ok && self_ok {
-            labels.push((k, v));
-        }
-    }
-    let (given, written): (Vec<String>, bool) = match &c.taints {
-        Some(t) => (t.clone(), true),
-        None => {
-            let preset = role_preset(c.node_group.role).1;
-            (preset.into_iter().map(String::from).collect(), false)
-        }
-    };
-    let mut taints: Vec<Taint> = Vec::new();
-    for (i, t) in given.iter().enumerate() {
-        let field = if written {
-            format!("taints[{i}]")
-        } else {
-            format!("nodeGroup.role (preset taint {i})")
-        };
-        if let Some(ch) = unsplittable(t) {
-            f.push(&field, unsplittable_problem(t, ch));
-            continue;
-        }
-        let Some(t) = f.check(&field, k8s::parse_taint(t)) else {
-            continue;
-        };
-        if taints
-            .iter()
-            .any(|x| x.key == t.key && x.effect == t.effect)
-        {
-            f.push(
-                field,
-                format!(
-                    "duplicate taint `{}:{}`; keep one entry per key and effect",
-                    t.key, t.effect
-                ),
-            );
-            continue;
-        }
-        taints.push(t);
-    }
-    let mut extra_args = Vec::new();
-    for (i, a) in c.kubelet.extra_args.iter().enumerate() {
-        let field = format!("kubelet.extraArgs[{i}]");
-        let problem = if let Some(ch) = unsplittable(a) {
-            Some(unsplittable_problem(a, ch))
-        } else if !a.starts_with("--") || !a.contains('=') {
-            Some(format!(
-                "`{}` must be a kubelet flag in `--flag=value` form",
-                printable(a)
-            ))
-        } else if let Some(ch) = unsafe_for_dropin(a) {
-            Some(format!(
-                "`{}` holds {ch:?}, which would break the kubelet's systemd drop-in; remove it",
-                printable(a)
-            ))
-        } else if a.starts_with("--node-labels=") || a.starts_with("--register-with-taints=") {
-            Some(
-                "set labels and taints with the `labels` and `taints` fields, not as raw flags"
-                    .into(),
-            )
-        } else {
-            None
-        };
-        match problem {
-            Some(p) => f.push(field, p),
-            None => extra_args.push(a.clone()),
-        }
-    }
-    Registration {
-        labels,
-        taints,
-        extra_args,
-    }
 }
 
 /// The longest any tagging wait may be: a day (keeps every deadline far from overflow).
