@@ -294,6 +294,10 @@ impl FactsBuilder {
         self.0.executable.insert(path.into(), executable);
         self
     }
+    pub fn cluster(mut self, c: ClusterFact) -> Self {
+        self.0.cluster = Some(c);
+        self
+    }
     pub fn handoff(mut self, state: HandoffState) -> Self {
         self.0.handoff = state;
         self

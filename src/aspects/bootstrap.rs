@@ -337,7 +337,92 @@ fn check_exec_limits(argv: &[String], l: &ExecLimits, f: &mut Findings) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{findings, run, spec, Facts};
     use super::*;
+    use crate::marker::Record;
+
+    const SCRIPT: &str = include_str!("../../examples/al2-root/etc/eks/bootstrap.sh");
+
+    fn al2(handoff: HandoffState) -> Facts {
+        Facts::builder(Family::Al2)
+            .file("/etc/eks/bootstrap.sh", SCRIPT)
+            .executable("/etc/eks/bootstrap.sh", true)
+            .handoff(handoff)
+            .build()
+    }
+
+    fn record() -> Record {
+        Record {
+            pid: 4242,
+            start_time: 1,
+            boot_id: None,
+            at_unix_ms: 5,
+        }
+    }
+
+    const CONFIG: &str = r#"{"cluster":{"name":"prod"},"labels":{"team":"a"}}"#;
+
+    #[test]
+    fn hands_off_with_the_kubelet_flags_as_one_word() {
+        let out = run(&ASPECT, &spec(CONFIG), &al2(HandoffState::None));
+        let Step::ExecBootstrap { argv } = &out.steps[0] else {
+            panic!("{:?}", out.steps)
+        };
+        assert_eq!(
+            argv[1..],
+            [
+                "prod",
+                "--container-runtime",
+                "containerd",
+                "--kubelet-extra-args",
+                "--node-labels=team=a"
+            ]
+        );
+    }
+
+    #[test]
+    fn once_bootstrap_sh_ran_in_this_boot_no_second_hand_off() {
+        let done = HandoffState::Done {
+            record: record(),
+            evidence: "/etc/kubernetes/pki/ca.crt".into(),
+        };
+        let out = run(&ASPECT, &spec(CONFIG), &al2(done));
+        assert!(out.steps.is_empty());
+        assert!(
+            out.warnings[0].contains("already exec'd in this boot"),
+            "{:?}",
+            out.warnings
+        );
+        let running = HandoffState::Running { record: record() };
+        let out = run(&ASPECT, &spec(CONFIG), &al2(running));
+        assert!(out.steps.is_empty());
+    }
+
+    #[test]
+    fn a_marker_whose_bootstrap_sh_never_started_hands_off_again() {
+        let out = run(
+            &ASPECT,
+            &spec(CONFIG),
+            &al2(HandoffState::NotStarted { record: record() }),
+        );
+        assert!(matches!(out.steps[..], [Step::ExecBootstrap { .. }]));
+        assert!(
+            out.warnings[0].contains("bootstrap.sh never started"),
+            "{:?}",
+            out.warnings
+        );
+    }
+
+    #[test]
+    fn a_marker_that_cannot_be_told_is_a_finding_and_no_hand_off() {
+        let out = run(
+            &ASPECT,
+            &spec(CONFIG),
+            &al2(HandoffState::Unknown("unreadable".into())),
+        );
+        assert!(out.steps.is_empty());
+        assert_eq!(findings(&out), ["handoff: unreadable"]);
+    }
 
     #[test]
     fn dns_address_as_bootstrap_sh_derives_it() {

@@ -63,3 +63,35 @@ fn plan(i: &Input, out: &mut Out) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{findings, run, spec, Facts};
+    use super::*;
+    use crate::discovery::{Calls, ClusterFact};
+
+    #[test]
+    fn the_configs_values_alone_plan_nothing_but_keep_the_ca_secret() {
+        let s = spec(r#"{"cluster":{"name":"c","certificateAuthority":"Q0E="}}"#);
+        let out = run(&ASPECT, &s, &Facts::builder(Family::Al2).build());
+        assert!(out.steps.is_empty() && out.findings.is_empty());
+        assert_eq!(out.secrets, ["Q0E="]);
+    }
+
+    #[test]
+    fn no_source_answering_is_one_finding_with_every_reason() {
+        let s = spec(r#"{"cluster":{"name":"c","discovery":{}}}"#);
+        let mut c = ClusterFact::from_spec(&s.cluster);
+        c.outcome = Outcome::Failed {
+            reasons: vec!["ssm: denied".into(), "eks: timed out".into()],
+            calls: Calls::default(),
+        };
+        let facts = Facts::builder(Family::Al2023).cluster(c).build();
+        let f = findings(&run(&ASPECT, &s, &facts));
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].starts_with(FIELD) && f[0].contains("ssm: denied; eks: timed out"),
+            "{f:?}"
+        );
+    }
+}

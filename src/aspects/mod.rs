@@ -82,3 +82,34 @@ pub struct Out {
     /// A tag that already holds the wanted value (key, value): no step, but the report says so.
     pub tag_in_place: Option<(String, String)>,
 }
+
+/// What planning tests of one aspect share: a spec from JSON, one aspect run on built facts.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    pub use crate::facts::Facts;
+
+    /// The spec of this config (JSON text); it must be valid.
+    pub fn spec(config: &str) -> Spec {
+        crate::spec::from_config(&crate::config::parse(config, "t.json").unwrap()).unwrap()
+    }
+
+    /// What `aspect` plans for `spec` on a node with these facts (the kubelet intent built as
+    /// the plan builds it).
+    pub fn run(aspect: &Aspect, spec: &Spec, facts: &Facts) -> Out {
+        let mut out = Out::default();
+        let kubelet = crate::kubelet::intent(spec, facts, &mut out.findings);
+        let input = Input {
+            spec,
+            facts,
+            kubelet: &kubelet,
+        };
+        (aspect.plan)(&input, &mut out);
+        out
+    }
+
+    /// The findings as `field: message` lines.
+    pub fn findings(out: &Out) -> Vec<String> {
+        out.findings.0.iter().map(ToString::to_string).collect()
+    }
+}

@@ -324,3 +324,73 @@ fn render(cluster: &ClusterFact, kubelet: &KubeletIntent) -> String {
     s.push('\n');
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{run, spec, Facts};
+    use super::*;
+
+    const CONFIG: &str = r#"{"cluster":{"name":"prod","apiServerEndpoint":"https://k.example","certificateAuthority":"Q0E=","cidr":"10.100.0.0/16"},"labels":{"team":"a"},"kubelet":{"shutdownGracePeriod":"90s"}}"#;
+
+    fn node() -> crate::facts::FactsBuilder {
+        Facts::builder(Family::Al2023)
+            .exists("/usr/bin/nodeadm", true)
+            .exists(CONFIG_UNIT_DROPINS[0], true)
+    }
+
+    #[test]
+    fn the_dropin_carries_the_cluster_and_the_kubelet_intent_then_nodeadm_takes_over() {
+        let s = spec(CONFIG);
+        let out = run(&ASPECT, &s, &node().absent([DROPIN]).build());
+        let Step::File {
+            path, new, mode, ..
+        } = &out.steps[0]
+        else {
+            panic!("{:?}", out.steps)
+        };
+        assert_eq!(
+            (path.as_path(), *mode),
+            (std::path::Path::new(DROPIN), 0o600)
+        );
+        let doc: Value = serde_json::from_str(new).unwrap();
+        assert_eq!(doc["spec"]["cluster"]["cidr"], "10.100.0.0/16");
+        assert_eq!(
+            doc["spec"]["kubelet"]["config"]["shutdownGracePeriod"],
+            "90s"
+        );
+        assert_eq!(doc["spec"]["kubelet"]["flags"][0], "--node-labels=team=a");
+        assert_eq!(
+            out.steps[1],
+            Step::Nodeadm(NodeadmHandoff {
+                dropin: DROPIN.into(),
+                config_unit_reads_dropins: true,
+                carried_taints: None,
+            })
+        );
+        assert_eq!(out.secrets, ["Q0E="]);
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    }
+
+    #[test]
+    fn a_converged_node_plans_only_the_hand_off() {
+        let s = spec(CONFIG);
+        let facts = node().build();
+        let facts = node().file(DROPIN, &text(&s, &facts)).build();
+        let out = run(&ASPECT, &s, &facts);
+        assert!(
+            matches!(out.steps[..], [Step::Nodeadm(_)]),
+            "{:?}",
+            out.steps
+        );
+    }
+
+    #[test]
+    fn without_nodeadm_nothing_reads_the_dropin() {
+        let facts = Facts::builder(Family::Al2023).absent([DROPIN]).build();
+        let out = run(&ASPECT, &spec(CONFIG), &facts);
+        assert!(out
+            .warnings
+            .iter()
+            .any(|w| w.contains("nothing will read the NodeConfig drop-in")));
+    }
+}

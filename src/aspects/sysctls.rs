@@ -102,3 +102,61 @@ pub fn persisted_content(sysctls: &BTreeMap<String, String>) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{findings, run, spec, Facts};
+    use super::*;
+
+    const CONFIG: &str = r#"{"cluster":{"name":"c"},"sysctls":{"vm.max_map_count":262144}}"#;
+
+    #[test]
+    fn a_live_value_that_differs_is_set_and_persisted() {
+        let facts = Facts::builder(Family::Al2023)
+            .sysctl("vm.max_map_count", Ok("65530"))
+            .absent([PERSIST_PATH])
+            .build();
+        let out = run(&ASPECT, &spec(CONFIG), &facts);
+        assert!(
+            matches!(&out.steps[0], Step::Sysctl { old, new, .. } if old == "65530" && new == "262144")
+        );
+        assert!(matches!(&out.steps[1], Step::File { path, new, .. }
+            if path == Path::new(PERSIST_PATH) && new.ends_with("vm.max_map_count = 262144\n")));
+    }
+
+    #[test]
+    fn a_converged_node_plans_nothing() {
+        let persisted =
+            persisted_content(&[("vm.max_map_count".to_string(), "262144".to_string())].into());
+        let facts = Facts::builder(Family::Al2023)
+            .sysctl("vm.max_map_count", Ok("262144"))
+            .file(PERSIST_PATH, &persisted)
+            .build();
+        assert!(run(&ASPECT, &spec(CONFIG), &facts).steps.is_empty());
+    }
+
+    #[test]
+    fn a_value_protect_kernel_defaults_refuses_is_a_finding() {
+        // nodeadm's kubelet config has protectKernelDefaults on.
+        let s = spec(r#"{"cluster":{"name":"c"},"sysctls":{"vm.overcommit_memory":0}}"#);
+        let facts = Facts::builder(Family::Al2023)
+            .sysctl("vm.overcommit_memory", Ok("1"))
+            .absent([PERSIST_PATH])
+            .build();
+        let f = findings(&run(&ASPECT, &s, &facts));
+        assert!(
+            f[0].contains("contradicts kubelet's protectKernelDefaults"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_live_value_is_a_finding_naming_the_key() {
+        let facts = Facts::builder(Family::Al2)
+            .sysctl("vm.max_map_count", Err("cannot read it"))
+            .absent([PERSIST_PATH])
+            .build();
+        let f = findings(&run(&ASPECT, &spec(CONFIG), &facts));
+        assert_eq!(f, ["sysctls[\"vm.max_map_count\"]: cannot read it"]);
+    }
+}
