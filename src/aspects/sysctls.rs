@@ -110,12 +110,17 @@ mod tests {
 
     const CONFIG: &str = r#"{"cluster":{"name":"c"},"sysctls":{"vm.max_map_count":262144}}"#;
 
+    /// A node of `family` where `key` reads `live` and nothing is persisted yet.
+    fn node(family: Family, key: &str, live: Result<&str, &str>) -> Facts {
+        Facts::builder(family)
+            .sysctl(key, live)
+            .absent([PERSIST_PATH])
+            .build()
+    }
+
     #[test]
     fn a_live_value_that_differs_is_set_and_persisted() {
-        let facts = Facts::builder(Family::Al2023)
-            .sysctl("vm.max_map_count", Ok("65530"))
-            .absent([PERSIST_PATH])
-            .build();
+        let facts = node(Family::Al2023, "vm.max_map_count", Ok("65530"));
         let out = run(&ASPECT, &spec(CONFIG), &facts);
         assert!(
             matches!(&out.steps[0], Step::Sysctl { old, new, .. } if old == "65530" && new == "262144")
@@ -139,10 +144,7 @@ mod tests {
     fn a_value_protect_kernel_defaults_refuses_is_a_finding() {
         // nodeadm's kubelet config has protectKernelDefaults on.
         let s = spec(r#"{"cluster":{"name":"c"},"sysctls":{"vm.overcommit_memory":0}}"#);
-        let facts = Facts::builder(Family::Al2023)
-            .sysctl("vm.overcommit_memory", Ok("1"))
-            .absent([PERSIST_PATH])
-            .build();
+        let facts = node(Family::Al2023, "vm.overcommit_memory", Ok("1"));
         let f = findings(&run(&ASPECT, &s, &facts));
         assert!(
             f[0].contains("contradicts kubelet's protectKernelDefaults"),
@@ -152,10 +154,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_live_value_is_a_finding_naming_the_key() {
-        let facts = Facts::builder(Family::Al2)
-            .sysctl("vm.max_map_count", Err("cannot read it"))
-            .absent([PERSIST_PATH])
-            .build();
+        let facts = node(Family::Al2, "vm.max_map_count", Err("cannot read it"));
         let f = findings(&run(&ASPECT, &spec(CONFIG), &facts));
         assert_eq!(f, ["sysctls[\"vm.max_map_count\"]: cannot read it"]);
     }
