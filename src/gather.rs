@@ -235,13 +235,18 @@ pub async fn instance(
         }
         None => InstanceTags::Unknown,
     };
-    if let InstanceTags::Known(t) = &tags {
-        md.autoscaling_group_name = md
-            .autoscaling_group_name
-            .clone()
-            .or_else(|| t.get("aws:autoscaling:groupName").cloned());
-    }
+    md.autoscaling_group_name = asg_name(&md, &tags);
     Ok((md, tags, cluster))
+}
+
+/// The Auto Scaling group's name: as the metadata file gives it, else from the instance's tags
+/// (IMDS or DescribeTags), derived here only.
+fn asg_name(md: &Metadata, tags: &InstanceTags) -> Option<String> {
+    let from_tags = match tags {
+        InstanceTags::Known(t) => t.get("aws:autoscaling:groupName").cloned(),
+        InstanceTags::Unknown => None,
+    };
+    md.autoscaling_group_name.clone().or(from_tags)
 }
 
 async fn describe_tags(md: &Metadata, endpoint: Option<&str>, budget: Duration) -> InstanceTags {
@@ -256,5 +261,21 @@ async fn describe_tags(md: &Metadata, endpoint: Option<&str>, budget: Duration) 
             tracing::warn!("cannot read the instance's tags: {e}");
             InstanceTags::Unknown
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_asg_name_comes_from_the_metadata_file_else_the_tags() {
+        let tags =
+            InstanceTags::Known([("aws:autoscaling:groupName".into(), "asg-t".into())].into());
+        let mut md = Metadata::default();
+        assert_eq!(asg_name(&md, &tags).as_deref(), Some("asg-t"));
+        assert_eq!(asg_name(&md, &InstanceTags::Unknown), None);
+        md.autoscaling_group_name = Some("asg-file".into());
+        assert_eq!(asg_name(&md, &tags).as_deref(), Some("asg-file"));
     }
 }

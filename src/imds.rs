@@ -387,9 +387,8 @@ pub async fn fetch(
             // Read as nodeadm reads it, reduced at once to what the plan needs; never kept or
             // logged (it may hold secrets such as the cluster CA).
             user_data: UserDataFact::from_bytes(user_data?.as_deref()),
-            autoscaling_group_name: tags.as_ref().and_then(|t: &BTreeMap<String, String>| {
-                t.get("aws:autoscaling:groupName").cloned()
-            }),
+            // Derived from the tags, once, where they are known (gather).
+            autoscaling_group_name: None,
             tags,
         })
     };

@@ -22,7 +22,12 @@ async fn reads_everything_with_one_token() {
     assert_eq!(md.instance_type, "m6i.large");
     assert_eq!(md.region, "eu-west-1");
     assert_eq!(md.availability_zone, "eu-west-1a");
-    assert_eq!(md.autoscaling_group_name.as_deref(), Some("eks-scaler-asg"));
+    // The ASG name is derived from the tags once, by gathering, not by the fetcher.
+    assert_eq!(md.autoscaling_group_name, None);
+    assert_eq!(
+        md.tags.as_ref().unwrap()["aws:autoscaling:groupName"],
+        "eks-scaler-asg"
+    );
     assert_eq!(
         md.tags.as_ref().unwrap()["kubernetes.io/cluster/prod-eu"],
         "owned"
