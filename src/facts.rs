@@ -20,6 +20,25 @@ pub enum Family {
     Al2023,
 }
 
+/// Why the node family could not be told; each says what to set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FamilyError {
+    #[error("handoff.mode is \"al2\" but {} does not exist; check handoff.bootstrapPath or use \"al2023\"", .bootstrap.display())]
+    NoBootstrap { bootstrap: PathBuf },
+    #[error("{} is the Amazon Linux 2023 stub (it exits 1) and {} is missing; this image cannot join a cluster: install nodeadm or use an EKS AL2023 AMI", .bootstrap.display(), .nodeadm.display())]
+    Al2023Stub {
+        bootstrap: PathBuf,
+        nodeadm: PathBuf,
+    },
+    #[error("cannot tell Amazon Linux 2 from 2023 under {}: no {} and {} cannot be read ({cause}); set handoff.mode to \"al2\" or \"al2023\"", .root.display(), .nodeadm.display(), .bootstrap.display())]
+    Unknown {
+        root: PathBuf,
+        nodeadm: PathBuf,
+        bootstrap: PathBuf,
+        cause: String,
+    },
+}
+
 /// The node family and why it was chosen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FamilyFact {
@@ -104,7 +123,7 @@ pub struct Facts {
     /// `None` when only checking a config (no instance to tag).
     pub instance: Option<Metadata>,
     pub tags: InstanceTags,
-    pub family: Result<FamilyFact, String>,
+    pub family: Result<FamilyFact, FamilyError>,
     pub sysctls: BTreeMap<String, Result<String, String>>,
     pub files: BTreeMap<PathBuf, FileFact>,
     /// `*.conf` names in each directory asked for.

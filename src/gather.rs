@@ -10,7 +10,7 @@ use crate::aspects::{Reads, REGISTRY};
 use crate::config::HandoffMode;
 use crate::discovery::{self, ClusterFact};
 use crate::ec2::Ec2;
-use crate::facts::{read_file, ExecLimits, Facts, Family, FamilyFact, InstanceTags};
+use crate::facts::{read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, InstanceTags};
 use crate::fsutil::under;
 use crate::imds;
 use crate::marker::{self, HandoffState};
@@ -131,16 +131,13 @@ fn is_al2023_stub(text: &str) -> bool {
 }
 
 /// Pick the family, saying why; a failure says what to set.
-fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, String> {
+fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, FamilyError> {
     let nodeadm_path = &spec.nodeconfig.nodeadm_path;
     let bootstrap_path = &spec.bootstrap.path;
     let (nodeadm, bootstrap) = (under(root, nodeadm_path), under(root, bootstrap_path));
     let fact = |family, reason: String| Ok(FamilyFact { family, reason });
     match spec.mode {
-        HandoffMode::Al2 if !bootstrap.is_file() => Err(format!(
-            "handoff.mode is \"al2\" but {} does not exist; check handoff.bootstrapPath or use \"al2023\"",
-            bootstrap.display()
-        )),
+        HandoffMode::Al2 if !bootstrap.is_file() => Err(FamilyError::NoBootstrap { bootstrap }),
         HandoffMode::Al2 => fact(Family::Al2, "handoff.mode is \"al2\"".into()),
         HandoffMode::Al2023 => fact(Family::Al2023, "handoff.mode is \"al2023\"".into()),
         HandoffMode::Auto if nodeadm.is_file() => fact(
@@ -148,21 +145,20 @@ fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, String> {
             format!("auto: found nodeadm at {}", nodeadm_path.display()),
         ),
         HandoffMode::Auto => match std::fs::read_to_string(&bootstrap) {
-            Ok(t) if is_al2023_stub(&t) => Err(format!(
-                "{} is the Amazon Linux 2023 stub (it exits 1) and {} is missing; this image cannot join a cluster: install nodeadm or use an EKS AL2023 AMI",
-                bootstrap.display(),
-                nodeadm.display()
-            )),
+            Ok(t) if is_al2023_stub(&t) => Err(FamilyError::Al2023Stub { bootstrap, nodeadm }),
             Ok(_) => fact(
                 Family::Al2,
-                format!("auto: no nodeadm; found bootstrap.sh at {}", bootstrap_path.display()),
+                format!(
+                    "auto: no nodeadm; found bootstrap.sh at {}",
+                    bootstrap_path.display()
+                ),
             ),
-            Err(e) => Err(format!(
-                "cannot tell Amazon Linux 2 from 2023 under {}: no {} and {} cannot be read ({e}); set handoff.mode to \"al2\" or \"al2023\"",
-                root.display(),
-                nodeadm.display(),
-                bootstrap.display()
-            )),
+            Err(e) => Err(FamilyError::Unknown {
+                root: root.to_path_buf(),
+                nodeadm,
+                bootstrap,
+                cause: e.to_string(),
+            }),
         },
     }
 }

@@ -97,7 +97,7 @@ pub fn findings(spec: &Spec, facts: &Facts) -> Vec<Finding> {
 pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
     let mut out = Out::default();
     if let Err(e) = &facts.family {
-        out.findings.push("handoff.mode", e.clone());
+        out.findings.push("handoff.mode", e.to_string());
     }
     let kubelet = crate::kubelet::intent(spec, facts, &mut out.findings);
     let input = Input {

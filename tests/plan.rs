@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use eks_nodeinit::aspects::{logind, nodeconfig, sysctls};
 use eks_nodeinit::config::parse;
-use eks_nodeinit::facts::{Facts, Family, FileFact, InstanceTags, TagState};
+use eks_nodeinit::facts::{Facts, Family, FamilyError, FileFact, InstanceTags, TagState};
 use eks_nodeinit::metadata::Metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
@@ -364,9 +364,14 @@ fn handoffs_per_family_and_undetected_family() {
         p.warnings
     );
     // A family that could not be detected is a finding with its reason, never a default.
-    f.family = Err("cannot tell Amazon Linux 2 from 2023".into());
+    f.family = Err(FamilyError::Unknown {
+        root: "/".into(),
+        nodeadm: "/usr/bin/nodeadm".into(),
+        bootstrap: "/etc/eks/bootstrap.sh".into(),
+        cause: "permission denied".into(),
+    });
     let e = errors(&s, &f);
-    assert_eq!(e, ["handoff.mode: cannot tell Amazon Linux 2 from 2023"]);
+    assert_eq!(e, ["handoff.mode: cannot tell Amazon Linux 2 from 2023 under /: no /usr/bin/nodeadm and /etc/eks/bootstrap.sh cannot be read (permission denied); set handoff.mode to \"al2\" or \"al2023\""]);
 }
 
 #[test]
