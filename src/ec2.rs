@@ -103,27 +103,61 @@ pub fn warm_up() -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// The SDK config for EC2 in `region`: the default credential chain (the instance role on a
+/// node), the endpoint `endpoint` else the SDK's `AWS_ENDPOINT_URL_EC2` / default, the SDK's own
+/// retries off (the agent's policy decides).
+async fn sdk_config(region: &str, endpoint: Option<&str>) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_string()))
+        .retry_config(aws_config::retry::RetryConfig::disabled())
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(Duration::from_secs(5))
+                .build(),
+        );
+    if let Some(ep) = endpoint {
+        loader = loader.endpoint_url(ep);
+    }
+    loader.load().await
+}
+
 impl Ec2 {
     /// A client for `region` with the SDK's default credential chain (the instance role on a
     /// node). The endpoint is `endpoint`, else the SDK's `AWS_ENDPOINT_URL_EC2` / default.
     /// The SDK's own retries are off: the agent's policy decides.
     pub async fn new(region: &str, endpoint: Option<&str>) -> Self {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new(region.to_string()))
-            .retry_config(aws_config::retry::RetryConfig::disabled())
-            .timeout_config(
-                aws_config::timeout::TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(2))
-                    .operation_attempt_timeout(Duration::from_secs(5))
-                    .build(),
-            );
-        if let Some(ep) = endpoint {
-            loader = loader.endpoint_url(ep);
-        }
-        let conf = loader.load().await;
+        Ec2::from_conf(&sdk_config(region, endpoint).await)
+    }
+
+    fn from_conf(conf: &aws_config::SdkConfig) -> Ec2 {
         Ec2 {
-            client: aws_sdk_ec2::Client::new(&conf),
+            client: aws_sdk_ec2::Client::new(conf),
             calls: Calls::default(),
+        }
+    }
+
+    /// A client ready to call: its config loaded and its credentials resolved now (the role's,
+    /// from IMDS on a node), so that its first call does neither. When the credentials cannot be
+    /// resolved yet the client keeps the SDK's provider chain: its calls resolve them and report
+    /// a failure as usual.
+    pub async fn ready(region: &str, endpoint: Option<&str>) -> Ec2 {
+        use aws_sdk_ec2::config::{ProvideCredentials, SharedCredentialsProvider};
+        let conf = sdk_config(region, endpoint).await;
+        let Some(provider) = conf.credentials_provider() else {
+            return Ec2::from_conf(&conf);
+        };
+        match provider.provide_credentials().await {
+            Ok(creds) => Ec2::from_conf(
+                &conf
+                    .into_builder()
+                    .credentials_provider(SharedCredentialsProvider::new(creds))
+                    .build(),
+            ),
+            Err(e) => {
+                tracing::debug!("credentials not resolved ahead of the first call: {e}");
+                Ec2::from_conf(&conf)
+            }
         }
     }
 

@@ -35,6 +35,44 @@ pub struct Job {
     pub policy: RetryPolicy,
 }
 
+/// A client made ready beside the rest of the run ([`prepare_client`]), for the job in this
+/// process that tags in that region through that endpoint.
+type ReadyClient = (String, Option<String>, tokio::task::JoinHandle<Ec2>);
+static READY: std::sync::Mutex<Option<ReadyClient>> = std::sync::Mutex::new(None);
+
+/// Start making the EC2 client ready (its config and the role's credentials) while the node is
+/// read, planned and staged, off the path to the tag call. Reads only; changes nothing.
+pub fn prepare_client(region: &str, endpoint: Option<&str>) {
+    let (r, e) = (region.to_string(), endpoint.map(String::from));
+    let task = tokio::spawn({
+        let (r, e) = (r.clone(), e.clone());
+        async move { Ec2::ready(&r, e.as_deref()).await }
+    });
+    if let Ok(mut slot) = READY.lock() {
+        *slot = Some((r, e, task));
+    }
+}
+
+/// The client made ready for this region and endpoint, else a new one.
+async fn client(region: &str, endpoint: Option<&str>) -> Ec2 {
+    let ready = READY.lock().ok().and_then(|mut slot| {
+        let matches = slot
+            .as_ref()
+            .is_some_and(|(r, e, _)| r == region && e.as_deref() == endpoint);
+        if matches {
+            slot.take()
+        } else {
+            None
+        }
+    });
+    if let Some((_, _, task)) = ready {
+        if let Ok(ec2) = task.await {
+            return ec2;
+        }
+    }
+    Ec2::new(region, endpoint).await
+}
+
 impl Job {
     /// The job the background part continues with. After a call cut off in flight a
     /// CreateTags may have landed, so what was known is dropped and the tags are read first.
@@ -51,7 +89,7 @@ impl Job {
 
     /// Build a client and make the tag hold the value, until `deadline`.
     async fn run(&self, deadline: Instant) -> (Result<TagOutcome, TagError>, Calls) {
-        let mut ec2 = Ec2::new(&self.region, self.endpoint.as_deref()).await;
+        let mut ec2 = client(&self.region, self.endpoint.as_deref()).await;
         let r = ensure_tag(
             &mut ec2,
             &self.instance_id,
