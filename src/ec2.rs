@@ -4,25 +4,19 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::time::Duration;
 
 use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::{Filter, Tag};
 use tokio::time::Instant;
 
-use crate::retry::{self, Failure, RetryPolicy, Verdict};
+use crate::aws::{self, Class, Denied};
+use crate::retry::{Failure, RetryPolicy, Verdict};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TagError {
-    #[error("{op} on {instance_id} was denied ({code}): the instance role needs {{\"Effect\":\"Allow\",\"Action\":\"{action}\",\"Resource\":\"{resource}\"}} (see docs/iam-policy.json)")]
-    Denied {
-        op: &'static str,
-        code: String,
-        instance_id: String,
-        action: &'static str,
-        resource: String,
-    },
+    #[error(transparent)]
+    Denied(Denied),
     #[error("{op} on {instance_id} failed and will not be retried: {message}")]
     Fatal {
         op: &'static str,
@@ -38,35 +32,6 @@ pub enum TagError {
         attempts: u32,
         last: String,
     },
-}
-
-/// What one failed call means for the next one.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Class {
-    Retry,
-    Denied,
-    Fatal,
-}
-
-/// Classify an EC2 error code (or `None` for transport errors and timeouts).
-pub fn classify(code: Option<&str>, http_status: Option<u16>) -> Class {
-    match code {
-        Some("RequestLimitExceeded" | "Throttling" | "ThrottlingException")
-        | Some("InvalidInstanceID.NotFound")
-        | Some("InternalError" | "InternalFailure" | "ServiceUnavailable" | "Unavailable") => {
-            Class::Retry
-        }
-        Some(c)
-            if c == "UnauthorizedOperation"
-                || c.starts_with("AccessDenied")
-                || c == "AuthFailure" =>
-        {
-            Class::Denied
-        }
-        Some(_) if http_status.is_some_and(|s| s >= 500) => Class::Retry,
-        Some(_) => Class::Fatal,
-        None => Class::Retry,
-    }
 }
 
 /// Counters the tests and the benchmark read.
@@ -103,23 +68,14 @@ pub fn warm_up() -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// The SDK config for EC2 in `region`: the default credential chain (the instance role on a
-/// node), the endpoint `endpoint` else the SDK's `AWS_ENDPOINT_URL_EC2` / default, the SDK's own
-/// retries off (the agent's policy decides).
+/// The SDK config for EC2 in `region` ([`aws::sdk_config`]) with the endpoint `endpoint`, else
+/// the SDK's `AWS_ENDPOINT_URL_EC2` / default.
 async fn sdk_config(region: &str, endpoint: Option<&str>) -> aws_config::SdkConfig {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new(region.to_string()))
-        .retry_config(aws_config::retry::RetryConfig::disabled())
-        .timeout_config(
-            aws_config::timeout::TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(2))
-                .operation_attempt_timeout(Duration::from_secs(5))
-                .build(),
-        );
-    if let Some(ep) = endpoint {
-        loader = loader.endpoint_url(ep);
+    let conf = aws::sdk_config(region).await;
+    match endpoint {
+        Some(ep) => conf.into_builder().endpoint_url(ep).build(),
+        None => conf,
     }
-    loader.load().await
 }
 
 impl Ec2 {
@@ -245,22 +201,21 @@ impl Op<'_> {
         Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
-        let r = retry::run_sdk(policy, deadline, calls, send, |f| {
-            match classify(f.code.as_deref(), f.status) {
+        let r = aws::run_sdk(policy, deadline, calls, send, |f| {
+            match aws::classify(f.code.as_deref(), f.status) {
                 Class::Denied => Verdict::Fail(Err(f.code.unwrap_or_default())),
-                Class::Fatal => Verdict::Fail(Ok(f.text)),
+                Class::Fatal | Class::NotFound => Verdict::Fail(Ok(f.text)),
                 Class::Retry => Verdict::Retry(f.text),
             }
         })
         .await;
         r.map_err(|f| match f {
-            Failure::Fatal(Err(code)) => TagError::Denied {
+            Failure::Fatal(Err(code)) => TagError::Denied(Denied {
                 op: self.name,
+                on: format!(" on {}", self.instance_id),
                 code,
-                instance_id: self.instance_id.into(),
-                action: self.action,
-                resource: self.resource.clone(),
-            },
+                statement: aws::statement(self.action, &format!("\"{}\"", self.resource)),
+            }),
             Failure::Fatal(Ok(message)) => TagError::Fatal {
                 op: self.name,
                 instance_id: self.instance_id.into(),
@@ -273,33 +228,5 @@ impl Op<'_> {
                 last,
             },
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn classification() {
-        assert_eq!(
-            classify(Some("RequestLimitExceeded"), Some(503)),
-            Class::Retry
-        );
-        assert_eq!(
-            classify(Some("InvalidInstanceID.NotFound"), Some(400)),
-            Class::Retry
-        );
-        assert_eq!(
-            classify(Some("UnauthorizedOperation"), Some(403)),
-            Class::Denied
-        );
-        assert_eq!(classify(Some("AccessDenied"), Some(403)), Class::Denied);
-        assert_eq!(
-            classify(Some("InvalidParameterValue"), Some(400)),
-            Class::Fatal
-        );
-        assert_eq!(classify(Some("Weird"), Some(502)), Class::Retry);
-        assert_eq!(classify(None, None), Class::Retry);
     }
 }

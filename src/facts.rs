@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::discovery::ClusterFact;
 use crate::findings::Findings;
-use crate::fsutil::{self, under};
+pub use crate::fsutil::{read_file, FileFact};
 use crate::marker::HandoffState;
 use crate::metadata::Metadata;
 use crate::spec::Spec;
@@ -87,15 +87,6 @@ impl InstanceTags {
                 .map_or(TagState::Absent, |v| TagState::Is(v.clone())),
         }
     }
-}
-
-/// A file as found: its content (`None`: absent; `Err`: could not be read), mode, and where
-/// the path is a symbolic link, the link's target (the content is then the target's).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FileFact {
-    pub content: Result<Option<String>, String>,
-    pub mode: Option<u32>,
-    pub link: Option<PathBuf>,
 }
 
 /// What `execve` accepts on this machine, for checking the hand-off's argv before any change.
@@ -214,16 +205,6 @@ pub fn current_of(
             f.push(field, format!("{path} was not read from the node"));
             None
         }
-    }
-}
-
-/// One file as found under `root`.
-pub fn read_file(root: &Path, p: &Path) -> FileFact {
-    let full = under(root, p);
-    FileFact {
-        content: fsutil::read_optional(&full).map_err(|e| e.to_string()),
-        mode: fsutil::mode_of(&full),
-        link: fsutil::link_target(&full),
     }
 }
 

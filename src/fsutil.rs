@@ -235,6 +235,25 @@ pub fn mode_of(path: &Path) -> Option<u32> {
         .map(|m| m.permissions().mode() & 0o7777)
 }
 
+/// A file as found: its content (`None`: absent; `Err`: could not be read), mode, and where
+/// the path is a symbolic link, the link's target (the content is then the target's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileFact {
+    pub content: Result<Option<String>, String>,
+    pub mode: Option<u32>,
+    pub link: Option<PathBuf>,
+}
+
+/// One file as found under `root`.
+pub fn read_file(root: &Path, p: &Path) -> FileFact {
+    let full = under(root, p);
+    FileFact {
+        content: read_optional(&full).map_err(|e| e.to_string()),
+        mode: mode_of(&full),
+        link: link_target(&full),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! [`imds`] (the user data read as nodeadm reads it: [`userdata`]), [`ec2`] (with [`tagging`]), and the node's files through [`fsutil`].
 
 pub mod aspects;
+pub mod aws;
 pub mod bootstrap_sh;
 pub mod cli;
 pub mod config;

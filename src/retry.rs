@@ -113,58 +113,6 @@ where
     }
 }
 
-/// What one failed AWS SDK call said: its error code, the HTTP status, and a line for logs and
-/// messages (the service's message escaped, or the transport error's chain).
-#[derive(Debug)]
-pub struct SdkFailure {
-    pub code: Option<String>,
-    pub status: Option<u16>,
-    pub text: String,
-}
-
-/// Every SDK crate re-exports these from the same smithy runtime: one type for EC2, SSM, EKS.
-type SdkError<E> = aws_sdk_ec2::error::SdkError<E, aws_sdk_ec2::config::http::HttpResponse>;
-
-impl SdkFailure {
-    pub fn of<E>(e: &SdkError<E>) -> SdkFailure
-    where
-        E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
-    {
-        use aws_sdk_ec2::error::ProvideErrorMetadata;
-        SdkFailure {
-            code: e.code().map(String::from),
-            status: e.raw_response().map(|r| r.status().as_u16()),
-            text: match (e.code(), e.message()) {
-                (Some(c), Some(m)) => format!("{c}: {}", crate::text::printable(m)),
-                (Some(c), None) => c.to_string(),
-                _ => crate::text::chain(e),
-            },
-        }
-    }
-}
-
-/// [`run`] for one AWS SDK operation: `send` makes one call (each counted in `calls`), `judge`
-/// says what a failed one means. The SDK's own retries are off; this is the agent's policy.
-pub async fn run_sdk<T, E, K, Fut>(
-    policy: RetryPolicy,
-    deadline: Instant,
-    calls: &mut u32,
-    mut send: impl FnMut() -> Fut,
-    judge: impl Fn(SdkFailure) -> Verdict<K>,
-) -> Result<T, Failure<K>>
-where
-    Fut: Future<Output = Result<T, SdkError<E>>>,
-    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
-{
-    let judge = &judge;
-    run(policy, Some(deadline), |_| {
-        *calls = calls.saturating_add(1);
-        let fut = send();
-        async move { fut.await.map_err(|e| judge(SdkFailure::of(&e))) }
-    })
-    .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

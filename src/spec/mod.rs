@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 pub mod bootstrap;
+pub mod discovery;
 pub mod kubelet;
 pub mod logind;
 pub mod name_tag;
@@ -46,7 +47,7 @@ pub struct ClusterSpec {
     pub cidr: Option<Cidr>,
     pub container_runtime: String,
     /// Where to look up what the config leaves out (`None`: nothing is looked up).
-    pub discovery: Option<crate::discovery::DiscoverySpec>,
+    pub discovery: Option<discovery::DiscoverySpec>,
 }
 
 /// The service CIDR as written, and whether it is IPv6.
@@ -181,7 +182,7 @@ fn cluster(c: &Config, f: &mut Findings) -> ClusterSpec {
         certificate_authority: ca,
         cidr,
         container_runtime: k.container_runtime.clone(),
-        discovery: crate::discovery::spec(k, f),
+        discovery: discovery::spec(k, f),
     }
 }
 

@@ -1,0 +1,183 @@
+//! The AWS SDK plumbing every client shares: one config (the instance role's credentials, the
+//! SDK's own retries off so the agent's policy decides, the agent's timeouts), one
+//! classification of a failed call, the one "denied" error naming the IAM statement, and the
+//! retry loop for one SDK operation ([`run_sdk`]).
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::retry::{self, Failure, RetryPolicy, Verdict};
+
+/// The SDK config for `region`: the default credential chain (the instance role on a node), the
+/// SDK's own retries off, 2 s to connect and 5 s per attempt. Each client adds its endpoint.
+pub async fn sdk_config(region: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_string()))
+        .retry_config(aws_config::retry::RetryConfig::disabled())
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(Duration::from_secs(5))
+                .build(),
+        )
+        .load()
+        .await
+}
+
+/// What one failed call means for the next one.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Class {
+    Retry,
+    Denied,
+    NotFound,
+    Fatal,
+}
+
+/// Classify an EC2, SSM or EKS error code (`None`: a transport error or a timeout). Throttling,
+/// server errors and EC2's eventual consistency (`InvalidInstanceID.NotFound` right after
+/// launch) retry; a denial names the statement; a missing parameter or cluster is not found;
+/// any other client error is final.
+pub fn classify(code: Option<&str>, http_status: Option<u16>) -> Class {
+    match code {
+        Some(
+            "RequestLimitExceeded"
+            | "Throttling"
+            | "ThrottlingException"
+            | "TooManyRequestsException"
+            | "InvalidInstanceID.NotFound"
+            | "InternalError"
+            | "InternalFailure"
+            | "InternalServerError"
+            | "ServerException"
+            | "ServiceUnavailable"
+            | "ServiceUnavailableException"
+            | "Unavailable",
+        ) => Class::Retry,
+        Some(c)
+            if c == "UnauthorizedOperation"
+                || c.starts_with("AccessDenied")
+                || c == "AuthFailure" =>
+        {
+            Class::Denied
+        }
+        Some("ParameterNotFound" | "ResourceNotFoundException") => Class::NotFound,
+        Some(_) if http_status.is_some_and(|s| s >= 500) => Class::Retry,
+        Some(_) => Class::Fatal,
+        None => Class::Retry,
+    }
+}
+
+/// A call the instance role may not make, and the IAM statement it needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{op}{on} was denied ({code}): the instance role needs {statement} (see docs/iam-policy.json)"
+)]
+pub struct Denied {
+    pub op: &'static str,
+    /// ` on <resource>` when the message names what was called on, else empty.
+    pub on: String,
+    pub code: String,
+    pub statement: String,
+}
+
+/// An IAM statement allowing `action` on `resource` (a JSON ARN or list of them, quoted).
+pub fn statement(action: &str, resource: &str) -> String {
+    format!("{{\"Effect\":\"Allow\",\"Action\":\"{action}\",\"Resource\":{resource}}}")
+}
+
+/// What one failed AWS SDK call said: its error code, the HTTP status, and a line for logs and
+/// messages (the service's message escaped, or the transport error's chain).
+#[derive(Debug)]
+pub struct SdkFailure {
+    pub code: Option<String>,
+    pub status: Option<u16>,
+    pub text: String,
+}
+
+/// Every SDK crate re-exports these from the same smithy runtime: one type for EC2, SSM, EKS.
+type SdkError<E> = aws_sdk_ec2::error::SdkError<E, aws_sdk_ec2::config::http::HttpResponse>;
+
+impl SdkFailure {
+    pub fn of<E>(e: &SdkError<E>) -> SdkFailure
+    where
+        E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        use aws_sdk_ec2::error::ProvideErrorMetadata;
+        SdkFailure {
+            code: e.code().map(String::from),
+            status: e.raw_response().map(|r| r.status().as_u16()),
+            text: match (e.code(), e.message()) {
+                (Some(c), Some(m)) => format!("{c}: {}", crate::text::printable(m)),
+                (Some(c), None) => c.to_string(),
+                _ => crate::text::chain(e),
+            },
+        }
+    }
+}
+
+/// [`retry::run`] for one AWS SDK operation: `send` makes one call (each counted in `calls`), `judge`
+/// says what a failed one means. The SDK's own retries are off; this is the agent's policy.
+pub async fn run_sdk<T, E, K, Fut>(
+    policy: RetryPolicy,
+    deadline: Instant,
+    calls: &mut u32,
+    mut send: impl FnMut() -> Fut,
+    judge: impl Fn(SdkFailure) -> Verdict<K>,
+) -> Result<T, Failure<K>>
+where
+    Fut: Future<Output = Result<T, SdkError<E>>>,
+    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let judge = &judge;
+    retry::run(policy, Some(deadline), |_| {
+        *calls = calls.saturating_add(1);
+        let fut = send();
+        async move { fut.await.map_err(|e| judge(SdkFailure::of(&e))) }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        for (code, status, class) in [
+            (Some("RequestLimitExceeded"), Some(503), Class::Retry),
+            (Some("ThrottlingException"), Some(400), Class::Retry),
+            (Some("InvalidInstanceID.NotFound"), Some(400), Class::Retry),
+            (Some("UnauthorizedOperation"), Some(403), Class::Denied),
+            (Some("AccessDenied"), Some(403), Class::Denied),
+            (Some("AccessDeniedException"), Some(400), Class::Denied),
+            (Some("ParameterNotFound"), Some(400), Class::NotFound),
+            (
+                Some("ResourceNotFoundException"),
+                Some(404),
+                Class::NotFound,
+            ),
+            (Some("InvalidParameterValue"), Some(400), Class::Fatal),
+            (Some("ValidationException"), Some(400), Class::Fatal),
+            (Some("Weird"), Some(502), Class::Retry),
+            (None, None, Class::Retry),
+        ] {
+            assert_eq!(classify(code, status), class, "{code:?} {status:?}");
+        }
+    }
+
+    #[test]
+    fn a_denial_names_the_statement() {
+        let d = Denied {
+            op: "CreateTags",
+            on: " on i-1".into(),
+            code: "UnauthorizedOperation".into(),
+            statement: statement("ec2:CreateTags", "\"arn:aws:ec2:*:*:instance/i-1\""),
+        };
+        assert_eq!(
+            d.to_string(),
+            "CreateTags on i-1 was denied (UnauthorizedOperation): the instance role needs {\"Effect\":\"Allow\",\"Action\":\"ec2:CreateTags\",\"Resource\":\"arn:aws:ec2:*:*:instance/i-1\"} (see docs/iam-policy.json)"
+        );
+    }
+}

@@ -1,0 +1,103 @@
+//! The checks a discovered value passes before the plan sees it: every value the config left
+//! out is there, the endpoint an `https://` URL the hand-offs can carry, the CA base64 of PEM
+//! certificates (never echoed), the CIDR an IP network.
+
+use crate::spec::discovery::Value;
+use crate::spec::{self, Cidr};
+use crate::text::printable;
+
+use super::{Answer, Found, SourceError};
+
+/// `a` reduced to `missing`, every value there and checked.
+pub(crate) fn complete(a: Answer, missing: &[Value]) -> Result<Answer, SourceError> {
+    let gaps: Vec<&'static str> = missing
+        .iter()
+        .filter(|v| a.get(**v).is_none())
+        .map(|v| v.field())
+        .collect();
+    if !gaps.is_empty() {
+        return Err(SourceError::Incomplete { missing: gaps });
+    }
+    let a = a.only(missing);
+    for v in missing {
+        if let Some(f) = a.get(*v) {
+            check_value(*v, f)?;
+        }
+    }
+    Ok(a)
+}
+
+/// The checks a discovered value must pass before a hand-off carries it.
+pub fn check_value(v: Value, f: &Found) -> Result<(), SourceError> {
+    let bad = |why: String| SourceError::Malformed {
+        field: v.field(),
+        origin: f.origin.describe(),
+        why,
+    };
+    match v {
+        Value::Endpoint if !spec::is_endpoint(&f.value) => Err(bad(format!(
+            "is `{}`, not an https:// URL of a host, an optional port and a path of letters, digits and `-._~/` (bootstrap.sh's sed and a systemd drop-in carry nothing else): fix the source",
+            printable(&f.value)
+        ))),
+        Value::Ca => check_pem(&f.value).map_err(|why| {
+            // Never echo the value: it is the cluster CA.
+            bad(format!("{why}: publish the cluster's certificateAuthority.data as is"))
+        }),
+        Value::Cidr if parse_cidr(&f.value).is_none() => Err(bad(format!(
+            "is `{}`, not an IP network like `10.100.0.0/16` or `fd00:10:96::/112`: fix the source",
+            printable(&f.value)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn parse_cidr(s: &str) -> Option<Cidr> {
+    spec::parse_cidr(s).map(|(ip, _)| Cidr {
+        text: s.to_string(),
+        ipv6: ip.is_ipv6(),
+    })
+}
+
+/// Base64 (one line) of one or more PEM certificates: `BEGIN CERTIFICATE` / `END CERTIFICATE`
+/// pairs around base64 bodies, nothing else but blank lines.
+pub fn check_pem(b64: &str) -> Result<(), String> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|_| "is not base64 on one line".to_string())?;
+    let text = String::from_utf8(bytes).map_err(|_| "does not decode to PEM text".to_string())?;
+    let mut certs = 0usize;
+    let mut body: Option<String> = None;
+    for line in text.lines().map(str::trim) {
+        match (&mut body, line) {
+            (None, "") => {}
+            (None, "-----BEGIN CERTIFICATE-----") => body = Some(String::new()),
+            (None, _) => return Err("decodes to text that is not PEM certificates".into()),
+            (Some(b), "-----END CERTIFICATE-----") => {
+                let der = base64::engine::general_purpose::STANDARD
+                    .decode(b.as_bytes())
+                    .map_err(|_| {
+                        format!(
+                            "certificate {} is not base64 inside its PEM block",
+                            certs + 1
+                        )
+                    })?;
+                // A DER certificate is a SEQUENCE.
+                if der.first() != Some(&0x30) {
+                    return Err(format!(
+                        "certificate {} is not a DER certificate",
+                        certs + 1
+                    ));
+                }
+                certs += 1;
+                body = None;
+            }
+            (Some(b), l) => b.push_str(l),
+        }
+    }
+    match (certs, body) {
+        (_, Some(_)) => Err("decodes to a PEM block without its END line".into()),
+        (0, None) => Err("decodes to no PEM certificate".into()),
+        _ => Ok(()),
+    }
+}
