@@ -12,7 +12,7 @@ use crate::retry::{self, Failure, RetryPolicy, Verdict};
 
 /// The SDK config for `region`: the default credential chain (the instance role on a node), the
 /// SDK's own retries off, 2 s to connect and 5 s per attempt. Each client adds its endpoint.
-pub async fn sdk_config(region: &str) -> aws_config::SdkConfig {
+pub(crate) async fn sdk_config(region: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_string()))
         .retry_config(aws_config::retry::RetryConfig::disabled())
@@ -28,7 +28,7 @@ pub async fn sdk_config(region: &str) -> aws_config::SdkConfig {
 
 /// What one failed call means for the next one.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     Retry,
     Denied,
     NotFound,
@@ -39,7 +39,7 @@ pub enum Class {
 /// server errors and EC2's eventual consistency (`InvalidInstanceID.NotFound` right after
 /// launch) retry; a denial names the statement; a missing parameter or cluster is not found;
 /// any other client error is final.
-pub fn classify(code: Option<&str>, http_status: Option<u16>) -> Class {
+pub(crate) fn classify(code: Option<&str>, http_status: Option<u16>) -> Class {
     match code {
         Some(
             "RequestLimitExceeded"
@@ -90,7 +90,7 @@ pub fn statement(action: &str, resource: &str) -> String {
 /// What one failed AWS SDK call said: its error code, the HTTP status, and a line for logs and
 /// messages (the service's message escaped, or the transport error's chain).
 #[derive(Debug)]
-pub struct SdkFailure {
+pub(crate) struct SdkFailure {
     pub code: Option<String>,
     pub status: Option<u16>,
     pub text: String,
@@ -119,7 +119,7 @@ impl SdkFailure {
 
 /// [`retry::run`] for one AWS SDK operation: `send` makes one call (each counted in `calls`), `judge`
 /// says what a failed one means. The SDK's own retries are off; this is the agent's policy.
-pub async fn run_sdk<T, E, K, Fut>(
+pub(crate) async fn run_sdk<T, E, K, Fut>(
     policy: RetryPolicy,
     deadline: Instant,
     calls: &mut u32,

@@ -59,14 +59,14 @@ pub enum GrammarError {
 
 /// How the loop reads one argv: each option with its value in order, and the positional words.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ReadBack {
+pub(crate) struct ReadBack {
     pub options: Vec<(String, Option<String>)>,
     pub positional: Vec<String>,
 }
 
 /// Where reading an argv back goes wrong, at word `index`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ArgFault {
+pub(crate) enum ArgFault {
     #[error("`{word}` makes bootstrap.sh print its usage and exit 1")]
     Exits { index: usize, word: String },
     #[error("`{option}` takes a value and none follows: bootstrap.sh would stop with `$2: unbound variable` (set -o nounset)")]
@@ -185,7 +185,7 @@ impl Grammar {
     }
 
     /// Read `args` (argv without argv[0]) as the loop does.
-    pub fn read_back(&self, args: &[String]) -> Result<ReadBack, ArgFault> {
+    pub(crate) fn read_back(&self, args: &[String]) -> Result<ReadBack, ArgFault> {
         let mut r = ReadBack::default();
         let mut i = 0;
         while let Some(w) = args.get(i) {
@@ -215,7 +215,7 @@ impl Grammar {
 
     /// Problems with `handoff.extraBootstrapArgs` under this grammar, by element index: each
     /// must be an option followed by its value, read exactly as meant. `script` names it.
-    pub fn check_extra(&self, extra: &[String], script: &str) -> Vec<(usize, String)> {
+    pub(crate) fn check_extra(&self, extra: &[String], script: &str) -> Vec<(usize, String)> {
         let mut out = Vec::new();
         let mut seen = BTreeSet::new();
         let mut i = 0;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::text::{escaped, printable, serde_message};
 
 /// Where the agent reads its configuration when `--config` is not given.
-pub const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";
+pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -257,7 +257,7 @@ pub enum SysctlValue {
 }
 
 impl SysctlValue {
-    pub fn as_string(&self) -> String {
+    pub(crate) fn as_string(&self) -> String {
         match self {
             SysctlValue::Int(i) => i.to_string(),
             SysctlValue::Str(s) => s.clone(),
@@ -360,10 +360,10 @@ impl Default for HandoffSettings {
     }
 }
 
-pub fn default_bootstrap_path() -> PathBuf {
+pub(crate) fn default_bootstrap_path() -> PathBuf {
     PathBuf::from("/etc/eks/bootstrap.sh")
 }
-pub fn default_nodeadm_path() -> PathBuf {
+pub(crate) fn default_nodeadm_path() -> PathBuf {
     PathBuf::from("/usr/bin/nodeadm")
 }
 

@@ -18,7 +18,7 @@ pub struct GoDuration {
 
 impl GoDuration {
     /// Whole seconds, rounded up (what `InhibitDelayMaxSec` needs to cover it).
-    pub fn ceil_secs(&self) -> u64 {
+    pub(crate) fn ceil_secs(&self) -> u64 {
         self.value
             .as_secs()
             .saturating_add(u64::from(self.value.subsec_nanos() > 0))

@@ -58,7 +58,7 @@ pub struct Ec2 {
 /// Load the TLS trust store on a blocking thread now, while the caller reads instance
 /// metadata: the SDK caches the platform's root certificates process-wide when its first client
 /// is built (reading every file in /etc/ssl/certs), which otherwise delays the first EC2 call.
-pub fn warm_up() -> tokio::task::JoinHandle<()> {
+pub(crate) fn warm_up() -> tokio::task::JoinHandle<()> {
     tokio::task::spawn_blocking(|| {
         let conf = aws_sdk_ec2::Config::builder()
             .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
@@ -97,7 +97,7 @@ impl Ec2 {
     /// from IMDS on a node), so that its first call does neither. When the credentials cannot be
     /// resolved yet the client keeps the SDK's provider chain: its calls resolve them and report
     /// a failure as usual.
-    pub async fn ready(region: &str, endpoint: Option<&str>) -> Ec2 {
+    pub(crate) async fn ready(region: &str, endpoint: Option<&str>) -> Ec2 {
         use aws_sdk_ec2::config::{ProvideCredentials, SharedCredentialsProvider};
         let conf = sdk_config(region, endpoint).await;
         let Some(provider) = conf.credentials_provider() else {
@@ -152,7 +152,7 @@ impl Ec2 {
     }
 
     /// CreateTags for one key on the instance, retrying what may succeed later.
-    pub async fn create_tag(
+    pub(crate) async fn create_tag(
         &mut self,
         instance_id: &str,
         key: &str,

@@ -53,7 +53,12 @@ pub enum ExecError {
 /// new file is written and fsynced beside its target and every live sysctl opened; only when
 /// all of that succeeded are the files renamed into place, then the live sysctls set, then
 /// logind told, then the hand-off. The tag starts with the second phase.
-pub async fn execute(root: &Path, plan: &Plan, bus: &Bus, lock: Option<&RunLock>) -> Result<()> {
+pub(crate) async fn execute(
+    root: &Path,
+    plan: &Plan,
+    bus: &Bus,
+    lock: Option<&RunLock>,
+) -> Result<()> {
     let mut report = Report::start(plan);
     for w in &plan.warnings {
         tracing::warn!("{w}");

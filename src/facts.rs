@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use crate::discovery::ClusterFact;
 use crate::findings::Findings;
-pub use crate::fsutil::{read_file, FileFact};
+pub(crate) use crate::fsutil::read_file;
+pub use crate::fsutil::FileFact;
 use crate::marker::HandoffState;
 use crate::metadata::Metadata;
 use crate::spec::Spec;
@@ -103,7 +104,7 @@ pub struct ExecLimits {
 
 /// The file a plan compares against, once known to be readable.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Current {
+pub(crate) struct Current {
     pub content: Option<String>,
     pub mode: Option<u32>,
 }
@@ -136,12 +137,17 @@ impl Facts {
 
     /// A file the plan may replace. An unreadable file is a finding under `field` (the agent
     /// never overwrites what it cannot read), never "absent".
-    pub fn current_file(&self, path: &str, field: &str, f: &mut Findings) -> Option<Current> {
+    pub(crate) fn current_file(
+        &self,
+        path: &str,
+        field: &str,
+        f: &mut Findings,
+    ) -> Option<Current> {
         current_of(self.files.get(Path::new(path)), path, field, f)
     }
 
     /// These facts with the cluster as discovery found it.
-    pub fn with_cluster(mut self, cluster: ClusterFact) -> Facts {
+    pub(crate) fn with_cluster(mut self, cluster: ClusterFact) -> Facts {
         self.cluster = Some(cluster);
         self
     }
@@ -165,7 +171,7 @@ impl Facts {
 
 /// A file the plan may replace, as read (`None`: never read). An unreadable file or a link is
 /// a finding under `field` (the agent never overwrites what it cannot read), never "absent".
-pub fn current_of(
+pub(crate) fn current_of(
     file: Option<&FileFact>,
     path: &str,
     field: &str,
@@ -277,7 +283,7 @@ impl FactsBuilder {
         }
         self
     }
-    pub fn file_fact(mut self, path: impl Into<PathBuf>, f: FileFact) -> Self {
+    pub(crate) fn file_fact(mut self, path: impl Into<PathBuf>, f: FileFact) -> Self {
         self.0.files.insert(path.into(), f);
         self
     }

@@ -37,7 +37,7 @@ pub fn under(root: &Path, path: impl AsRef<Path>) -> PathBuf {
 
 /// Read a file that may be absent. Anything but a regular file (a directory, a FIFO that would
 /// block the read, a device) is an error, never read.
-pub fn read_optional(path: &Path) -> Result<Option<String>, FsError> {
+pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, FsError> {
     if let Ok(m) = fs::metadata(path) {
         if !m.is_file() {
             return Err(FsError::Read {
@@ -96,14 +96,14 @@ pub fn write_atomic(path: &Path, content: &[u8], new_mode: u32) -> Result<(), Fs
 /// a commit, the temp file is removed. Staging every file first makes a full disk, a read-only
 /// or unwritable directory surface before anything the node reads has changed.
 #[derive(Debug)]
-pub struct Staged {
+pub(crate) struct Staged {
     tmp: PathBuf,
     path: PathBuf,
     committed: bool,
 }
 
 /// Stage `content` for `path` (see [`Staged`]); parent directories are created (0755).
-pub fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsError> {
+pub(crate) fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsError> {
     let werr = |source| FsError::Write {
         path: path.to_path_buf(),
         source,
@@ -166,7 +166,7 @@ pub fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsErr
 impl Staged {
     /// Replace the staged (not yet committed) content with `content`, fsynced: for a file whose
     /// final bytes are known only at the end (the report), staged with what was known first.
-    pub fn rewrite(&mut self, content: &[u8]) -> Result<(), FsError> {
+    pub(crate) fn rewrite(&mut self, content: &[u8]) -> Result<(), FsError> {
         let werr = |source| FsError::Write {
             path: self.path.clone(),
             source,
@@ -182,7 +182,7 @@ impl Staged {
     }
 
     /// Rename the staged file over its target and fsync the directory.
-    pub fn commit(mut self) -> Result<(), FsError> {
+    pub(crate) fn commit(mut self) -> Result<(), FsError> {
         let werr = |source| FsError::Write {
             path: self.path.clone(),
             source,
@@ -203,7 +203,7 @@ impl Drop for Staged {
 }
 
 /// What a non-regular file is, for messages.
-pub fn kind_of(t: &fs::FileType) -> &'static str {
+pub(crate) fn kind_of(t: &fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
         "a directory"
@@ -221,7 +221,7 @@ pub fn kind_of(t: &fs::FileType) -> &'static str {
 }
 
 /// Where `path` is a symbolic link, its target (as stored in the link).
-pub fn link_target(path: &Path) -> Option<PathBuf> {
+pub(crate) fn link_target(path: &Path) -> Option<PathBuf> {
     fs::symlink_metadata(path)
         .ok()
         .filter(|m| m.file_type().is_symlink())
@@ -229,7 +229,7 @@ pub fn link_target(path: &Path) -> Option<PathBuf> {
 }
 
 /// File mode for the plan: the existing file's, else the default for a new one.
-pub fn mode_of(path: &Path) -> Option<u32> {
+pub(crate) fn mode_of(path: &Path) -> Option<u32> {
     fs::metadata(path)
         .ok()
         .map(|m| m.permissions().mode() & 0o7777)
@@ -245,7 +245,7 @@ pub struct FileFact {
 }
 
 /// One file as found under `root`.
-pub fn read_file(root: &Path, p: &Path) -> FileFact {
+pub(crate) fn read_file(root: &Path, p: &Path) -> FileFact {
     let full = under(root, p);
     FileFact {
         content: read_optional(&full).map_err(|e| e.to_string()),

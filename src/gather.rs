@@ -28,7 +28,22 @@ pub async fn facts(
     read: Prefetched,
 ) -> anyhow::Result<Facts> {
     let (md, tags, cluster) = instance(metadata_file, spec, root, read).await?;
+    if tagging_likely(spec, &tags) {
+        // The EC2 client and the role's credentials are made ready while the node is read,
+        // planned and staged: reads only, off the path to the tag call.
+        crate::tagging::prepare_client(&md.region, spec.tagging.ec2_endpoint.as_deref());
+    }
     Ok(node(root, spec, Some(md), tags).with_cluster(cluster))
+}
+
+/// Whether the run will likely call EC2 to tag: tagging on and the Name tag unknown or absent
+/// (when it is set, the plan tags only if its value changed; then the client is made then).
+fn tagging_likely(spec: &Spec, tags: &InstanceTags) -> bool {
+    spec.tagging.enabled
+        && !matches!(
+            tags.get(crate::aspects::name_tag::KEY),
+            crate::facts::TagState::Is(_)
+        )
 }
 
 /// Read what every aspect asks for from the node under `root`.

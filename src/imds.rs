@@ -21,11 +21,11 @@ use crate::retry::{self, Failure, RetryPolicy, Verdict};
 use crate::userdata::UserDataFact;
 use std::sync::atomic::Ordering;
 
-pub const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
-pub const ENDPOINT_ENV: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
+pub(crate) const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
+pub(crate) const ENDPOINT_ENV: &str = "AWS_EC2_METADATA_SERVICE_ENDPOINT";
 /// The metadata API version all paths use.
-pub const API_VERSION: &str = "latest";
-pub const TOKEN_TTL_SECONDS: u32 = 21_600;
+pub(crate) const API_VERSION: &str = "latest";
+pub(crate) const TOKEN_TTL_SECONDS: u32 = 21_600;
 const TOKEN_HEADER: &str = "x-aws-ec2-metadata-token";
 const TOKEN_TTL_HEADER: &str = "x-aws-ec2-metadata-token-ttl-seconds";
 
@@ -50,7 +50,7 @@ pub enum ImdsError {
 }
 
 /// How long to keep trying when IMDS has never answered at all (a dev box, not EC2).
-pub const UNREACHABLE_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const UNREACHABLE_AFTER: Duration = Duration::from_secs(2);
 
 /// Why an attempt failed, and whether to try again.
 enum Attempt {
@@ -75,7 +75,7 @@ pub struct ImdsClient {
 }
 
 /// The endpoint to use: the config's, else the environment's, else the link-local address.
-pub fn resolve_endpoint(config: Option<&str>) -> String {
+pub(crate) fn resolve_endpoint(config: Option<&str>) -> String {
     config
         .map(String::from)
         .or_else(|| std::env::var(ENDPOINT_ENV).ok().filter(|s| !s.is_empty()))
@@ -234,7 +234,7 @@ impl ImdsClient {
     }
 
     /// GET a path's bytes as they are (the user data may be gzip).
-    pub fn get_bytes<'a>(
+    pub(crate) fn get_bytes<'a>(
         &'a self,
         path: &str,
     ) -> impl std::future::Future<Output = Result<Option<Bytes>, ImdsError>> + 'a {
@@ -297,7 +297,7 @@ fn md(path: &str) -> String {
 }
 
 /// The user data's path.
-pub fn user_data_path() -> String {
+pub(crate) fn user_data_path() -> String {
     format!("/{API_VERSION}/user-data")
 }
 

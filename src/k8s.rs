@@ -5,7 +5,7 @@ use crate::text::printable;
 
 /// kubelet's kubeletLabels: the well-known keys a kubelet may set on itself
 /// (kubernetes staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go).
-pub const KUBELET_ALLOWED_LABELS: [&str; 11] = [
+pub(crate) const KUBELET_ALLOWED_LABELS: [&str; 11] = [
     "kubernetes.io/hostname",
     "topology.kubernetes.io/zone",
     "topology.kubernetes.io/region",
@@ -19,9 +19,10 @@ pub const KUBELET_ALLOWED_LABELS: [&str; 11] = [
     "beta.kubernetes.io/arch",
 ];
 /// Label namespaces (and their subdomains) a kubelet may set on itself.
-pub const KUBELET_ALLOWED_NAMESPACES: [&str; 2] = ["kubelet.kubernetes.io", "node.kubernetes.io"];
+pub(crate) const KUBELET_ALLOWED_NAMESPACES: [&str; 2] =
+    ["kubelet.kubernetes.io", "node.kubernetes.io"];
 
-pub const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+pub(crate) const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'
@@ -211,7 +212,11 @@ impl std::fmt::Display for TaintProblem {
 
 /// A taint from its three parts (a kubelet config's `registerWithTaints` entry), checked by the
 /// same rules as [`parse_taint`]; its text is `key=value:Effect`, or `key:Effect` without a value.
-pub fn taint_from_parts(key: &str, value: &str, effect: &str) -> Result<Taint, TaintProblem> {
+pub(crate) fn taint_from_parts(
+    key: &str,
+    value: &str,
+    effect: &str,
+) -> Result<Taint, TaintProblem> {
     if effect.is_empty() {
         return Err(TaintProblem::NoEffect);
     }

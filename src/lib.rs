@@ -25,7 +25,7 @@ pub mod logging;
 pub mod marker;
 pub mod metadata;
 pub mod plan;
-pub mod procsys;
+pub(crate) mod procsys;
 pub mod report;
 pub mod retry;
 pub mod run;

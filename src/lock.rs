@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::fsutil::under;
 
-pub const LOCK_PATH: &str = "/run/lock/eks-nodeinit.lock";
+pub(crate) const LOCK_PATH: &str = "/run/lock/eks-nodeinit.lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -27,7 +27,7 @@ pub struct RunLock {
 impl RunLock {
     /// Let the lock outlive an `execv`: the hand-off's bootstrap.sh inherits the descriptor and
     /// holds the lock until it exits, so no second run can start while it runs.
-    pub fn keep_across_exec(&self) -> std::io::Result<()> {
+    pub(crate) fn keep_across_exec(&self) -> std::io::Result<()> {
         use nix::fcntl::{fcntl, FcntlArg, FdFlag};
         fcntl(&*self._lock, FcntlArg::F_SETFD(FdFlag::empty()))
             .map(|_| ())

@@ -43,7 +43,11 @@ impl Stderr {
 
 /// `journal_stream` is `JOURNAL_STREAM` ("<dev>:<ino>", decimal), `own` the device and inode of
 /// standard error.
-pub fn classify(journal_stream: Option<&str>, own: Option<(u64, u64)>, terminal: bool) -> Stderr {
+pub(crate) fn classify(
+    journal_stream: Option<&str>,
+    own: Option<(u64, u64)>,
+    terminal: bool,
+) -> Stderr {
     let named = journal_stream.and_then(|v| {
         let (dev, ino) = v.trim().split_once(':')?;
         Some((dev.parse::<u64>().ok()?, ino.parse::<u64>().ok()?))
@@ -66,7 +70,7 @@ pub fn priority(level: Level) -> &'static str {
 }
 
 /// `text` with `prefix` at the start of every line: journald reads each line as its own entry.
-pub fn prefix_lines(prefix: &str, text: &[u8]) -> Vec<u8> {
+pub(crate) fn prefix_lines(prefix: &str, text: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len() + prefix.len() * 2);
     for line in text.split_inclusive(|b| *b == b'\n') {
         out.extend_from_slice(prefix.as_bytes());
@@ -78,7 +82,7 @@ pub fn prefix_lines(prefix: &str, text: &[u8]) -> Vec<u8> {
 /// Where tracing writes: standard error, one whole event per write, each line prefixed with
 /// the event's priority when standard error is the journal.
 #[derive(Clone, Copy, Debug)]
-pub struct StderrWriter {
+pub(crate) struct StderrWriter {
     journal: bool,
 }
 
@@ -102,7 +106,7 @@ impl StderrWriter {
 }
 
 /// One event's bytes, written to standard error when dropped.
-pub struct EventWriter {
+pub(crate) struct EventWriter {
     prefix: Option<&'static str>,
     buf: Vec<u8>,
 }

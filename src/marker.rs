@@ -23,7 +23,7 @@ use crate::text::printable;
 pub const MARKER: &str = "/run/eks-nodeinit/bootstrap-exec";
 
 /// The boot id the kernel draws at boot.
-pub const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+pub(crate) const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 /// Files the AL2 bootstrap.sh (awslabs/amazon-eks-ami, templates/al2/runtime/bootstrap.sh)
 /// rewrites on every run that gets past reading its options, the instance's metadata and
@@ -51,7 +51,7 @@ pub struct Record {
 
 impl Record {
     /// This process, about to exec bootstrap.sh.
-    pub fn this_process(root: &Path, at_unix_ms: u64) -> Result<Record, MarkerError> {
+    pub(crate) fn this_process(root: &Path, at_unix_ms: u64) -> Result<Record, MarkerError> {
         let stat = Path::new("/proc/self/stat");
         let text = std::fs::read_to_string(stat).map_err(|e| MarkerError::Read {
             path: stat.into(),
@@ -104,7 +104,7 @@ pub enum HandoffState {
 }
 
 /// Read the marker under `root` and decide.
-pub fn read_state(root: &Path) -> HandoffState {
+pub(crate) fn read_state(root: &Path) -> HandoffState {
     let path = under(root, MARKER);
     let (text, written) = match read_marker(&path) {
         Ok(Some(x)) => x,

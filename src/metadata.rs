@@ -60,7 +60,9 @@ pub fn load_file(path: &Path) -> Result<Metadata, MetadataError> {
 }
 
 /// The metadata file, and its `userData` as bytes (for `--config imds://user-data`), read once.
-pub fn load_file_and_user_data(path: &Path) -> Result<(Metadata, Option<Vec<u8>>), MetadataError> {
+pub(crate) fn load_file_and_user_data(
+    path: &Path,
+) -> Result<(Metadata, Option<Vec<u8>>), MetadataError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|cause| MetadataError::Read {
         path: shown.clone(),

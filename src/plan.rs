@@ -106,7 +106,13 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         kubelet: &kubelet,
     };
     for aspect in REGISTRY {
+        let before = out.steps.len();
         (aspect.plan)(&input, &mut out);
+        tracing::debug!(
+            aspect = aspect.name,
+            steps = out.steps.len() - before,
+            "planned"
+        );
     }
     let family = match (&facts.family, out.findings.is_empty()) {
         (Ok(f), true) => f.clone(),
@@ -141,14 +147,14 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
 }
 
 /// How a secret is shown: its length and a digest prefix, enough to tell two CAs apart.
-pub fn redaction(secret: &str) -> String {
+pub(crate) fn redaction(secret: &str) -> String {
     let d = sha2::Sha256::digest(secret.as_bytes());
     let hex: String = d.iter().take(6).map(|b| format!("{b:02x}")).collect();
     format!("<redacted {} bytes sha256:{hex}>", secret.len())
 }
 
 /// `text` with every secret replaced by its redaction (plans, the report).
-pub fn redact(secrets: &[String], text: &str) -> String {
+pub(crate) fn redact(secrets: &[String], text: &str) -> String {
     let mut out = text.to_string();
     for s in secrets.iter().filter(|s| !s.is_empty()) {
         out = out.replace(s.as_str(), &redaction(s));

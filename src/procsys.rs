@@ -34,19 +34,19 @@ pub enum SysctlError {
 }
 
 /// Normalise a value for comparison: the kernel prints multi-value sysctls with tabs.
-pub fn normalize(v: &str) -> String {
+pub(crate) fn normalize(v: &str) -> String {
     v.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// `<root>/proc/sys/<key with dots as slashes>`. The key must already have passed
 /// [`check_key`] (no `/`, no `..`).
-pub fn proc_path(root: &Path, key: &str) -> PathBuf {
+pub(crate) fn proc_path(root: &Path, key: &str) -> PathBuf {
     under(root, Path::new("/proc/sys").join(key.replace('.', "/")))
 }
 
 /// Read a live value, checking that the key exists and stays inside `<root>/proc/sys`
 /// even through symlinks.
-pub fn read_live(root: &Path, key: &str) -> Result<String, SysctlError> {
+pub(crate) fn read_live(root: &Path, key: &str) -> Result<String, SysctlError> {
     let path = proc_path(root, key);
     let missing = || SysctlError::Missing {
         key: key.into(),
@@ -73,7 +73,8 @@ pub fn read_live(root: &Path, key: &str) -> Result<String, SysctlError> {
 }
 
 /// Set a live value now (see [`prepare_live`]).
-pub fn write_live(root: &Path, key: &str, value: &str) -> Result<(), SysctlError> {
+#[cfg(test)]
+pub(crate) fn write_live(root: &Path, key: &str, value: &str) -> Result<(), SysctlError> {
     prepare_live(root, key, value)?.apply()
 }
 
@@ -81,7 +82,7 @@ pub fn write_live(root: &Path, key: &str, value: &str) -> Result<(), SysctlError
 /// procfs the file is open for writing (nothing written), anywhere else (a test root, a copy of
 /// /proc) its replacement is staged beside it.
 #[derive(Debug)]
-pub struct PreparedSysctl {
+pub(crate) struct PreparedSysctl {
     key: String,
     path: PathBuf,
     line: String,
@@ -94,7 +95,11 @@ enum LiveTarget {
     Staged(crate::fsutil::Staged),
 }
 
-pub fn prepare_live(root: &Path, key: &str, value: &str) -> Result<PreparedSysctl, SysctlError> {
+pub(crate) fn prepare_live(
+    root: &Path,
+    key: &str,
+    value: &str,
+) -> Result<PreparedSysctl, SysctlError> {
     let path = proc_path(root, key);
     let line = format!("{value}\n");
     let procfs = nix::sys::statfs::statfs(&path)

@@ -13,7 +13,7 @@ pub const REPORT_PATH: &str = "/var/lib/eks-nodeinit/report.json";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct StepOutcome {
+pub(crate) struct StepOutcome {
     pub step: String,
     pub outcome: Outcome,
 }
@@ -80,7 +80,7 @@ impl<'de> Deserialize<'de> for Outcome {
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub(crate) struct Report {
     pub version: String,
     pub instance_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,7 +103,7 @@ pub struct Report {
 /// What tagging came to, in the foreground or from the background continuation.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct TaggingRecord {
+pub(crate) struct TaggingRecord {
     pub result: TagResult,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<Calls>,
@@ -118,7 +118,7 @@ pub struct TaggingRecord {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", tag = "outcome")]
-pub enum TagResult {
+pub(crate) enum TagResult {
     /// The tag already had the value: no CreateTags call.
     AlreadySet,
     Created,
@@ -142,7 +142,7 @@ impl From<TagOutcome> for TagResult {
 
 impl TaggingRecord {
     /// The tag already held its value: no step, no call.
-    pub fn already_set(key: String, value: String) -> TaggingRecord {
+    pub(crate) fn already_set(key: String, value: String) -> TaggingRecord {
         TaggingRecord {
             result: TagResult::AlreadySet,
             calls: Some(Calls::default()),
@@ -154,7 +154,7 @@ impl TaggingRecord {
     }
 }
 
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -177,7 +177,7 @@ impl Report {
 
     /// A property read back after a unit restart: the report has a field for logind's
     /// `InhibitDelayMaxUSec` (what the graceful shutdown gets).
-    pub fn record_property(&mut self, check: &crate::systemd::PropertyCheck, value: u64) {
+    pub(crate) fn record_property(&mut self, check: &crate::systemd::PropertyCheck, value: u64) {
         if check.service == "org.freedesktop.login1" && check.property == "InhibitDelayMaxUSec" {
             self.logind_inhibit_delay_max_usec = Some(value);
         }
@@ -192,12 +192,12 @@ impl Report {
     /// The report as it stands, written and fsynced beside its path but not yet in place: the
     /// first phase stages it with the other files, so that a read-only or full
     /// /var/lib/eks-nodeinit is found while nothing has changed.
-    pub fn stage(&self, root: &Path, secrets: &[String]) -> Result<fsutil::Staged, FsError> {
+    pub(crate) fn stage(&self, root: &Path, secrets: &[String]) -> Result<fsutil::Staged, FsError> {
         fsutil::stage(&under(root, REPORT_PATH), &self.bytes(secrets), 0o644)
     }
 
     /// Put the report in place through `staged` (from [`Report::stage`]), with its final content.
-    pub fn commit(
+    pub(crate) fn commit(
         &self,
         root: &Path,
         mut staged: fsutil::Staged,

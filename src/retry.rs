@@ -31,14 +31,16 @@ mod millis {
     pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Duration, D::Error> {
         <u64 as serde::Deserialize>::deserialize(d).map(Duration::from_millis)
     }
 }
 
 /// Capped exponential backoff with full jitter: attempt k waits a uniform random time in
 /// `[0, min(cap, base·2^k)]`, which spreads a crowd of clients best.
-pub struct Backoff {
+pub(crate) struct Backoff {
     policy: RetryPolicy,
     n: u32,
 }
@@ -47,7 +49,7 @@ impl Backoff {
     pub fn new(policy: RetryPolicy) -> Self {
         Backoff { policy, n: 0 }
     }
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let exp = self.policy.base.saturating_mul(1u32 << self.n.min(16));
         self.n = self.n.saturating_add(1);
         let ceiling = u64::try_from(exp.min(self.policy.cap).as_millis())

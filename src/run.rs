@@ -20,7 +20,7 @@ use crate::{config, imds, lock, userdata};
 
 /// Load the config and check it once into a spec; every problem comes back as [`Invalid`]
 /// (exit code 3).
-pub fn load_spec(path: &Path) -> Result<Spec> {
+pub(crate) fn load_spec(path: &Path) -> Result<Spec> {
     let c = config::load(path)?;
     Ok(spec::from_config(&c)?)
 }
@@ -37,7 +37,7 @@ fn bus_for(args: &InitArgs) -> Bus {
 }
 
 /// `--config imds://user-data`: the agent's config is in the instance's user data.
-pub const USER_DATA_SOURCE: &str = "imds://user-data";
+pub(crate) const USER_DATA_SOURCE: &str = "imds://user-data";
 
 /// No `--config` source held a config: nothing was done (exit status 4, which the packaged
 /// unit counts as success, so that a node launched without the agent's config boots as usual).

@@ -87,7 +87,7 @@ impl Step {
 
 impl Step {
     /// The unit this step restarts and the property that shows it took the change, if any.
-    pub fn unit_restart(&self) -> Option<UnitRestart> {
+    pub(crate) fn unit_restart(&self) -> Option<UnitRestart> {
         match self {
             Step::NotifyLogind {
                 inhibit_delay_max_usec,

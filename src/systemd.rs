@@ -8,7 +8,7 @@ use zbus::zvariant::OwnedValue;
 
 /// A property read back after a restart, and the value it must reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PropertyCheck {
+pub(crate) struct PropertyCheck {
     /// The bus name of the service that owns the object.
     pub service: &'static str,
     pub path: &'static str,
@@ -19,7 +19,7 @@ pub struct PropertyCheck {
 
 /// Restart `unit`, then verify `check`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnitRestart {
+pub(crate) struct UnitRestart {
     pub unit: &'static str,
     pub check: PropertyCheck,
 }
@@ -47,7 +47,7 @@ pub enum SystemdError {
 }
 
 /// The address the agent would use for the system bus.
-pub fn system_bus_address() -> String {
+pub(crate) fn system_bus_address() -> String {
     std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
         .unwrap_or_else(|_| "unix:path=/var/run/dbus/system_bus_socket".to_string())
 }
@@ -68,7 +68,7 @@ pub async fn connect(address: &str) -> Result<zbus::Connection, SystemdError> {
 /// Restart the unit through systemd's manager (so it rereads its configuration), then read the
 /// property back, waiting up to `wait` for it to reach the expected value. Returns the value
 /// read last.
-pub async fn restart_and_read(
+pub(crate) async fn restart_and_read(
     conn: &zbus::Connection,
     r: &UnitRestart,
     wait: Duration,
@@ -97,7 +97,7 @@ pub async fn restart_and_read(
 }
 
 /// Read a `u64` property (no property cache).
-pub async fn read_property(
+pub(crate) async fn read_property(
     conn: &zbus::Connection,
     c: &PropertyCheck,
 ) -> Result<u64, SystemdError> {

@@ -42,7 +42,7 @@ static READY: std::sync::Mutex<Option<ReadyClient>> = std::sync::Mutex::new(None
 
 /// Start making the EC2 client ready (its config and the role's credentials) while the node is
 /// read, planned and staged, off the path to the tag call. Reads only; changes nothing.
-pub fn prepare_client(region: &str, endpoint: Option<&str>) {
+pub(crate) fn prepare_client(region: &str, endpoint: Option<&str>) {
     let (r, e) = (region.to_string(), endpoint.map(String::from));
     let task = tokio::spawn({
         let (r, e) = (r.clone(), e.clone());
@@ -133,7 +133,7 @@ pub async fn ensure_tag(
 /// What the background continuation is given: the job, when to start and how long to try.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Continuation {
+pub(crate) struct Continuation {
     pub job: Job,
     pub initial_delay_ms: u64,
     pub deadline_ms: u64,
@@ -219,10 +219,10 @@ fn far(d: Duration) -> Instant {
 // The session: the tag step run beside the local steps, within its policy.
 
 /// Where the background tagging continuation logs.
-pub const TAG_LOG: &str = "/var/log/eks-nodeinit-tagging.log";
+pub(crate) const TAG_LOG: &str = "/var/log/eks-nodeinit-tagging.log";
 
 /// Tagging under way beside the local steps.
-pub struct Session {
+pub(crate) struct Session {
     job: Job,
     policy: TaggingSpec,
     task: TagTask,

@@ -6,7 +6,7 @@ pub const ECHO_MAX: usize = 120;
 
 /// A value as a message shows it: control characters escaped (a message never carries a raw
 /// newline) and cut after [`ECHO_MAX`] characters with the total length said.
-pub fn printable(s: &str) -> String {
+pub(crate) fn printable(s: &str) -> String {
     shown(s, ECHO_MAX, |_| true)
 }
 
@@ -30,7 +30,7 @@ fn shown(s: &str, max: usize, escape: impl Fn(char) -> bool) -> String {
 
 /// The most characters of a message from another library (serde's, with the input it quotes)
 /// shown.
-pub const FOREIGN_MAX: usize = 4 * ECHO_MAX;
+pub(crate) const FOREIGN_MAX: usize = 4 * ECHO_MAX;
 
 /// A message from another library as the agent shows it: every character [`unsplittable`] finds
 /// escaped (serde quotes the input it refuses: `unknown variant "x\r"` must not carry the raw
@@ -43,7 +43,7 @@ pub fn escaped(s: &str) -> String {
 }
 
 /// serde_json's message without its ` at line L column C` tail (the caller says where), escaped.
-pub fn serde_message(e: &serde_json::Error) -> String {
+pub(crate) fn serde_message(e: &serde_json::Error) -> String {
     let m = e.to_string();
     let m = m.rfind(" at line ").map_or(m.as_str(), |i| &m[..i]);
     escaped(m)
@@ -63,7 +63,7 @@ pub fn unsplittable(s: &str) -> Option<char> {
 }
 
 /// What [`unsplittable`] found, for a message: `U+00A0 (a Unicode space)`.
-pub fn describe_char(c: char) -> String {
+pub(crate) fn describe_char(c: char) -> String {
     let kind = if c.is_control() {
         "a control character"
     } else if c.is_whitespace() {
@@ -75,7 +75,7 @@ pub fn describe_char(c: char) -> String {
 }
 
 /// A finding's text for a value holding what [`unsplittable`] found.
-pub fn unsplittable_problem(value: &str, c: char) -> String {
+pub(crate) fn unsplittable_problem(value: &str, c: char) -> String {
     format!(
         "`{}` holds {}, as text pasted from a web page or document can; kubelet and bootstrap.sh would get it as part of a word (systemd splits arguments on ASCII whitespace only): retype it with plain ASCII",
         printable(value),

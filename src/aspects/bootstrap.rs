@@ -21,11 +21,11 @@ use crate::step::Step;
 use crate::text::printable;
 
 pub use crate::bootstrap_sh::{Grammar, NEWEST_OPTIONS};
-pub use crate::spec::bootstrap::{BootstrapSpec, FLAGS_OWNED};
+pub use crate::spec::bootstrap::FLAGS_OWNED;
 
 use super::{Aspect, Input, Out, Reads};
 
-pub const ASPECT: Aspect = Aspect {
+pub(crate) const ASPECT: Aspect = Aspect {
     name: "bootstrap",
     reads,
     plan,
@@ -262,7 +262,7 @@ impl Argv<'_> {
 
 /// The DNS address bootstrap.sh derives from an IPv4 service CIDR: the text up to its last
 /// `.`, then `.10` (`10.100.0.0/16` → `10.100.0.10`).
-pub fn dns_ip(cidr: &str) -> String {
+pub(crate) fn dns_ip(cidr: &str) -> String {
     let head = cidr.rsplit_once('.').map_or(cidr, |(h, _)| h);
     format!("{head}.10")
 }

@@ -11,7 +11,7 @@ use crate::step::Step;
 
 use super::{Aspect, Input, Out, Reads};
 
-pub const ASPECT: Aspect = Aspect {
+pub(crate) const ASPECT: Aspect = Aspect {
     name: "cluster",
     reads,
     plan,

@@ -15,11 +15,9 @@ use crate::facts::{Facts, Family};
 use crate::spec::Spec;
 use crate::step::Step;
 
-pub use crate::spec::kubelet::{KubeletSpec, DEFAULT_GC_HIGH, DEFAULT_GC_LOW};
-
 use super::{Aspect, Input, Out, Reads};
 
-pub const ASPECT: Aspect = Aspect {
+pub(crate) const ASPECT: Aspect = Aspect {
     name: "kubelet-config",
     reads,
     plan,
@@ -47,7 +45,7 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
 
 /// The AL2 kubelet config as found: its path under the root (for messages), text, document and
 /// mode; `Ok(None)` when absent; `Err` the finding's message.
-pub struct ConfigFile {
+pub(crate) struct ConfigFile {
     pub shown: String,
     pub text: String,
     pub doc: Map<String, Value>,
@@ -55,7 +53,7 @@ pub struct ConfigFile {
 }
 
 /// Read the kubelet config out of the facts, parsed.
-pub fn config_file(spec: &Spec, facts: &Facts) -> Result<Option<ConfigFile>, String> {
+pub(crate) fn config_file(spec: &Spec, facts: &Facts) -> Result<Option<ConfigFile>, String> {
     let path = &spec.kubelet.config_path;
     let shown = crate::fsutil::under(&facts.root, path)
         .display()
@@ -85,7 +83,7 @@ pub fn config_file(spec: &Spec, facts: &Facts) -> Result<Option<ConfigFile>, Str
 
 /// Where kubelet's `protectKernelDefaults` is on, if it is: the AL2 kubelet config when it says
 /// so; on AL2023, nodeadm's generated config (its default).
-pub fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<String> {
+pub(crate) fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<String> {
     match facts.family() {
         Some(Family::Al2023) => Some("nodeadm's generated kubelet config".into()),
         Some(Family::Al2) => {
@@ -170,7 +168,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Map<String, Value>, KubeletError
 }
 
 /// Does the file turn on `protectKernelDefaults`?
-pub fn protects_kernel_defaults(m: &Map<String, Value>) -> bool {
+pub(crate) fn protects_kernel_defaults(m: &Map<String, Value>) -> bool {
     m.get("protectKernelDefaults") == Some(&Value::Bool(true))
 }
 

@@ -12,11 +12,9 @@ use crate::facts::{Facts, Family};
 use crate::spec::Spec;
 use crate::step::Step;
 
-pub use crate::spec::logind::{LogindSpec, MAX_INHIBIT_DELAY_SEC};
-
 use super::{Aspect, Input, Out, Reads};
 
-pub const ASPECT: Aspect = Aspect {
+pub(crate) const ASPECT: Aspect = Aspect {
     name: "logind",
     reads,
     plan,
@@ -82,7 +80,7 @@ fn plan(i: &Input, out: &mut Out) {
 
 /// Parse a systemd time span as logind.conf takes it (`90`, `90s`, `1min 30s`, `infinity`)
 /// into seconds.
-pub fn parse_timespan(s: &str) -> Option<f64> {
+pub(crate) fn parse_timespan(s: &str) -> Option<f64> {
     let s = s.trim();
     if s == "infinity" {
         return Some(f64::INFINITY);
@@ -119,7 +117,7 @@ pub fn parse_timespan(s: &str) -> Option<f64> {
 
 /// One `InhibitDelayMaxSec=` setting found on disk.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Setting {
+pub(crate) struct Setting {
     pub file: PathBuf,
     pub seconds: f64,
 }
@@ -148,7 +146,7 @@ fn inhibit_setting(text: &str) -> Option<f64> {
 /// The settings logind will apply, in the order it applies them (the last wins): the main
 /// logind.conf, then drop-ins by file name, a name in /etc masking the same name in /run and
 /// /usr/lib. `own` is the agent's drop-in as planned.
-pub fn effective_settings(facts: &Facts, own: &str) -> Vec<Setting> {
+pub(crate) fn effective_settings(facts: &Facts, own: &str) -> Vec<Setting> {
     let mut out = Vec::new();
     let text_of = |p: &Path| {
         facts

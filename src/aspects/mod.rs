@@ -21,7 +21,7 @@ pub mod nodeconfig;
 pub mod sysctls;
 
 /// One node aspect.
-pub struct Aspect {
+pub(crate) struct Aspect {
     pub name: &'static str,
     /// What the aspect needs read from the node, given the detected family.
     pub reads: fn(&Spec, Option<Family>, &mut Reads),
@@ -31,14 +31,14 @@ pub struct Aspect {
 
 /// What an aspect plans from: the checked config, the world as read, and the kubelet intent
 /// built from both once.
-pub struct Input<'a> {
+pub(crate) struct Input<'a> {
     pub spec: &'a Spec,
     pub facts: &'a Facts,
     pub kubelet: &'a KubeletIntent,
 }
 
 /// The aspects, in the order their steps run.
-pub const REGISTRY: &[Aspect] = &[
+pub(crate) const REGISTRY: &[Aspect] = &[
     cluster::ASPECT,
     name_tag::ASPECT,
     sysctls::ASPECT,
@@ -50,7 +50,7 @@ pub const REGISTRY: &[Aspect] = &[
 
 /// What the aspects ask to be read from the node (node paths, without the root).
 #[derive(Debug, Default)]
-pub struct Reads {
+pub(crate) struct Reads {
     /// Files whose content (or absence) the plan compares against.
     pub files: Vec<PathBuf>,
     /// Files only asked about: does it exist?
@@ -73,7 +73,7 @@ impl Reads {
 
 /// What one aspect's planning produced.
 #[derive(Debug, Default)]
-pub struct Out {
+pub(crate) struct Out {
     pub steps: Vec<Step>,
     pub warnings: Vec<String>,
     pub findings: Findings,

@@ -6,20 +6,18 @@ use crate::metadata::Metadata;
 use crate::spec::Spec;
 use crate::step::{Step, TagHow};
 
-pub use crate::spec::name_tag::NameTagSpec;
-
 use super::{Aspect, Input, Out, Reads};
 
-pub const ASPECT: Aspect = Aspect {
+pub(crate) const ASPECT: Aspect = Aspect {
     name: "name-tag",
     reads,
     plan,
 };
 
 /// The tag the agent sets.
-pub const KEY: &str = "Name";
+pub(crate) const KEY: &str = "Name";
 /// EC2's limit on a tag value.
-pub const TAG_VALUE_MAX: usize = 256;
+pub(crate) const TAG_VALUE_MAX: usize = 256;
 
 fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
 

@@ -21,11 +21,9 @@ use crate::spec::Spec;
 use crate::step::{NodeadmHandoff, Step};
 use crate::userdata::{EffectiveTaints, UserDataError, UserDataFact};
 
-pub use crate::spec::nodeconfig::NodeconfigSpec;
-
 use super::{Aspect, Input, Out, Reads};
 
-pub const ASPECT: Aspect = Aspect {
+pub(crate) const ASPECT: Aspect = Aspect {
     name: "nodeconfig",
     reads,
     plan,

@@ -10,12 +10,11 @@ use crate::spec::Spec;
 use crate::step::Step;
 use crate::text::printable;
 
-pub use crate::procsys::{read_live, SysctlError};
-pub use crate::spec::sysctls::{check_key, SysctlSpec};
+pub use crate::spec::sysctls::check_key;
 
 use super::{Aspect, Input, Out, Reads};
 
-pub const ASPECT: Aspect = Aspect {
+pub(crate) const ASPECT: Aspect = Aspect {
     name: "sysctls",
     reads,
     plan,
@@ -27,7 +26,7 @@ pub const PERSIST_PATH: &str = "/etc/sysctl.d/99-zz-eks-nodeinit.conf";
 
 /// Sysctls kubelet checks when `protectKernelDefaults` is on, with the value it requires
 /// (kubernetes pkg/kubelet/cm: setupKernelTunables; component-helpers/node/util/sysctl).
-pub const PROTECTED_KERNEL_DEFAULTS: [(&str, &str); 6] = [
+pub(crate) const PROTECTED_KERNEL_DEFAULTS: [(&str, &str); 6] = [
     ("vm.overcommit_memory", "1"),
     ("vm.panic_on_oom", "0"),
     ("kernel.panic", "10"),

@@ -56,7 +56,7 @@ pub(super) fn cached(
 
 impl ClusterFact {
     /// The cache document for this answer (what the plan writes).
-    pub fn cache_text(&self, d: &DiscoverySpec) -> Option<String> {
+    pub(crate) fn cache_text(&self, d: &DiscoverySpec) -> Option<String> {
         let Outcome::Found { answer, .. } = &self.outcome else {
             return None;
         };

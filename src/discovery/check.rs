@@ -28,7 +28,7 @@ pub(crate) fn complete(a: Answer, missing: &[Value]) -> Result<Answer, SourceErr
 }
 
 /// The checks a discovered value must pass before a hand-off carries it.
-pub fn check_value(v: Value, f: &Found) -> Result<(), SourceError> {
+pub(crate) fn check_value(v: Value, f: &Found) -> Result<(), SourceError> {
     let bad = |why: String| SourceError::Malformed {
         field: v.field(),
         origin: f.origin.describe(),
@@ -60,7 +60,7 @@ pub(crate) fn parse_cidr(s: &str) -> Option<Cidr> {
 
 /// Base64 (one line) of one or more PEM certificates: `BEGIN CERTIFICATE` / `END CERTIFICATE`
 /// pairs around base64 bodies, nothing else but blank lines.
-pub fn check_pem(b64: &str) -> Result<(), String> {
+pub(crate) fn check_pem(b64: &str) -> Result<(), String> {
     use base64::Engine;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())

@@ -28,13 +28,14 @@ use crate::fsutil::{self, FileFact};
 use crate::retry::{Failure, RetryPolicy, Verdict};
 use crate::spec::{self, Cidr};
 
-pub use crate::spec::discovery::{DiscoverySpec, Source, Value, FIELD};
-pub use check::{check_pem, check_value};
+pub use crate::spec::discovery::Value;
+
+pub(crate) use crate::spec::discovery::{DiscoverySpec, Source, FIELD};
 
 /// Where the answer is kept between runs and boots (under the root).
 pub const CACHE: &str = "/var/lib/eks-nodeinit/discovery.json";
 /// The cache holds the CA: owner-only.
-pub const CACHE_MODE: u32 = 0o600;
+pub(crate) const CACHE_MODE: u32 = 0o600;
 
 /// Where one value came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,7 +162,7 @@ pub struct ClusterFact {
 
 impl ClusterFact {
     /// The config's values alone.
-    pub fn from_spec(c: &spec::ClusterSpec) -> ClusterFact {
+    pub(crate) fn from_spec(c: &spec::ClusterSpec) -> ClusterFact {
         ClusterFact {
             name: c.name.clone(),
             api_server_endpoint: c.api_server_endpoint.clone(),
@@ -173,7 +174,7 @@ impl ClusterFact {
     }
 
     /// Where each value came from, for the plan (only when discovery was asked).
-    pub fn origins(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn origins(&self) -> Vec<(&'static str, String)> {
         let Outcome::Found {
             answer, from_cache, ..
         } = &self.outcome
@@ -198,7 +199,7 @@ impl ClusterFact {
 
 /// Why one source gave no usable answer.
 #[derive(Debug, thiserror::Error)]
-pub enum SourceError {
+pub(crate) enum SourceError {
     #[error(transparent)]
     Denied(aws::Denied),
     #[error("{what} not found: {hint}")]
@@ -437,7 +438,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::check::complete;
+    use super::check::{check_pem, complete};
     use super::*;
     use base64::Engine;
 

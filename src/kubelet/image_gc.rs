@@ -7,7 +7,7 @@ use crate::spec::Spec;
 
 use super::KubeletIntent;
 
-pub fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
+pub(crate) fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
     if let Some(x) = spec.kubelet.image_gc_high {
         k.set("imageGCHighThresholdPercent", x.into());
     }

@@ -31,17 +31,17 @@ pub struct KubeletIntent {
 }
 
 /// One contributor: reads the spec and the facts, sets what it owns, reports what is wrong.
-pub type Contributor = fn(&Spec, &Facts, &mut KubeletIntent, &mut Findings);
+pub(crate) type Contributor = fn(&Spec, &Facts, &mut KubeletIntent, &mut Findings);
 
 /// Every contributor, in the order their keys and flags appear.
-pub const CONTRIBUTORS: &[Contributor] = &[
+pub(crate) const CONTRIBUTORS: &[Contributor] = &[
     image_gc::contribute,
     shutdown::contribute,
     registration::contribute,
 ];
 
 /// The intent for this spec on this node.
-pub fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> KubeletIntent {
+pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> KubeletIntent {
     let mut k = KubeletIntent::default();
     for c in CONTRIBUTORS {
         c(spec, facts, &mut k, f);
@@ -59,7 +59,7 @@ impl KubeletIntent {
     }
 
     /// The kubelet flags: `--node-labels`, `--register-with-taints`, then the others.
-    pub fn kubelet_flags(&self) -> Vec<String> {
+    pub(crate) fn kubelet_flags(&self) -> Vec<String> {
         let mut flags = Vec::new();
         if !self.labels.is_empty() {
             let l: Vec<String> = self
@@ -78,7 +78,7 @@ impl KubeletIntent {
     }
 
     /// The config keys as a JSON object.
-    pub fn config_object(&self) -> serde_json::Map<String, Value> {
+    pub(crate) fn config_object(&self) -> serde_json::Map<String, Value> {
         self.config
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))

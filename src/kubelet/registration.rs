@@ -7,7 +7,7 @@ use crate::spec::Spec;
 
 use super::KubeletIntent;
 
-pub fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
+pub(crate) fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
     let r = &spec.registration;
     k.labels.extend(r.labels.iter().cloned());
     k.taints.extend(r.taints.iter().cloned());

@@ -11,7 +11,7 @@ use crate::findings::Findings;
 use crate::text::printable;
 
 /// The config field every discovery finding is reported under.
-pub const FIELD: &str = "cluster.discovery";
+pub(crate) const FIELD: &str = "cluster.discovery";
 
 /// The three values discovery can supply, as the config names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -22,7 +22,7 @@ pub enum Value {
 }
 
 impl Value {
-    pub const ALL: [Value; 3] = [Value::Endpoint, Value::Ca, Value::Cidr];
+    pub(crate) const ALL: [Value; 3] = [Value::Endpoint, Value::Ca, Value::Cidr];
 
     pub fn field(self) -> &'static str {
         match self {

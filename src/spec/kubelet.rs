@@ -10,8 +10,8 @@ use crate::findings::Findings;
 use super::check_node_path;
 
 /// kubelet's own image GC defaults, compared against when only one threshold is set.
-pub const DEFAULT_GC_HIGH: i64 = 85;
-pub const DEFAULT_GC_LOW: i64 = 80;
+pub(crate) const DEFAULT_GC_HIGH: i64 = 85;
+pub(crate) const DEFAULT_GC_LOW: i64 = 80;
 
 /// The kubelet settings, checked and typed.
 #[derive(Debug, Clone, Default)]
@@ -26,7 +26,7 @@ pub struct KubeletSpec {
 
 impl KubeletSpec {
     /// The one-time backup of the original file.
-    pub fn backup_path(&self) -> PathBuf {
+    pub(crate) fn backup_path(&self) -> PathBuf {
         let name = self.config_path.file_name().unwrap_or_default();
         self.config_path
             .with_file_name(format!("{}.orig", name.to_string_lossy()))

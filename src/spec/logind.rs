@@ -7,7 +7,7 @@ use crate::findings::Findings;
 use super::kubelet::KubeletSpec;
 
 /// The longest delay the agent writes: a day (kubelet's grace periods are minutes).
-pub const MAX_INHIBIT_DELAY_SEC: u64 = 86_400;
+pub(crate) const MAX_INHIBIT_DELAY_SEC: u64 = 86_400;
 
 /// `InhibitDelayMaxSec` to write: the config's value, else the grace period rounded up; `None`
 /// when neither is set (no drop-in).

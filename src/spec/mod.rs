@@ -14,7 +14,7 @@ pub mod nodeconfig;
 pub mod registration;
 pub mod sysctls;
 
-pub use registration::{role_preset, Registration};
+pub(crate) use registration::Registration;
 
 use crate::config::{Config, HandoffMode, Role};
 use crate::findings::{Findings, Invalid};
@@ -76,7 +76,7 @@ pub struct ImdsSpec {
 
 /// Characters that would break bootstrap.sh's `Environment='KUBELET_EXTRA_ARGS=…'` drop-in or
 /// a systemd unit line.
-pub fn unsafe_for_dropin(s: &str) -> Option<char> {
+pub(crate) fn unsafe_for_dropin(s: &str) -> Option<char> {
     s.chars()
         .find(|c| c.is_control() || matches!(c, '\'' | '"' | '\\' | '$' | '%' | '`' | ' '))
 }
@@ -188,7 +188,7 @@ fn cluster(c: &Config, f: &mut Findings) -> ClusterSpec {
 
 /// `https://host[:port][/path]` of the characters every hand-off carries: bootstrap.sh writes
 /// the endpoint with `sed` (a `,` or `|` ends its expression) and into a systemd drop-in.
-pub fn is_endpoint(ep: &str) -> bool {
+pub(crate) fn is_endpoint(ep: &str) -> bool {
     let Some(rest) = ep.strip_prefix("https://") else {
         return false;
     };
@@ -232,7 +232,7 @@ fn decimal<T: std::str::FromStr>(s: &str) -> Option<T> {
     s.parse().ok()
 }
 
-pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
+pub(crate) fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
     let (ip, len) = s.split_once('/')?;
     let ip: std::net::IpAddr = ip.parse().ok()?;
     let len: u8 = decimal(len)?;
@@ -241,7 +241,7 @@ pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
 }
 
 /// The longest any tagging wait may be: a day (keeps every deadline far from overflow).
-pub const TAGGING_MAX_SEC: u64 = 86_400;
+pub(crate) const TAGGING_MAX_SEC: u64 = 86_400;
 
 fn tagging(c: &Config, f: &mut Findings) -> TaggingSpec {
     let t = &c.tagging;
@@ -293,7 +293,7 @@ fn imds(c: &Config, f: &mut Findings) -> ImdsSpec {
 }
 
 /// A config path: absolute, without `..`.
-pub fn check_node_path(field: &str, p: &std::path::Path, f: &mut Findings) {
+pub(crate) fn check_node_path(field: &str, p: &std::path::Path, f: &mut Findings) {
     if !p.is_absolute() || p.components().any(|x| x == std::path::Component::ParentDir) {
         f.push(
             field,

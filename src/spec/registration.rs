@@ -21,7 +21,7 @@ pub struct Registration {
 }
 
 /// Labels and taints a role starts from, before the config's own.
-pub fn role_preset(role: Role) -> (Vec<(&'static str, &'static str)>, Vec<&'static str>) {
+pub(crate) fn role_preset(role: Role) -> (Vec<(&'static str, &'static str)>, Vec<&'static str>) {
     match role {
         Role::Master => (
             vec![("node.kubernetes.io/role", "master")],

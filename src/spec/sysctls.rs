@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use crate::config::SysctlValue;
 use crate::findings::Findings;
-pub use crate::procsys::normalize;
+pub(crate) use crate::procsys::normalize;
 use crate::text::printable;
 
 /// Wanted values by key, normalised (single spaces), keys checked.
-pub type SysctlSpec = BTreeMap<String, String>;
+pub(crate) type SysctlSpec = BTreeMap<String, String>;
 
 pub fn spec(sysctls: &BTreeMap<String, SysctlValue>, f: &mut Findings) -> SysctlSpec {
     let mut out = SysctlSpec::new();

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 /// Header fields in order, keys as written.
 #[derive(Debug, Default)]
-pub struct Headers(Vec<(Vec<u8>, Vec<u8>)>);
+pub(crate) struct Headers(Vec<(Vec<u8>, Vec<u8>)>);
 
 impl Headers {
     /// The first value of `name` (Go's `Header.Get`: canonical keys, so case does not
@@ -24,7 +24,7 @@ impl Headers {
 
 /// How a header block ended.
 #[derive(Debug, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     Blank,
     Eof,
 }
@@ -67,7 +67,11 @@ fn value_byte(c: u8) -> bool {
 /// `net/textproto` (`strict`: token keys, visible values) reads it. Continuation lines
 /// (starting with a space or tab) join the previous line with one space. `pos` ends after
 /// the blank line.
-pub fn read_headers(data: &[u8], pos: &mut usize, strict: bool) -> Result<(Headers, End), String> {
+pub(crate) fn read_headers(
+    data: &[u8],
+    pos: &mut usize,
+    strict: bool,
+) -> Result<(Headers, End), String> {
     let mut h = Headers::default();
     if matches!(data.get(*pos), Some(b' ' | b'\t')) {
         return Err("the first header line starts with white space".into());
@@ -121,7 +125,7 @@ pub fn read_headers(data: &[u8], pos: &mut usize, strict: bool) -> Result<(Heade
 
 /// `mime.ParseMediaType`'s error.
 #[derive(Debug, PartialEq, Eq)]
-pub struct MediaTypeError(&'static str);
+pub(crate) struct MediaTypeError(&'static str);
 
 impl std::fmt::Display for MediaTypeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -239,7 +243,7 @@ fn decode_2231(v: &str) -> Option<String> {
 
 /// `mime.ParseMediaType`: the lower-case media type and its parameters (keys lower-case),
 /// RFC 2231 continuations stitched.
-pub fn parse_media_type(v: &str) -> Result<(String, Vec<(String, String)>), MediaTypeError> {
+pub(crate) fn parse_media_type(v: &str) -> Result<(String, Vec<(String, String)>), MediaTypeError> {
     let (base, mut rest) = v.split_at(v.find(';').unwrap_or(v.len()));
     let media_type = base.to_lowercase().trim().to_string();
     check_type(&media_type)?;
@@ -298,7 +302,7 @@ pub fn parse_media_type(v: &str) -> Result<(String, Vec<(String, String)>), Medi
 
 /// Why a multipart body cannot be read.
 #[derive(Debug)]
-pub enum MultipartError {
+pub(crate) enum MultipartError {
     Body(String),
     /// In part n (from 1).
     Part(usize, String),
@@ -327,7 +331,7 @@ impl Part<'_> {
 }
 
 /// Go's `mime/multipart` Reader over a whole body.
-pub struct Multipart<'a> {
+pub(crate) struct Multipart<'a> {
     data: &'a [u8],
     pos: usize,
     parts: usize,
@@ -466,7 +470,7 @@ impl<'a> Multipart<'a> {
 
     /// The next part, `None` after the closing delimiter (or, as Go, when a part's headers
     /// run into the end of the input).
-    pub fn next_part(&mut self) -> Result<Option<Part<'a>>, MultipartError> {
+    pub(crate) fn next_part(&mut self) -> Result<Option<Part<'a>>, MultipartError> {
         let mut expect_new = false;
         loop {
             let rest = self.data.get(self.pos..).unwrap_or_default();
@@ -532,7 +536,7 @@ impl<'a> Multipart<'a> {
 /// Go's `mime/quotedprintable` Reader over a whole body: `=XX` escapes, soft line breaks
 /// (`=` at the end of a line), trailing white space dropped, a `=` not followed by two hex
 /// digits kept as it is (but not at the end of a line).
-pub fn quoted_printable(data: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn quoted_printable(data: &[u8]) -> Result<Vec<u8>, String> {
     let invalid = |what: &str| format!("the quoted-printable body holds {what}");
     let mut out = Vec::with_capacity(data.len());
     let mut pos = 0;

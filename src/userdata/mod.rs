@@ -40,17 +40,19 @@ use std::io::Read as _;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine as _;
 
-pub use agent_config::{agent_config, AgentConfig, AGENT_MEDIA_TYPE};
-pub use nodeadm::{read, EffectiveTaints, NodeConfigs, UserDataFact};
+pub use agent_config::{agent_config, AGENT_MEDIA_TYPE};
+
+pub(crate) use nodeadm::EffectiveTaints;
+pub use nodeadm::{read, UserDataFact};
 
 /// The media type of a NodeConfig part.
-pub const NODECONFIG_MEDIA_TYPE: &str = "application/node.eks.aws";
+pub(crate) const NODECONFIG_MEDIA_TYPE: &str = "application/node.eks.aws";
 /// The one NodeConfig version nodeadm decodes.
-pub const API_VERSION: &str = "node.eks.aws/v1alpha1";
-pub const KIND: &str = "NodeConfig";
+pub(crate) const API_VERSION: &str = "node.eks.aws/v1alpha1";
+pub(crate) const KIND: &str = "NodeConfig";
 /// The most bytes all decompression of one user data may produce. EC2 user data is at most
 /// 16 KiB, which deflate cannot expand past about 16 MiB, so real user data never comes near.
-pub const MAX_DECOMPRESSED: usize = 32 << 20;
+pub(crate) const MAX_DECOMPRESSED: usize = 32 << 20;
 /// Go's limit on the header lines of all parts together (`mime/multipart`'s maxMIMEHeaders).
 pub(crate) const MAX_PART_HEADERS: usize = 10_000;
 

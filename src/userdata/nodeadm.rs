@@ -53,7 +53,8 @@ impl UserDataFact {
     }
 
     /// Whether nodeadm finds a NodeConfig in it; `None` when unknown or unreadable.
-    pub fn has_node_config(&self) -> Option<bool> {
+    #[cfg(test)]
+    pub(crate) fn has_node_config(&self) -> Option<bool> {
         match self {
             UserDataFact::Read(Ok(_)) => Some(true),
             UserDataFact::Read(Err(UserDataError::NoNodeConfig(_))) => Some(false),

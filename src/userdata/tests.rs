@@ -1,5 +1,6 @@
 //! The user data read as nodeadm reads it, and the agent's config found in it.
 
+use super::nodeadm::NodeConfigs;
 use super::*;
 use std::io::Write as _;
 
