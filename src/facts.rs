@@ -13,6 +13,7 @@ pub use crate::fsutil::FileFact;
 use crate::marker::HandoffState;
 use crate::metadata::Metadata;
 use crate::spec::Spec;
+use crate::userdata::UserDataFact;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -126,6 +127,8 @@ pub struct Facts {
     pub exec_limits: ExecLimits,
     /// The cluster's values as discovery left them (`None`: not run; the config's values alone).
     pub cluster: Option<ClusterFact>,
+    /// The instance's user data as nodeadm reads it (`Unknown` without an instance).
+    pub user_data: UserDataFact,
     /// Whether bootstrap.sh was handed the node in this boot (AL2; `None` elsewhere).
     pub handoff: HandoffState,
 }
@@ -241,6 +244,7 @@ impl Facts {
                 env_bytes: 0,
             },
             cluster: None,
+            user_data: UserDataFact::Unknown,
             handoff: HandoffState::None,
         })
     }
@@ -298,6 +302,10 @@ impl FactsBuilder {
     }
     pub fn executable(mut self, path: impl Into<PathBuf>, executable: bool) -> Self {
         self.0.executable.insert(path.into(), executable);
+        self
+    }
+    pub fn user_data(mut self, u: UserDataFact) -> Self {
+        self.0.user_data = u;
         self
     }
     pub fn cluster(mut self, c: ClusterFact) -> Self {

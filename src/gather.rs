@@ -18,6 +18,7 @@ use crate::metadata::{self, Metadata};
 use crate::procsys;
 use crate::retry::RetryPolicy;
 use crate::spec::Spec;
+use crate::userdata::UserDataFact;
 
 /// Everything in one call: the instance (from `--metadata` or IMDS, beside the cluster's values),
 /// then the node.
@@ -89,6 +90,10 @@ pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: Instance
             .map(|p| (p.clone(), is_executable(&under(root, p))))
             .collect(),
         exec_limits: exec_limits(),
+        // The user data parsed once, here, as nodeadm reads it.
+        user_data: instance
+            .as_ref()
+            .map_or(UserDataFact::Unknown, |m| m.user_data.fact()),
         cluster: None,
         handoff: if reads.handoff_marker {
             marker::read_state(root)

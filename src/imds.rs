@@ -17,8 +17,8 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::metadata::Metadata;
+use crate::metadata::UserData;
 use crate::retry::{self, Failure, RetryPolicy, Verdict};
-use crate::userdata::UserDataFact;
 use std::sync::atomic::Ordering;
 
 pub(crate) const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
@@ -386,7 +386,10 @@ pub async fn fetch(
             availability_zone: need(az, "placement/availability-zone")?,
             // Read as nodeadm reads it, reduced at once to what the plan needs; never kept or
             // logged (it may hold secrets such as the cluster CA).
-            user_data: UserDataFact::from_bytes(user_data?.as_deref()),
+            user_data: match user_data? {
+                Some(b) => UserData::Bytes(b.to_vec()),
+                None => UserData::Absent,
+            },
             // Derived from the tags, once, where they are known (gather).
             autoscaling_group_name: None,
             tags,

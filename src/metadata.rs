@@ -24,24 +24,52 @@ pub struct Metadata {
     /// Instance tags as IMDS shows them when instance-metadata tags are on; `None` when off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
-    /// The instance's user data as nodeadm reads it, reduced to what the plan needs (whether it
-    /// holds a NodeConfig, the taints kubelet would register from it). In a metadata file it is
-    /// `userData`, the user data itself as a string (as EC2 takes it: base64 of gzip'd user data
-    /// works, as nodeadm decodes base64 first), read at once and never kept, logged or written.
+    /// The instance's user data as bytes, parsed once by gathering (as nodeadm reads it). In a
+    /// metadata file it is `userData`, the user data itself as a string (as EC2 takes it: base64
+    /// of gzip'd user data works, as nodeadm decodes base64 first). Never logged or written.
     #[serde(
         default,
         rename = "userData",
         skip_serializing,
         deserialize_with = "user_data_from_text"
     )]
-    pub user_data: UserDataFact,
+    pub user_data: UserData,
 }
 
-fn user_data_from_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<UserDataFact, D::Error> {
+/// The instance's user data as read: not read (a metadata file without `userData`, or no
+/// instance), none, or its bytes. `Debug` shows only the length: it may hold secrets.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum UserData {
+    #[default]
+    Unknown,
+    Absent,
+    Bytes(Vec<u8>),
+}
+
+impl std::fmt::Debug for UserData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UserData::Unknown => f.write_str("Unknown"),
+            UserData::Absent => f.write_str("Absent"),
+            UserData::Bytes(b) => write!(f, "Bytes({} bytes)", b.len()),
+        }
+    }
+}
+
+impl UserData {
+    /// Read as nodeadm reads it, reduced to what the plan needs.
+    pub fn fact(&self) -> UserDataFact {
+        match self {
+            UserData::Unknown => UserDataFact::Unknown,
+            UserData::Absent => UserDataFact::from_bytes(None),
+            UserData::Bytes(b) => UserDataFact::from_bytes(Some(b)),
+        }
+    }
+}
+
+fn user_data_from_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<UserData, D::Error> {
     let text: Option<String> = Option::deserialize(d)?;
-    Ok(text.map_or(UserDataFact::Unknown, |t| {
-        UserDataFact::from_bytes(Some(t.as_bytes()))
-    }))
+    Ok(text.map_or(UserData::Unknown, |t| UserData::Bytes(t.into_bytes())))
 }
 
 /// The metadata-file field `userData` replaced.
@@ -118,18 +146,18 @@ mod tests {
         let p = d.path().join("m.json");
         let base = r#""instanceId":"i-1","instanceType":"t","region":"r","availabilityZone":"a""#;
         std::fs::write(&p, format!("{{{base}}}")).unwrap();
-        assert_eq!(load_file(&p).unwrap().user_data, UserDataFact::Unknown);
+        assert_eq!(load_file(&p).unwrap().user_data, UserData::Unknown);
         let mime = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n--B--\n";
         let doc = serde_json::json!(mime);
         std::fs::write(&p, format!("{{{base},\"userData\":{doc}}}")).unwrap();
         assert_eq!(
-            load_file(&p).unwrap().user_data.has_node_config(),
+            load_file(&p).unwrap().user_data.fact().has_node_config(),
             Some(true)
         );
         let script = serde_json::json!("#!/bin/bash\neks-nodeinit init\n");
         std::fs::write(&p, format!("{{{base},\"userData\":{script}}}")).unwrap();
         assert_eq!(
-            load_file(&p).unwrap().user_data.has_node_config(),
+            load_file(&p).unwrap().user_data.fact().has_node_config(),
             Some(false)
         );
         // The field it replaced says what to use instead.

@@ -44,14 +44,16 @@ fn instance() -> Metadata {
         instance_type: "m6i.large".into(),
         region: "eu-west-1".into(),
         availability_zone: "eu-west-1a".into(),
-        user_data: user_data(&nodeconfig_part(&[])),
         ..Default::default()
     }
 }
 
 /// A node of `family` with every file absent, no sysctl readable, tags unknown.
 fn facts(family: Family) -> Facts {
-    Facts::builder(family).instance(instance()).build()
+    Facts::builder(family)
+        .instance(instance())
+        .user_data(user_data(&nodeconfig_part(&[])))
+        .build()
 }
 
 fn absent() -> FileFact {
@@ -344,7 +346,7 @@ fn handoffs_per_family_and_undetected_family() {
     // No NodeConfig in the user data, no nodeadm: warnings. Nodeadm passes over the user data,
     // so the drop-in alone must give the cluster fields (this config has no endpoint or CIDR),
     // and the config phase must read the drop-in directory (the package's unit drop-in).
-    f.instance.as_mut().unwrap().user_data = user_data("#!/bin/sh\n");
+    f.user_data = user_data("#!/bin/sh\n");
     f.exists.clear();
     let p = plan::build(&s, &f).unwrap();
     assert_eq!(p.warnings.len(), 3, "{:?}", p.warnings);
@@ -565,7 +567,7 @@ fn nodeadm_handoff(p: &Plan) -> NodeadmHandoff {
 /// AL2023 facts whose user data is `text`.
 fn al2023_with_user_data(text: &str) -> Facts {
     let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
-    f.instance.as_mut().unwrap().user_data = user_data(text);
+    f.user_data = user_data(text);
     f
 }
 

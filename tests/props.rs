@@ -2433,10 +2433,14 @@ fn metadata_files_load_what_they_say_and_never_panic() {
                 prop_assert_eq!(&md.availability_zone, &f.availability_zone);
                 prop_assert_eq!(&md.autoscaling_group_name, &f.asg);
                 prop_assert_eq!(&md.tags, &f.tags);
-                prop_assert_eq!(
-                    matches!(md.user_data, UserDataFact::Unknown),
-                    f.user_data.is_none()
-                );
+                // The user data is kept as its bytes, exactly; parsed once by gathering.
+                let want = match &f.user_data {
+                    None => metadata::UserData::Unknown,
+                    Some(u) => metadata::UserData::Bytes(u.clone().into_bytes()),
+                };
+                prop_assert_eq!(&md.user_data, &want);
+                // And read as nodeadm reads it without a panic.
+                let _ = md.user_data.fact();
             }
             MdInput::Mutated(f, edits) => {
                 std::fs::write(&path, mutate(md_text(&f).into_bytes(), &edits)).unwrap();

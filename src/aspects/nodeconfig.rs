@@ -73,10 +73,7 @@ fn plan(i: &Input, out: &mut Out) {
     let Some(old) = facts.current_file(DROPIN, "handoff", &mut out.findings) else {
         return;
     };
-    let user_data = facts
-        .instance
-        .as_ref()
-        .map_or(&UserDataFact::Unknown, |m| &m.user_data);
+    let user_data = &facts.user_data;
     let Some(taints) = taints(&i.kubelet.taints, user_data, &mut out.findings) else {
         return;
     };
