@@ -1,8 +1,9 @@
 //! eks-nodeinit: the first-boot agent for EKS worker nodes.
 //!
-//! config → [`spec`] (checked once) → [`facts`] (the world, read once) → [`plan`] (pure, over
-//! the [`aspects`] registry) → [`exec`] (the one executor, hand-off included). External systems:
-//! [`imds`] (the user data read as nodeadm reads it: [`userdata`]), [`ec2`] (with [`tagging`]), and the node's files through [`fsutil`].
+//! config → [`spec`] (checked once) → [`gather`] (the world, read once into [`facts`]) →
+//! [`plan`] (pure: the [`kubelet`] intent, then the [`aspects`] registry) → [`exec`] (the one
+//! executor, hand-off included). The layers, bottom up, and the order to read them in:
+//! docs/architecture.md.
 
 pub mod aspects;
 pub mod aws;
