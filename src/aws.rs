@@ -1,7 +1,7 @@
 //! The AWS SDK plumbing every client shares: one config (the instance role's credentials, the
 //! SDK's own retries off so the agent's policy decides, the agent's timeouts), one
 //! classification of a failed call, the one "denied" error naming the IAM statement, and the
-//! retry loop for one SDK operation ([`run_sdk`]).
+//! retry loop for one SDK operation (`run_sdk`).
 
 use std::future::Future;
 use std::time::Duration;

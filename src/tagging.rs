@@ -20,7 +20,7 @@ use crate::spec::TaggingSpec;
 use crate::step::Step;
 
 /// One instance's tagging job. The background continuation receives it as JSON on its
-/// standard input ([`Continuation`]).
+/// standard input (`Continuation`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Job {

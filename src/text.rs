@@ -35,7 +35,7 @@ pub(crate) const FOREIGN_MAX: usize = 4 * ECHO_MAX;
 /// A message from another library as the agent shows it: every character [`unsplittable`] finds
 /// escaped (serde quotes the input it refuses: `unknown variant "x\r"` must not carry the raw
 /// carriage return to a terminal or the journal), quotes and the rest kept, cut after
-/// [`FOREIGN_MAX`] characters.
+/// `FOREIGN_MAX` characters.
 pub fn escaped(s: &str) -> String {
     shown(s, FOREIGN_MAX, |c| {
         unsplittable(c.encode_utf8(&mut [0; 4])).is_some()

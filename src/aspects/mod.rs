@@ -1,6 +1,6 @@
 //! The node aspects. Each is one module that owns what it needs read from the node (`reads`),
 //! its planning from the spec, the facts and the kubelet intent (`plan`), its constants and its
-//! errors; its config section's checks are in `spec/`. The plan runs them in [`REGISTRY`] order;
+//! errors; its config section's checks are in `spec/`. The plan runs them in `REGISTRY` order;
 //! adding an aspect is a new module and one line there (and, for a new config section, its
 //! checks in `spec/` and its field in `Spec`).
 

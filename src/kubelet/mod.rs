@@ -1,5 +1,5 @@
 //! The kubelet model: one [`KubeletIntent`] — KubeletConfiguration keys, labels, taints and other
-//! flags — filled by small contributors, one file each, in [`CONTRIBUTORS`] order, and rendered
+//! flags — filled by small contributors, one file each, in `CONTRIBUTORS` order, and rendered
 //! by the hand-offs: on AL2 the kubelet-config.json patch (`aspects::kubelet_config`) and
 //! bootstrap.sh's `--kubelet-extra-args` (`aspects::bootstrap`), on AL2023 the NodeConfig's
 //! `kubelet.config` and `kubelet.flags` (`aspects::nodeconfig`). A renderer knows its file or

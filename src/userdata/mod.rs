@@ -20,7 +20,7 @@
 //!
 //! Nothing here keeps, logs or returns the user data: errors and findings name where a problem is
 //! (the user data, MIME part 2, line 3 column 1), never what it holds. Decompression is bounded
-//! ([`MAX_DECOMPRESSED`]) and nothing panics on any input.
+//! (`MAX_DECOMPRESSED`) and nothing panics on any input.
 //!
 //! Differences from nodeadm, all in input nodeadm users do not write: YAML scalars follow YAML
 //! 1.2's core schema (`yes` is a string here, a boolean to Go's YAML 1.1), header values that are
