@@ -169,7 +169,7 @@ enum Change {
 /// sysctl. Nothing the node reads has changed when this returns, whether it failed or not.
 fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
     let mut changes = Vec::new();
-    let mut sysctl_changes = Vec::new();
+    let mut after_files = Vec::new();
     let mut handoff = None;
     for step in &plan.steps {
         match step {
@@ -195,19 +195,17 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                     staged,
                 });
             }
-            Step::Sysctl { key, new, .. } => sysctl_changes.push(Change::Sysctl {
+            Step::Sysctl { key, new, .. } => after_files.push(Change::Sysctl {
                 step: step.describe(),
                 key: key.clone(),
                 value: new.clone(),
                 prepared: procsys::prepare_live(root, key, new)?,
             }),
             Step::NotifyLogind { .. } => {
-                if let Some(restart) = step.unit_restart() {
-                    sysctl_changes.push(Change::RestartUnit {
-                        step: step.describe(),
-                        restart,
-                    });
-                }
+                after_files.extend(step.unit_restart().map(|restart| Change::RestartUnit {
+                    step: step.describe(),
+                    restart,
+                }))
             }
             Step::ExecBootstrap { argv } => {
                 let record = marker::Record::this_process(root, now_ms())?;
@@ -219,7 +217,7 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
         }
     }
     // Files into place first, then the live values, then unit restarts (they read the files).
-    changes.extend(sysctl_changes);
+    changes.extend(after_files);
     Ok(Prepared { changes, handoff })
 }
 

@@ -53,19 +53,21 @@ pub(crate) fn prepare_client(region: &str, endpoint: Option<&str>) {
     }
 }
 
+/// The client made ready for this region and endpoint, taken (once); `None` for any other.
+fn take_ready(region: &str, endpoint: Option<&str>) -> Option<tokio::task::JoinHandle<Ec2>> {
+    let mut slot = READY.lock().ok()?;
+    let matches = slot
+        .as_ref()
+        .is_some_and(|(r, e, _)| r == region && e.as_deref() == endpoint);
+    matches
+        .then(|| slot.take())
+        .flatten()
+        .map(|(_, _, task)| task)
+}
+
 /// The client made ready for this region and endpoint, else a new one.
 async fn client(region: &str, endpoint: Option<&str>) -> Ec2 {
-    let ready = READY.lock().ok().and_then(|mut slot| {
-        let matches = slot
-            .as_ref()
-            .is_some_and(|(r, e, _)| r == region && e.as_deref() == endpoint);
-        if matches {
-            slot.take()
-        } else {
-            None
-        }
-    });
-    if let Some((_, _, task)) = ready {
+    if let Some(task) = take_ready(region, endpoint) {
         if let Ok(ec2) = task.await {
             return ec2;
         }
@@ -413,4 +415,24 @@ fn spawn_continuation(
     serde_json::to_writer(&mut stdin, &c).context("handing the job to the continuation")?;
     stdin.flush()?;
     Ok(child.id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_client_made_ready_is_taken_once_and_only_for_its_region_and_endpoint() {
+        // Static credentials: the default chain stops at the environment, never asks IMDS.
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+        let ep = Some("http://127.0.0.1:9");
+        prepare_client("eu-west-1", ep);
+        assert!(take_ready("us-east-1", ep).is_none(), "another region");
+        assert!(take_ready("eu-west-1", None).is_none(), "another endpoint");
+        let task = take_ready("eu-west-1", ep).expect("the client made ready");
+        let ec2 = task.await.expect("made ready without a call");
+        assert_eq!(ec2.calls, Calls::default());
+        assert!(take_ready("eu-west-1", ep).is_none(), "taken once");
+    }
 }
