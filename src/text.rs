@@ -37,9 +37,7 @@ pub(crate) const FOREIGN_MAX: usize = 4 * ECHO_MAX;
 /// carriage return to a terminal or the journal), quotes and the rest kept, cut after
 /// `FOREIGN_MAX` characters.
 pub fn escaped(s: &str) -> String {
-    shown(s, FOREIGN_MAX, |c| {
-        unsplittable(c.encode_utf8(&mut [0; 4])).is_some()
-    })
+    shown(s, FOREIGN_MAX, is_unsplittable)
 }
 
 /// serde_json's message without its ` at line L column C` tail (the caller says where), escaped.
@@ -55,11 +53,14 @@ pub(crate) fn serde_message(e: &serde_json::Error) -> String {
 /// word), or an invisible format character (zero-width spaces and joiners, direction marks, the
 /// byte-order mark), as text pasted from a web page or a document carries them.
 pub fn unsplittable(s: &str) -> Option<char> {
-    s.chars().find(|&c| {
-        c.is_control()
-            || (c.is_whitespace() && c != ' ')
-            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
-    })
+    s.chars().find(|&c| is_unsplittable(c))
+}
+
+/// One character of the kind [`unsplittable`] looks for.
+pub fn is_unsplittable(c: char) -> bool {
+    c.is_control()
+        || (c.is_whitespace() && c != ' ')
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
 }
 
 /// What [`unsplittable`] found, for a message: `U+00A0 (a Unicode space)`.
