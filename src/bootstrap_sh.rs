@@ -9,6 +9,14 @@ use std::collections::BTreeSet;
 
 use crate::text::printable;
 
+/// KubeletConfiguration keys bootstrap.sh rewrites in kubelet-config.json on every run (from
+/// `/etc/eks/eni-max-pods.txt`; `maxPods` unless `--use-max-pods false`), with the kubelet flag
+/// that overrides each: on AL2 these go to the kubelet as flags, never into the file.
+pub const REWRITTEN_KEYS: [(&str, &str); 2] = [
+    ("maxPods", "--max-pods"),
+    ("kubeReserved", "--kube-reserved"),
+];
+
 /// The options of the newest AL2 bootstrap.sh (awslabs/amazon-eks-ami,
 /// templates/al2/runtime/bootstrap.sh before AL2 was removed); every release's options are a
 /// subset of these, each taking one value. Config checks use them; a node's own script is read.

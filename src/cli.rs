@@ -44,6 +44,9 @@ pub enum Command {
     Init(InitArgs),
     /// Check a config file without touching anything; exit 0 when valid, 3 when not.
     Validate(ValidateArgs),
+    /// Print the max pods and kube-reserved a node of this type would get, offline: the same
+    /// computation as `init` (the VPC CNI's calculator, bootstrap.sh's reservation).
+    MaxPods(MaxPodsArgs),
     /// Background continuation of tagging (started by `init`; not for direct use).
     #[command(hide = true)]
     TagContinue(TagContinueArgs),
@@ -120,6 +123,86 @@ pub struct ValidateArgs {
     /// Config file; `-` reads standard input.
     #[arg(long, default_value = crate::config::DEFAULT_CONFIG_PATH)]
     pub config: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MaxPodsArgs {
+    /// The EC2 instance type, e.g. m5.large.
+    #[arg(long)]
+    pub instance_type: String,
+    /// How the VPC CNI gives pods addresses.
+    #[arg(long, value_enum, default_value_t = CniArg::SecondaryIPs)]
+    pub cni: CniArg,
+    /// The VPC CNI's custom networking: the primary ENI carries no pods.
+    #[arg(long)]
+    pub custom_networking: bool,
+    /// The CNI's MAX_ENI: at most this many ENIs for pods.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_enis: Option<u64>,
+    /// `recommended` (110, or 250 with more than 30 vCPUs), `none`, or a number.
+    #[arg(long, default_value = "recommended", value_parser = parse_ceiling)]
+    pub ceiling: crate::podcap::Ceiling,
+    /// The type's vCPUs (the recommended ceiling and kube-reserved's CPU depend on them).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub vcpus: Option<u64>,
+    /// A Xen type (prefix delegation needs Nitro; the calculator then counts secondary IPs).
+    #[arg(long)]
+    pub xen: bool,
+    /// The type's ENIs on its default network card, for a type not in the table.
+    #[arg(long, requires = "ipv4_per_eni", value_parser = clap::value_parser!(u32).range(1..))]
+    pub enis: Option<u32>,
+    /// The type's IPv4 addresses per ENI, for a type not in the table.
+    #[arg(long, requires = "enis", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ipv4_per_eni: Option<u32>,
+    /// How to print the answer.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CniArg {
+    #[value(name = "secondaryIPs")]
+    SecondaryIPs,
+    #[value(name = "prefixDelegation")]
+    PrefixDelegation,
+}
+
+fn parse_ceiling(s: &str) -> Result<crate::podcap::Ceiling, String> {
+    use crate::podcap::{Ceiling, KUBELET_MAX};
+    match s {
+        "recommended" => Ok(Ceiling::Recommended),
+        "none" => Ok(Ceiling::None),
+        n => match n.parse::<u64>() {
+            Ok(n) if (1..=KUBELET_MAX).contains(&n) => Ok(Ceiling::Fixed(n)),
+            _ => Err(format!(
+                "use recommended, none or a number from 1 to {KUBELET_MAX}"
+            )),
+        },
+    }
+}
+
+impl MaxPodsArgs {
+    pub fn question(&self) -> crate::podcap::explain::Question {
+        use crate::podcap::{Cni, Mode, TypeInfo};
+        crate::podcap::explain::Question {
+            instance_type: self.instance_type.clone(),
+            mode: Mode {
+                cni: match self.cni {
+                    CniArg::SecondaryIPs => Cni::SecondaryIps,
+                    CniArg::PrefixDelegation => Cni::PrefixDelegation,
+                },
+                custom_networking: self.custom_networking,
+                max_enis: self.max_enis,
+                ceiling: self.ceiling,
+            },
+            vcpus: self.vcpus,
+            xen: self.xen,
+            info: self
+                .enis
+                .zip(self.ipv4_per_eni)
+                .map(|(enis, ipv4_per_eni)| TypeInfo { enis, ipv4_per_eni }),
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]

@@ -12,6 +12,7 @@ pub(crate) use crate::fsutil::read_file;
 pub use crate::fsutil::FileFact;
 use crate::marker::HandoffState;
 use crate::metadata::Metadata;
+use crate::podcap::TypeFact;
 use crate::spec::Spec;
 use crate::userdata::UserDataFact;
 
@@ -91,6 +92,29 @@ impl InstanceTags {
     }
 }
 
+/// What the aspects and kubelet contributors ask to be read from the node (node paths, without the root).
+#[derive(Debug, Default)]
+pub(crate) struct Reads {
+    /// Files whose content (or absence) the plan compares against.
+    pub files: Vec<PathBuf>,
+    /// Files only asked about: does it exist?
+    pub exists: Vec<PathBuf>,
+    /// Directories whose `*.conf` files are read too.
+    pub conf_dirs: Vec<PathBuf>,
+    /// Live sysctl values (keys already checked by the spec).
+    pub sysctls: Vec<String>,
+    /// Files only asked about: may this process execute it?
+    pub executables: Vec<PathBuf>,
+    /// The AL2 hand-off's per-boot marker and what it proves ([`crate::marker`]).
+    pub handoff_marker: bool,
+}
+
+impl Reads {
+    pub fn file(&mut self, p: impl Into<PathBuf>) {
+        self.files.push(p.into());
+    }
+}
+
 /// What `execve` accepts on this machine, for checking the hand-off's argv before any change.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecLimits {
@@ -131,6 +155,8 @@ pub struct Facts {
     pub user_data: UserDataFact,
     /// Whether bootstrap.sh was handed the node in this boot (AL2; `None` elsewhere).
     pub handoff: HandoffState,
+    /// The instance type's ENIs and IPv4 addresses per ENI, when pod capacity needs them.
+    pub type_info: Option<TypeFact>,
 }
 
 impl Facts {
@@ -246,6 +272,7 @@ impl Facts {
             cluster: None,
             user_data: UserDataFact::Unknown,
             handoff: HandoffState::None,
+            type_info: None,
         })
     }
 }
@@ -306,6 +333,10 @@ impl FactsBuilder {
     }
     pub fn user_data(mut self, u: UserDataFact) -> Self {
         self.0.user_data = u;
+        self
+    }
+    pub fn type_info(mut self, t: TypeFact) -> Self {
+        self.0.type_info = Some(t);
         self
     }
     pub fn cluster(mut self, c: ClusterFact) -> Self {

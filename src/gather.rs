@@ -15,6 +15,7 @@ use crate::fsutil::under;
 use crate::imds;
 use crate::marker::{self, HandoffState};
 use crate::metadata::{self, Metadata};
+use crate::podcap::{self, TypeFact, TypeSource};
 use crate::procsys;
 use crate::retry::RetryPolicy;
 use crate::spec::Spec;
@@ -55,6 +56,7 @@ pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: Instance
     for a in REGISTRY {
         (a.reads)(spec, fam, &mut reads);
     }
+    crate::kubelet::reads(spec, &mut reads);
     let mut files = BTreeMap::new();
     let mut dirs = BTreeMap::new();
     for d in &reads.conf_dirs {
@@ -100,12 +102,31 @@ pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: Instance
         } else {
             HandoffState::None
         },
+        type_info: instance
+            .as_ref()
+            .and_then(|m| type_info(spec, &m.instance_type)),
         files,
         dirs,
         family,
         instance,
         tags,
     }
+}
+
+/// The instance type's numbers, when `kubelet.maxPods` is set: from the embedded table.
+fn type_info(spec: &Spec, instance_type: &str) -> Option<TypeFact> {
+    spec.kubelet.pod_capacity.max_pods?;
+    Some(match podcap::table::lookup(instance_type) {
+        Some(info) => TypeFact::Known {
+            info,
+            source: TypeSource::Table,
+        },
+        None => TypeFact::Unknown(format!(
+            "{} is not in the embedded instance-type table ({} types); set kubelet.maxPods to a number",
+            crate::text::printable(instance_type),
+            podcap::table::len()
+        )),
+    })
 }
 
 /// What `execve` accepts here, and what this process's environment takes of it.

@@ -26,6 +26,7 @@ pub mod logging;
 pub mod marker;
 pub mod metadata;
 pub mod plan;
+pub mod podcap;
 pub(crate) mod procsys;
 pub mod report;
 pub mod retry;

@@ -81,6 +81,7 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Init(a) => run::init(a).await,
             Command::Validate(a) => run::validate_cmd(&a.config),
+            Command::MaxPods(a) => run::max_pods(a),
             Command::TagContinue(a) => run::tag_continue(&a.root).await,
             Command::Generate(a) => eks_nodeinit::cli::generate(&a.out).map_err(Into::into),
         }

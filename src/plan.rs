@@ -25,6 +25,9 @@ pub struct Plan {
     /// Where the cluster's values came from, when discovery was asked for them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discovery: Option<DiscoveryView>,
+    /// Max pods and kube-reserved as the agent sets them, and where each came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_capacity: Option<crate::podcap::Derivation>,
     /// Values never to print (the cluster CA): replaced by a digest in every rendering.
     #[serde(skip)]
     pub secrets: Vec<String>,
@@ -100,6 +103,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         out.findings.push("handoff.mode", e.to_string());
     }
     let kubelet = crate::kubelet::intent(spec, facts, &mut out.findings);
+    out.warnings.extend(kubelet.warnings.iter().cloned());
     let input = Input {
         spec,
         facts,
@@ -136,6 +140,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         steps: out.steps,
         warnings: out.warnings,
         discovery: DiscoveryView::of(facts),
+        pod_capacity: kubelet.pod_capacity,
         tag_in_place: out.tag_in_place,
         secrets: {
             // Several aspects carry the CA: each secret once.
@@ -187,6 +192,9 @@ impl Plan {
         if let Some(d) = &self.discovery {
             v["discovery"] = serde_json::to_value(d).unwrap_or_default();
         }
+        if let Some(p) = &self.pod_capacity {
+            v["podCapacity"] = serde_json::to_value(p).unwrap_or_default();
+        }
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
         s.push('\n');
         redact(&self.secrets, &s)
@@ -225,6 +233,14 @@ impl Plan {
                 let _ = writeln!(o, "  {}: {}", v.field, v.from);
             }
         }
+        if let Some(p) = &self.pod_capacity {
+            let _ = writeln!(o, "pod capacity:");
+            for (name, d) in [("maxPods", &p.max_pods), ("kubeReserved", &p.kube_reserved)] {
+                if let Some(d) = d {
+                    let _ = writeln!(o, "  {name} {}: {}", flag_text(&d.value), d.from);
+                }
+            }
+        }
         if self.changes() == 0 {
             let _ = writeln!(
                 o,
@@ -241,6 +257,23 @@ impl Plan {
             }
         }
         redact(&self.secrets, &o)
+    }
+}
+
+/// A value as the text plan shows it: a map as `key=value` pairs.
+fn flag_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    v.as_str().map_or_else(|| v.to_string(), String::from)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
     }
 }
 

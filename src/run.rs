@@ -200,3 +200,16 @@ pub fn validate_cmd(path: &Path) -> Result<()> {
     );
     Ok(())
 }
+
+/// `max-pods`: the computation for an instance type, offline.
+pub fn max_pods(a: &crate::cli::MaxPodsArgs) -> Result<()> {
+    let answer = crate::podcap::explain::explain(&a.question())?;
+    match a.output {
+        crate::cli::Output::Text => print!("{}", answer.to_text()),
+        crate::cli::Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&answer).unwrap_or_default()
+        ),
+    }
+    Ok(())
+}

@@ -124,8 +124,16 @@ fn apply_al2_then_second_run_plans_nothing() {
         "--apiserver-endpoint", "https://0123456789ABCDEF0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com",
         "--service-ipv4-cidr", "172.20.0.0/16",
         "--container-runtime", "containerd",
-        "--kubelet-extra-args", "--node-labels=example.com/team=platform,node.kubernetes.io/lifecycle=spot,node.kubernetes.io/role=scaler",
+        // kubelet.maxPods (prefix delegation on the 2-vCPU m6i.large): bootstrap.sh keeps its
+        // own max pods out, and the kubelet gets both numbers as flags, which bootstrap.sh's
+        // rewrite of kubelet-config.json cannot undo.
+        "--use-max-pods", "false",
+        "--kubelet-extra-args", "--node-labels=example.com/team=platform,node.kubernetes.io/lifecycle=spot,node.kubernetes.io/role=scaler --max-pods=110 --kube-reserved=cpu=70m,ephemeral-storage=1Gi,memory=1465Mi",
     ]);
+    assert!(
+        k.get("maxPods").is_none() && k.get("kubeReserved").is_none(),
+        "bootstrap.sh's keys are left to it"
+    );
 
     // second run in the same boot: nothing, not even the hand-off (bootstrap.sh ran once)
     let out = init(r, &cfg, &["--dry-run", "--output", "json"]);

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::bootstrap_sh::REWRITTEN_KEYS;
 use crate::discovery::ClusterFact;
 use crate::facts::{ExecLimits, Facts, Family};
 use crate::findings::Findings;
@@ -187,12 +188,18 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
         &spec.cluster.container_runtime,
         "cluster.containerRuntime",
     );
-    let flags = i.kubelet.kubelet_flags();
+    // What bootstrap.sh would rewrite in kubelet-config.json goes as kubelet flags, and with
+    // max pods set, bootstrap.sh is told not to set its own.
+    let (_, config_flags) = i.kubelet.split_as_flags(&REWRITTEN_KEYS);
+    if i.kubelet.config.iter().any(|(k, _)| *k == "maxPods") {
+        a.opt("--use-max-pods", "false", "kubelet.maxPods");
+    }
+    let flags = i.kubelet.kubelet_flags_with(&config_flags);
     if !flags.is_empty() {
         a.opt(
             "--kubelet-extra-args",
             &flags.join(" "),
-            "labels, taints, kubelet.extraArgs",
+            "labels, taints, kubelet.extraArgs, kubelet.maxPods, kubelet.kubeReserved",
         );
     }
     for (field, o) in &a.missing {
@@ -377,6 +384,73 @@ mod tests {
                 "--kubelet-extra-args",
                 "--node-labels=team=a"
             ]
+        );
+    }
+
+    /// An m6i.large (2 vCPUs, Nitro) whose numbers are known, with this bootstrap.sh.
+    fn sized(script: &str) -> Facts {
+        use crate::podcap::{node, TypeFact, TypeInfo, TypeSource};
+        Facts::builder(Family::Al2)
+            .file("/etc/eks/bootstrap.sh", script)
+            .executable("/etc/eks/bootstrap.sh", true)
+            .instance(crate::metadata::Metadata {
+                instance_type: "m6i.large".into(),
+                ..Default::default()
+            })
+            .file(node::CPU_ONLINE, "0-1")
+            .file(node::SYS_VENDOR, "Amazon EC2")
+            .type_info(TypeFact::Known {
+                info: TypeInfo {
+                    enis: 3,
+                    ipv4_per_eni: 10,
+                },
+                source: TypeSource::Table,
+            })
+            .build()
+    }
+
+    #[test]
+    fn max_pods_and_kube_reserved_go_as_kubelet_flags_with_use_max_pods_false() {
+        let c = r#"{"cluster":{"name":"prod"},"kubelet":{"maxPods":{},"extraArgs":["--v=2"]}}"#;
+        let out = run(&ASPECT, &spec(c), &sized(SCRIPT));
+        let Step::ExecBootstrap { argv } = &out.steps[0] else {
+            panic!("{:?} {:?}", out.steps, findings(&out))
+        };
+        assert_eq!(
+            argv[1..],
+            [
+                "prod",
+                "--container-runtime",
+                "containerd",
+                "--use-max-pods",
+                "false",
+                "--kubelet-extra-args",
+                "--max-pods=29 --kube-reserved=cpu=70m,ephemeral-storage=1Gi,memory=574Mi --v=2"
+            ]
+        );
+        // Only kube-reserved: bootstrap.sh keeps its max pods.
+        let c = r#"{"cluster":{"name":"prod"},"kubelet":{"kubeReserved":{"memory":"1Gi"}}}"#;
+        let out = run(&ASPECT, &spec(c), &sized(SCRIPT));
+        let Step::ExecBootstrap { argv } = &out.steps[0] else {
+            panic!("{:?}", out.steps)
+        };
+        assert_eq!(
+            argv[4..],
+            ["--kubelet-extra-args", "--kube-reserved=memory=1Gi"]
+        );
+    }
+
+    #[test]
+    fn a_bootstrap_sh_without_use_max_pods_cannot_take_max_pods() {
+        let old = SCRIPT.replace("--use-max-pods)", "--use-max-podz)");
+        let c = r#"{"cluster":{"name":"prod"},"kubelet":{"maxPods":{}}}"#;
+        let out = run(&ASPECT, &spec(c), &sized(&old));
+        assert!(out.steps.is_empty());
+        assert!(
+            findings(&out)[0].starts_with("kubelet.maxPods:")
+                && findings(&out)[0].contains("has no `--use-max-pods` option"),
+            "{:?}",
+            findings(&out)
         );
     }
 

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::bootstrap_sh::REWRITTEN_KEYS;
 use crate::duration;
 use crate::facts::{Facts, Family};
 use crate::spec::Spec;
@@ -100,10 +101,12 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     }
     let k = &spec.kubelet;
+    // bootstrap.sh rewrites some keys on every run: those go to the kubelet as flags instead.
+    let (config, _) = i.kubelet.split_as_flags(&REWRITTEN_KEYS);
     let file = match config_file(spec, facts) {
         Ok(Some(f)) => f,
         Ok(None) => {
-            if !i.kubelet.config.is_empty() {
+            if !config.is_empty() {
                 let shown = crate::fsutil::under(&facts.root, &k.config_path);
                 out.findings.push("kubelet.configPath", format!(
                     "{} does not exist; on Amazon Linux 2 the EKS AMI ships it: check kubelet.configPath",
@@ -115,7 +118,7 @@ fn plan(i: &Input, out: &mut Out) {
         Err(e) => return out.findings.push("kubelet.configPath", e),
     };
     let (text, doc) = (&file.text, &file.doc);
-    let p = patch(text, doc.clone(), &i.kubelet.config, k.overwrite);
+    let p = patch(text, doc.clone(), &config, k.overwrite);
     for kept in &p.kept {
         out.warnings.push(format!(
             "kubelet config keeps the operator's {} = {} (the config asks for {}); set kubelet.overwrite to replace it",

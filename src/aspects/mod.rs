@@ -4,8 +4,7 @@
 //! adding an aspect is a new module and one line there (and, for a new config section, its
 //! checks in `spec/` and its field in `Spec`).
 
-use std::path::PathBuf;
-
+pub(crate) use crate::facts::Reads;
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
 use crate::kubelet::KubeletIntent;
@@ -47,29 +46,6 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     bootstrap::ASPECT,
     nodeconfig::ASPECT,
 ];
-
-/// What the aspects ask to be read from the node (node paths, without the root).
-#[derive(Debug, Default)]
-pub(crate) struct Reads {
-    /// Files whose content (or absence) the plan compares against.
-    pub files: Vec<PathBuf>,
-    /// Files only asked about: does it exist?
-    pub exists: Vec<PathBuf>,
-    /// Directories whose `*.conf` files are read too.
-    pub conf_dirs: Vec<PathBuf>,
-    /// Live sysctl values (keys already checked by the spec).
-    pub sysctls: Vec<String>,
-    /// Files only asked about: may this process execute it?
-    pub executables: Vec<PathBuf>,
-    /// The AL2 hand-off's per-boot marker and what it proves ([`crate::marker`]).
-    pub handoff_marker: bool,
-}
-
-impl Reads {
-    pub fn file(&mut self, p: impl Into<PathBuf>) {
-        self.files.push(p.into());
-    }
-}
 
 /// What one aspect's planning produced.
 #[derive(Debug, Default)]

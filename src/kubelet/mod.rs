@@ -7,12 +7,13 @@
 //! here (the shape of nodeadm's `internal/kubelet/config.go` and its `withX` functions).
 
 mod image_gc;
+mod pod_capacity;
 mod registration;
 mod shutdown;
 
 use serde_json::Value;
 
-use crate::facts::Facts;
+use crate::facts::{Facts, Reads};
 use crate::findings::Findings;
 use crate::k8s::Taint;
 use crate::spec::Spec;
@@ -28,6 +29,10 @@ pub struct KubeletIntent {
     pub taints: Vec<Taint>,
     /// Other kubelet flags, each `--flag=value`.
     pub flags: Vec<String>,
+    /// Max pods and kube-reserved as set, with where each came from (for the plan).
+    pub pod_capacity: Option<crate::podcap::Derivation>,
+    /// What a contributor wants the operator to know, without refusing the config.
+    pub warnings: Vec<String>,
 }
 
 /// One contributor: reads the spec and the facts, sets what it owns, reports what is wrong.
@@ -37,8 +42,14 @@ pub(crate) type Contributor = fn(&Spec, &Facts, &mut KubeletIntent, &mut Finding
 pub(crate) const CONTRIBUTORS: &[Contributor] = &[
     image_gc::contribute,
     shutdown::contribute,
+    pod_capacity::contribute,
     registration::contribute,
 ];
+
+/// What the contributors need read from the node.
+pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
+    pod_capacity::reads(spec, r);
+}
 
 /// The intent for this spec on this node.
 pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> KubeletIntent {
@@ -58,8 +69,30 @@ impl KubeletIntent {
         }
     }
 
+    /// The config keys without those in `as_flags` (key, kubelet flag), and those keys' values
+    /// as kubelet flags (`--max-pods=29`, a map as `--kube-reserved=cpu=70m,memory=574Mi`).
+    pub(crate) fn split_as_flags(
+        &self,
+        as_flags: &[(&str, &str)],
+    ) -> (Vec<(&'static str, Value)>, Vec<String>) {
+        let mut config = Vec::new();
+        let mut flags = Vec::new();
+        for (key, v) in &self.config {
+            match as_flags.iter().find(|(k, _)| k == key) {
+                Some((_, flag)) => flags.push(format!("{flag}={}", flag_value(v))),
+                None => config.push((*key, v.clone())),
+            }
+        }
+        (config, flags)
+    }
+
     /// The kubelet flags: `--node-labels`, `--register-with-taints`, then the others.
     pub(crate) fn kubelet_flags(&self) -> Vec<String> {
+        self.kubelet_flags_with(&[])
+    }
+
+    /// The kubelet flags with `more` before the contributors' other flags.
+    pub(crate) fn kubelet_flags_with(&self, more: &[String]) -> Vec<String> {
         let mut flags = Vec::new();
         if !self.labels.is_empty() {
             let l: Vec<String> = self
@@ -73,6 +106,7 @@ impl KubeletIntent {
             let t: Vec<&str> = self.taints.iter().map(|t| t.text.as_str()).collect();
             flags.push(format!("--register-with-taints={}", t.join(",")));
         }
+        flags.extend(more.iter().cloned());
         flags.extend(self.flags.iter().cloned());
         flags
     }
@@ -83,6 +117,19 @@ impl KubeletIntent {
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect()
+    }
+}
+
+/// A config value as kubelet's flag takes it: a map as `key=value` pairs joined by commas.
+fn flag_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", flag_value(v)))
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
     }
 }
 

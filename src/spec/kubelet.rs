@@ -22,6 +22,8 @@ pub struct KubeletSpec {
     pub shutdown_grace_period_critical_pods: Option<GoDuration>,
     pub overwrite: bool,
     pub config_path: PathBuf,
+    /// Max pods and kube-reserved (`spec::pod_capacity`).
+    pub pod_capacity: super::pod_capacity::PodCapacitySpec,
 }
 
 impl KubeletSpec {
@@ -99,5 +101,11 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
         shutdown_grace_period_critical_pods: critical,
         overwrite: k.overwrite,
         config_path: k.config_path.clone(),
+        pod_capacity: super::pod_capacity::spec(
+            k.max_pods.as_ref(),
+            k.kube_reserved.as_ref(),
+            &k.extra_args,
+            f,
+        ),
     }
 }

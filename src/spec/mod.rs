@@ -11,6 +11,7 @@ pub mod kubelet;
 pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
+pub mod pod_capacity;
 pub mod registration;
 pub mod sysctls;
 

@@ -21,7 +21,16 @@ pub struct NodeConfigs {
     /// The taints kubelet registers with from the user data's merged NodeConfig alone; `None`
     /// when it registers none.
     pub taints: Option<EffectiveTaints>,
+    /// Where the NodeConfigs set max pods or kube-reserved (`kubelet.config.maxPods of the
+    /// NodeConfig in MIME part 2 of the user data`), by KubeletConfiguration key.
+    pub pod_capacity: Vec<(&'static str, String)>,
 }
+
+/// KubeletConfiguration keys for max pods and kube-reserved, and their kubelet flags.
+const POD_CAPACITY: [(&str, &str); 2] = [
+    ("maxPods", "--max-pods"),
+    ("kubeReserved", "--kube-reserved"),
+];
 
 /// The user data's taints as kubelet takes them, from one place.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +78,10 @@ pub fn read(user_data: &[u8]) -> Result<NodeConfigs, UserDataError> {
     Ok(NodeConfigs {
         documents: docs.iter().map(|d| d.at).collect(),
         taints: effective_taints(&docs),
+        pod_capacity: docs
+            .iter()
+            .flat_map(|d| d.pod_capacity.iter().cloned())
+            .collect(),
     })
 }
 
@@ -79,6 +92,8 @@ struct Document {
     flags: Vec<String>,
     /// `kubelet.config.registerWithTaints` when the document has the key (`null` included).
     register_with_taints: Option<Value>,
+    /// Where it sets max pods or kube-reserved, by key.
+    pod_capacity: Vec<(&'static str, String)>,
 }
 
 /// The NodeConfig documents nodeadm finds, in merge order.
@@ -208,10 +223,30 @@ fn document(v: &Value, at: Where) -> Result<Document, String> {
         Some(_) => return Err("`spec.kubelet.flags` is not a list of strings".into()),
     };
     let config = object(kubelet.get("config"), "spec.kubelet.config")?;
+    let mut pod_capacity = Vec::new();
+    for (key, flag) in POD_CAPACITY {
+        if config.as_ref().is_some_and(|c| c.contains_key(key)) {
+            pod_capacity.push((
+                key,
+                format!("kubelet.config.{key} of the NodeConfig in {at}"),
+            ));
+        }
+        for (i, f) in flags.iter().enumerate() {
+            if f.split_ascii_whitespace()
+                .any(|w| w == flag || w.starts_with(&format!("{flag}=")))
+            {
+                pod_capacity.push((
+                    key,
+                    format!("kubelet.flags[{i}] ({flag}) of the NodeConfig in {at}"),
+                ));
+            }
+        }
+    }
     Ok(Document {
         at,
         flags,
         register_with_taints: config.and_then(|c| c.get("registerWithTaints").cloned()),
+        pod_capacity,
     })
 }
 

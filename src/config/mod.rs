@@ -5,6 +5,8 @@
 //! Nothing in here does I/O beyond reading the document; `spec` checks it and resolves it into
 //! what the node should be.
 
+mod schema;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -295,6 +297,16 @@ pub struct KubeletSettings {
     /// `--kubelet-extra-args` (AL2) or NodeConfig `kubelet.flags` (AL2023).
     #[serde(default)]
     pub extra_args: Vec<String>,
+    /// The kubelet's max pods: a number, or how to compute it from the instance type and the
+    /// VPC CNI's mode (docs/pod-capacity.md). Unset: the family's own value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<schema::MaxPodsSetting>")]
+    pub max_pods: Option<serde_json::Value>,
+    /// `"auto"` (the default with `maxPods`: derived from it as bootstrap.sh derives it) or
+    /// explicit quantities (`cpu`, `memory`, `ephemeral-storage`, `pid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<schema::KubeReservedSetting>")]
+    pub kube_reserved: Option<serde_json::Value>,
 }
 
 impl Default for KubeletSettings {
@@ -307,6 +319,8 @@ impl Default for KubeletSettings {
             overwrite: false,
             config_path: default_kubelet_config_path(),
             extra_args: Vec::new(),
+            max_pods: None,
+            kube_reserved: None,
         }
     }
 }
