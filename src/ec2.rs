@@ -40,6 +40,13 @@ pub enum TagError {
 pub struct Calls {
     pub describe_tags: u32,
     pub create_tags: u32,
+    /// Not tagging's: left out of its report when none was made.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub describe_instance_types: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -149,6 +156,59 @@ impl Ec2 {
             .iter()
             .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
             .collect())
+    }
+
+    /// The instance type's ENIs on its default network card and IPv4 addresses per ENI
+    /// (DescribeInstanceTypes), as nodeadm reads them; `None` when EC2 does not know the type or
+    /// gives no such card.
+    pub async fn describe_instance_type(
+        &mut self,
+        instance_type: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<Option<crate::podcap::TypeInfo>, TagError> {
+        let op = Op {
+            name: "DescribeInstanceTypes",
+            action: "ec2:DescribeInstanceTypes",
+            resource: "*".into(),
+            instance_id: instance_type,
+        };
+        let client = &self.client;
+        let t = aws_sdk_ec2::types::InstanceType::from(instance_type);
+        let r = op
+            .retried(
+                policy,
+                deadline,
+                &mut self.calls.describe_instance_types,
+                || {
+                    client
+                        .describe_instance_types()
+                        .instance_types(t.clone())
+                        .send()
+                },
+            )
+            .await;
+        let out = match r {
+            Err(TagError::Fatal { message, .. }) if message.contains("InvalidInstanceType") => {
+                return Ok(None)
+            }
+            other => other?,
+        };
+        let Some(net) = out.instance_types().first().and_then(|t| t.network_info()) else {
+            return Ok(None);
+        };
+        let index = net.default_network_card_index();
+        let enis = net
+            .network_cards()
+            .iter()
+            .find(|c| c.network_card_index() == index)
+            .and_then(|c| c.maximum_network_interfaces());
+        let info = enis
+            .zip(net.ipv4_addresses_per_interface())
+            .and_then(|(e, i)| Some((u32::try_from(e).ok()?, u32::try_from(i).ok()?)))
+            .filter(|(e, i)| *e > 0 && *i > 0)
+            .map(|(enis, ipv4_per_eni)| crate::podcap::TypeInfo { enis, ipv4_per_eni });
+        Ok(info)
     }
 
     /// CreateTags for one key on the instance, retrying what may succeed later.

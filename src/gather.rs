@@ -35,7 +35,52 @@ pub async fn facts(
         // planned and staged: reads only, off the path to the tag call.
         crate::tagging::prepare_client(&md.region, spec.tagging.ec2_endpoint.as_deref());
     }
-    Ok(node(root, spec, Some(md), tags).with_cluster(cluster))
+    let mut facts = node(root, spec, Some(md), tags).with_cluster(cluster);
+    if let (Some(TypeFact::Unknown(why)), Some(md)) = (&facts.type_info, &facts.instance) {
+        let cache = facts.files.get(Path::new(podcap::cache::CACHE));
+        let fact = beyond_table(spec, md, cache, why).await;
+        facts.type_info = Some(fact);
+    }
+    Ok(facts)
+}
+
+/// A type the embedded table lacks: the cached DescribeInstanceTypes answer for it, else
+/// DescribeInstanceTypes (the tagging section's EC2 endpoint, the agent's retry policy, the
+/// synchronous tagging budget as its deadline); when neither answers, why, and what to do.
+pub async fn beyond_table(
+    spec: &Spec,
+    md: &Metadata,
+    cache: Option<&crate::fsutil::FileFact>,
+    not_in_table: &str,
+) -> TypeFact {
+    let t = &md.instance_type;
+    let text = cache
+        .and_then(|c| c.content.as_ref().ok())
+        .and_then(Option::as_deref);
+    if let Some(info) = text.and_then(|x| podcap::cache::cached(x, t)) {
+        return TypeFact::Known {
+            info,
+            source: TypeSource::Cache,
+        };
+    }
+    let deadline = tokio::time::Instant::now() + spec.tagging.sync_budget;
+    let mut ec2 = Ec2::new(&md.region, spec.tagging.ec2_endpoint.as_deref()).await;
+    let shown = crate::text::printable(t);
+    match ec2
+        .describe_instance_type(t, RetryPolicy::default(), deadline)
+        .await
+    {
+        Ok(Some(info)) => TypeFact::Known {
+            info,
+            source: TypeSource::Ec2,
+        },
+        Ok(None) => TypeFact::Unknown(format!(
+            "{not_in_table}; EC2 does not know {shown} either (DescribeInstanceTypes): check the instance type"
+        )),
+        Err(e) => TypeFact::Unknown(format!(
+            "{not_in_table}; asking EC2 failed: {e}"
+        )),
+    }
 }
 
 /// Whether the run will likely call EC2 to tag: tagging on and the Name tag unknown or absent
@@ -122,7 +167,7 @@ fn type_info(spec: &Spec, instance_type: &str) -> Option<TypeFact> {
             source: TypeSource::Table,
         },
         None => TypeFact::Unknown(format!(
-            "{} is not in the embedded instance-type table ({} types); set kubelet.maxPods to a number",
+            "{} is not in the embedded instance-type table ({} types)",
             crate::text::printable(instance_type),
             podcap::table::len()
         )),

@@ -17,6 +17,7 @@ pub mod kubelet_config;
 pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
+pub mod pod_capacity;
 pub mod sysctls;
 
 /// One node aspect.
@@ -39,6 +40,7 @@ pub(crate) struct Input<'a> {
 /// The aspects, in the order their steps run.
 pub(crate) const REGISTRY: &[Aspect] = &[
     cluster::ASPECT,
+    pod_capacity::ASPECT,
     name_tag::ASPECT,
     sysctls::ASPECT,
     kubelet_config::ASPECT,

@@ -9,6 +9,7 @@
 //! reservation is bootstrap.sh's (`get_memory_mebibytes_to_reserve`,
 //! `get_cpu_millicores_to_reserve`), in its integer arithmetic. Pure: every input is a value.
 
+pub mod cache;
 pub mod explain;
 pub mod node;
 pub mod table;
