@@ -219,3 +219,67 @@ fn the_command_prints_the_computation_offline() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--enis and --ipv4-per-eni"));
 }
+
+#[test]
+fn the_generator_rebuilds_the_embedded_table_from_describe_instance_types() {
+    // DescribeInstanceTypes output for every type in the table, out of order, each with a
+    // second network card the generator must not count; one more type whose default card is
+    // its second, and one with no ENI (left out).
+    let mut types: Vec<serde_json::Value> = rows()
+        .iter()
+        .rev()
+        .map(|(t, enis, ips)| {
+            serde_json::json!({"InstanceType": t, "NetworkInfo": {
+                "DefaultNetworkCardIndex": 0,
+                "MaximumNetworkInterfaces": enis * 2,
+                "NetworkCards": [
+                    {"NetworkCardIndex": 0, "MaximumNetworkInterfaces": enis},
+                    {"NetworkCardIndex": 1, "MaximumNetworkInterfaces": enis + 1}
+                ],
+                "Ipv4AddressesPerInterface": ips
+            }})
+        })
+        .collect();
+    types.push(
+        serde_json::json!({"InstanceType": "zz1.second", "NetworkInfo": {
+            "DefaultNetworkCardIndex": 1,
+            "NetworkCards": [
+                {"NetworkCardIndex": 0, "MaximumNetworkInterfaces": 2},
+                {"NetworkCardIndex": 1, "MaximumNetworkInterfaces": 7}
+            ],
+            "Ipv4AddressesPerInterface": 30
+        }}),
+    );
+    types.push(
+        serde_json::json!({"InstanceType": "zz2.none", "NetworkInfo": {
+            "NetworkCards": [], "Ipv4AddressesPerInterface": 30
+        }}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("types.json");
+    std::fs::write(
+        &input,
+        serde_json::json!({ "InstanceTypes": types }).to_string(),
+    )
+    .unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tools/instance-table.py"
+        ))
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let table = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/podcap/instance-info.jsonl"
+    ))
+    .unwrap();
+    let extra =
+        "{\"instanceType\":\"zz1.second\",\"defaultMaxENIs\":7,\"ipv4AddressesPerInterface\":30}\n";
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{table}{extra}")
+    );
+}
