@@ -124,11 +124,11 @@ fn apply_al2_then_second_run_plans_nothing() {
         "--apiserver-endpoint", "https://0123456789ABCDEF0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com",
         "--service-ipv4-cidr", "172.20.0.0/16",
         "--container-runtime", "containerd",
-        // kubelet.maxPods (prefix delegation on the 2-vCPU m6i.large): bootstrap.sh keeps its
+        // kubelet.maxPods (secondary IPs on the 2-vCPU m6i.large): bootstrap.sh keeps its
         // own max pods out, and the kubelet gets both numbers as flags, which bootstrap.sh's
         // rewrite of kubelet-config.json cannot undo.
         "--use-max-pods", "false",
-        "--kubelet-extra-args", "--node-labels=example.com/team=platform,node.kubernetes.io/lifecycle=spot,node.kubernetes.io/role=scaler --max-pods=110 --kube-reserved=cpu=70m,ephemeral-storage=1Gi,memory=1465Mi",
+        "--kubelet-extra-args", "--node-labels=example.com/team=platform,node.kubernetes.io/lifecycle=spot,node.kubernetes.io/role=scaler --max-pods=29 --kube-reserved=cpu=70m,ephemeral-storage=1Gi,memory=574Mi",
     ]);
     assert!(
         k.get("maxPods").is_none() && k.get("kubeReserved").is_none(),
