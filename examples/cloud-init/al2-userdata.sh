@@ -13,6 +13,6 @@ exec /usr/bin/eks-nodeinit init --config - <<'JSON'
   "nodeGroup": { "name": "scaler", "role": "scaler" },
   "labels": { "node.kubernetes.io/lifecycle": "spot" },
   "sysctls": { "fs.inotify.max_user_watches": 524288 },
-  "kubelet": { "shutdownGracePeriod": "90s", "shutdownGracePeriodCriticalPods": "30s" }
+  "kubelet": { "shutdownGracePeriod": "90s", "shutdownGracePeriodCriticalPods": "30s", "maxPods": {} }
 }
 JSON

@@ -1221,6 +1221,15 @@ fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
             "{extra}"
         );
     }
+    // With kubelet.maxPods, the numbers the node's own files gave (the guest's online CPUs,
+    // its DMI vendor) go to the kubelet as flags and bootstrap.sh keeps its own max pods out.
+    if !sc.config["kubelet"]["maxPods"].is_null() {
+        assert_eq!(after("--use-max-pods"), "false", "{argv:?}");
+        let max = pod_capacity_flag(extra, "--max-pods=");
+        let reserved = pod_capacity_flag(extra, "--kube-reserved=");
+        assert_eq!(max, "29", "m6i.large with secondary IPs: {extra}");
+        assert!(reserved.contains("memory=574Mi"), "{extra}");
+    }
     // bootstrap.sh takes `--flag value` only: after the cluster name, flags and values
     // alternate and no flag carries `=`.
     assert!(argv.len() % 2 == 1, "{argv:?}");
@@ -1272,11 +1281,26 @@ fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
     assert_eq!(planned.len(), argv.len());
 }
 
+/// The value of one `--flag=value` word in the kubelet's extra arguments.
+fn pod_capacity_flag<'a>(extra: &'a str, flag: &str) -> &'a str {
+    extra
+        .split(' ')
+        .find_map(|w| w.strip_prefix(flag))
+        .unwrap_or_else(|| panic!("{flag} missing from {extra}"))
+}
+
 fn check_nodeadm(sc: &Scenario, records: &[&str], run: &Run) {
     let dropin = run.file(1, nodeconfig::DROPIN);
     let nc: serde_json::Value = serde_json::from_str(&dropin).unwrap();
     assert_eq!(nc["apiVersion"], "node.eks.aws/v1alpha1");
     assert_eq!(nc["kind"], "NodeConfig");
+    // With kubelet.maxPods: the computed max pods and the reservation derived from it, in
+    // kubelet.config (nodeadm merges it over its own).
+    if !sc.config["kubelet"]["maxPods"].is_null() {
+        let k = &nc["spec"]["kubelet"]["config"];
+        assert_eq!(k["maxPods"], 29, "m6i.large with secondary IPs: {k}");
+        assert_eq!(k["kubeReserved"]["memory"], "574Mi", "{k}");
+    }
     let dropin_b64 = base64::engine::general_purpose::STANDARD.encode(&dropin);
     let with_dropin = format!("dropin /etc/eks/nodeadm.d/10-eks-nodeinit.json {dropin_b64}");
     let phase = |unit: &str| -> Vec<&&str> {
