@@ -3,9 +3,6 @@
 //! one JSON object per line, sorted by type). `tools/instance-table.py` rebuilds it from
 //! `aws ec2 describe-instance-types` output.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
 /// The two numbers of an instance type that max pods is computed from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -59,34 +56,38 @@ struct Row {
     ipv4_addresses_per_interface: u32,
 }
 
-/// The table, parsed once on first use (only runs that compute max pods use it).
-fn table() -> &'static HashMap<String, TypeInfo> {
-    static T: OnceLock<HashMap<String, TypeInfo>> = OnceLock::new();
-    T.get_or_init(|| parse(TABLE))
+/// One row, when it parses and has at least one ENI and one address.
+fn row(line: &str) -> Option<(String, TypeInfo)> {
+    let r: Row = serde_json::from_str(line).ok()?;
+    let info = TypeInfo {
+        enis: r.default_max_enis,
+        ipv4_per_eni: r.ipv4_addresses_per_interface,
+    };
+    (info.enis > 0 && info.ipv4_per_eni > 0).then_some((r.instance_type, info))
 }
 
 /// Every row of the JSON-lines text that parses and has at least one ENI and one address.
-pub(crate) fn parse(text: &str) -> HashMap<String, TypeInfo> {
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Row>(l).ok())
-        .filter_map(|r| {
-            let info = TypeInfo {
-                enis: r.default_max_enis,
-                ipv4_per_eni: r.ipv4_addresses_per_interface,
-            };
-            (info.enis > 0 && info.ipv4_per_eni > 0).then_some((r.instance_type, info))
-        })
-        .collect()
+#[cfg(test)]
+pub(crate) fn parse(text: &str) -> std::collections::HashMap<String, TypeInfo> {
+    text.lines().filter_map(row).collect()
 }
 
-/// The type's numbers, when the embedded table has it.
+/// The type's numbers, when the embedded table has it: the one line that names it is parsed
+/// (the table is written by `tools/instance-table.py`, one compact object per line).
 pub fn lookup(instance_type: &str) -> Option<TypeInfo> {
-    table().get(instance_type).copied()
+    let key = serde_json::to_string(instance_type).ok()?;
+    let prefix = format!("{{\"instanceType\":{key},");
+    TABLE
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .find_map(row)
+        .filter(|(t, _)| t == instance_type)
+        .map(|(_, info)| info)
 }
 
 /// How many types the table holds.
 pub fn len() -> usize {
-    table().len()
+    TABLE.lines().count()
 }
 
 #[cfg(test)]
@@ -95,7 +96,10 @@ mod tests {
 
     #[test]
     fn every_line_of_the_embedded_table_is_a_type() {
-        assert_eq!(len(), TABLE.lines().count());
+        assert_eq!(parse(TABLE).len(), len());
+        for (t, info) in parse(TABLE) {
+            assert_eq!(lookup(&t), Some(info), "{t}");
+        }
         assert_eq!(
             lookup("m5.large"),
             Some(TypeInfo {
