@@ -36,7 +36,14 @@ pub async fn facts(
         crate::tagging::prepare_client(&md.region, spec.tagging.ec2_endpoint.as_deref());
     }
     let mut facts = node(root, spec, Some(md), tags).with_cluster(cluster);
-    if let (Some(TypeFact::Unknown(why)), Some(md)) = (&facts.type_info, &facts.instance) {
+    let computed = matches!(
+        spec.kubelet.pod_capacity.max_pods,
+        Some(crate::spec::pod_capacity::MaxPodsSpec::Computed(_))
+    );
+    // A fixed max pods needs the type's numbers only for a warning: never a call for that.
+    if let (true, Some(TypeFact::Unknown(why)), Some(md)) =
+        (computed, &facts.type_info, &facts.instance)
+    {
         let cache = facts.files.get(Path::new(podcap::cache::CACHE));
         let fact = beyond_table(spec, md, cache, why).await;
         facts.type_info = Some(fact);

@@ -3,6 +3,8 @@
 //! over every type in the embedded table, the calculator's own upstream cases, and bootstrap.sh's
 //! reservation.
 
+mod common;
+
 use eks_nodeinit::podcap::{self, table, Ceiling, Cni, Mode};
 
 /// The embedded table read by this test's own parser: (type, ENIs, IPv4 per ENI).
@@ -282,4 +284,69 @@ fn the_generator_rebuilds_the_embedded_table_from_describe_instance_types() {
         String::from_utf8(out.stdout).unwrap(),
         format!("{table}{extra}")
     );
+}
+
+/// Through the binary on moto (its requests recorded): a computed max pods for a type the
+/// table lacks asks EC2 once and, EC2 not knowing it either, is a finding naming the type; a
+/// fixed max pods never asks (the type's numbers would only feed a warning).
+#[test]
+fn only_a_computed_max_pods_asks_ec2_for_a_type_the_table_lacks() {
+    let rec = tempfile::tempdir().unwrap();
+    let log = rec.path().join("moto.jsonl");
+    let Some(moto) = common::start_moto_with(&[
+        ("MOTO_ENABLE_RECORDING", "1"),
+        ("MOTO_RECORDER_FILEPATH", log.to_str().unwrap()),
+    ]) else {
+        return;
+    };
+    let root = common::sample_root("al2023-root");
+    let md = root.path().join("md.json");
+    std::fs::write(
+        &md,
+        serde_json::json!({"instanceId": "i-1", "privateIpv4": "10.0.0.1",
+            "instanceType": "zz9.mega", "region": "us-east-1", "availabilityZone": "us-east-1a"})
+        .to_string(),
+    )
+    .unwrap();
+    // Requests moto served whose form body (base64 in the recording) is DescribeInstanceTypes.
+    let calls = || {
+        use base64::Engine as _;
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let body = v["body"].as_str().unwrap_or_default();
+                let body = match v["body_encoded"] == true {
+                    true => base64::engine::general_purpose::STANDARD
+                        .decode(body)
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
+                        .unwrap_or_default(),
+                    false => body.to_string(),
+                };
+                body.contains("Action=DescribeInstanceTypes")
+            })
+            .count()
+    };
+    for (max_pods, want_calls) in [(serde_json::json!(20), 0), (serde_json::json!({}), 1)] {
+        let cfg = common::config_with(root.path(), "c.json", |v| {
+            v["tagging"] = serde_json::json!({"enabled": false, "ec2Endpoint": moto.url});
+            v["kubelet"]["maxPods"] = max_pods.clone();
+        });
+        let before = calls();
+        let out = common::init_with(root.path(), &cfg, &md, &["--dry-run"]);
+        assert_eq!(calls() - before, want_calls, "maxPods {max_pods}");
+        if want_calls == 0 {
+            assert!(out.status.success(), "{out:?}");
+        } else {
+            assert_eq!(out.status.code(), Some(3));
+            let err = common::stderr(&out);
+            assert!(
+                err.contains(
+                    "kubelet.maxPods: zz9.mega is not in the embedded instance-type table"
+                ) && err.contains("EC2 does not know zz9.mega either"),
+                "{err}"
+            );
+        }
+    }
 }

@@ -190,6 +190,17 @@ fn computed(mode: Mode, n: &Node, f: &mut Findings) -> Option<Derived> {
         _ => 0,
     };
     let p = podcap::max_pods(info, mode, vcpus, nitro);
+    if p.value > podcap::KUBELET_MAX {
+        f.push(
+            FIELD,
+            format!(
+                "{} gives {p}: more than kubelet's --max-pods takes ({}); set a ceiling",
+                n.shown_type(),
+                podcap::KUBELET_MAX
+            ),
+        );
+        return None;
+    }
     let mut from = format!(
         "{} ({}), {}: {p}",
         n.shown_type(),
@@ -402,6 +413,28 @@ mod tests {
             f,
             ["kubelet.maxPods: the user data sets it too (kubelet.config.maxPods of the NodeConfig in the user data): nodeadm would keep one of them silently; set it in one place"]
         );
+    }
+
+    #[test]
+    fn a_computed_value_kubelet_cannot_take_is_a_finding() {
+        let huge = node(Family::Al2023)
+            .type_info(TypeFact::Known {
+                info: TypeInfo {
+                    enis: u32::MAX,
+                    ipv4_per_eni: u32::MAX,
+                },
+                source: TypeSource::Ec2,
+            })
+            .build();
+        let (k, f) = intent(serde_json::json!({"maxPods": {"ceiling": "none"}}), &huge);
+        assert!(k.config.is_empty());
+        assert!(
+            f[0].contains("more than kubelet's --max-pods takes"),
+            "{f:?}"
+        );
+        let (k, f) = intent(serde_json::json!({"maxPods": {}}), &huge);
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(k.config[0], ("maxPods", 110.into()));
     }
 
     #[test]
