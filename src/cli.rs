@@ -47,6 +47,11 @@ pub enum Command {
     /// Print the max pods and kube-reserved a node of this type would get, offline: the same
     /// computation as `init` (the VPC CNI's calculator, bootstrap.sh's reservation).
     MaxPods(MaxPodsArgs),
+    /// Record that this instance's first boot is done (the packaged unit's ExecStartPost):
+    /// writes /var/lib/eks-nodeinit/done, unless this boot's run held the hand-off for a warm
+    /// pool (/run/eks-nodeinit/handoff-held), so the boot after the start into service runs again.
+    #[command(hide = true)]
+    MarkDone(MarkDoneArgs),
     /// Background continuation of tagging (started by `init`; not for direct use).
     #[command(hide = true)]
     TagContinue(TagContinueArgs),
@@ -203,6 +208,13 @@ impl MaxPodsArgs {
                 .map(|(enis, ipv4_per_eni)| TypeInfo { enis, ipv4_per_eni }),
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MarkDoneArgs {
+    /// Root of the node's filesystem.
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

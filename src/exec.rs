@@ -213,7 +213,8 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                     fsutil::stage(&under(root, marker::MARKER), &record.to_bytes(), 0o644)?;
                 handoff = Some((argv.clone(), staged));
             }
-            Step::Tag { .. } | Step::Nodeadm(_) => {}
+            // The hold's marker is a file step of its own; the hold itself runs nothing.
+            Step::Tag { .. } | Step::Nodeadm(_) | Step::HoldHandoff(_) => {}
         }
     }
     // Files into place first, then the live values, then unit restarts (they read the files).

@@ -47,6 +47,8 @@ pub enum ImdsError {
     Unreachable { endpoint: String, last: String },
     #[error("bad IMDS endpoint `{0}`: use a URL like http://169.254.169.254")]
     Endpoint(String),
+    #[error("instance metadata {path}: {message}")]
+    Value { path: String, message: String },
 }
 
 /// How long to keep trying when IMDS has never answered at all (a dev box, not EC2).
@@ -335,7 +337,7 @@ pub async fn fetch(
         last.clear();
     }
     let work = async {
-        let (id, v4, v6, itype, region, az, tag_keys, user_data) = tokio::join!(
+        let (id, v4, v6, itype, region, az, tag_keys, lifecycle, user_data) = tokio::join!(
             client.get(&md("instance-id")),
             client.get(&md("local-ipv4")),
             client.get(&md("ipv6")),
@@ -343,6 +345,7 @@ pub async fn fetch(
             client.get(&md("placement/region")),
             client.get(&md("placement/availability-zone")),
             client.get(&md("tags/instance")),
+            client.get(&md(crate::lifecycle::IMDS_PATH)),
             async {
                 match known_user_data {
                     Some(known) => Ok(known.map(Bytes::copy_from_slice)),
@@ -354,29 +357,7 @@ pub async fn fetch(
             v?.map(|s| s.trim().to_string())
                 .ok_or_else(|| ImdsError::Missing { path: md(p) })
         };
-        let tags = match tag_keys? {
-            None => None,
-            Some(list) => {
-                let keys: Vec<String> = list
-                    .lines()
-                    .map(str::trim)
-                    .filter(|k| !k.is_empty())
-                    .map(String::from)
-                    .collect();
-                let values = futures_join_all(
-                    keys.iter()
-                        .map(|k| client.get(&md(&format!("tags/instance/{k}")))),
-                )
-                .await;
-                let mut m = BTreeMap::new();
-                for (k, v) in keys.into_iter().zip(values) {
-                    if let Some(v) = v? {
-                        m.insert(k, v);
-                    }
-                }
-                Some(m)
-            }
-        };
+        let tags = read_tags(client, tag_keys?).await?;
         Ok(Metadata {
             instance_id: need(id, "instance-id")?,
             private_ipv4: v4?.map(|s| s.trim().to_string()),
@@ -392,6 +373,15 @@ pub async fn fetch(
             },
             // Derived from the tags, once, where they are known (gather).
             autoscaling_group_name: None,
+            target_lifecycle_state: match lifecycle? {
+                None => None,
+                Some(text) => {
+                    crate::lifecycle::parse(&text).map_err(|message| ImdsError::Value {
+                        path: md(crate::lifecycle::IMDS_PATH),
+                        message,
+                    })?
+                }
+            },
             tags,
         })
     };
@@ -399,6 +389,34 @@ pub async fn fetch(
         Ok(r) => r,
         Err(_) => Err(deadline_error(client, deadline)),
     }
+}
+
+/// Each tag's value, for the keys IMDS listed (`None`: instance-metadata tags are off).
+async fn read_tags(
+    client: &ImdsClient,
+    keys: Option<String>,
+) -> Result<Option<BTreeMap<String, String>>, ImdsError> {
+    let Some(list) = keys else {
+        return Ok(None);
+    };
+    let keys: Vec<String> = list
+        .lines()
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(String::from)
+        .collect();
+    let values = futures_join_all(
+        keys.iter()
+            .map(|k| client.get(&md(&format!("tags/instance/{k}")))),
+    )
+    .await;
+    let mut m = BTreeMap::new();
+    for (k, v) in keys.into_iter().zip(values) {
+        if let Some(v) = v? {
+            m.insert(k, v);
+        }
+    }
+    Ok(Some(m))
 }
 
 /// The instance's region alone, for a lookup that runs beside [`fetch`] (the token is shared).

@@ -21,6 +21,7 @@ pub mod gather;
 pub mod imds;
 pub mod k8s;
 pub mod kubelet;
+pub mod lifecycle;
 pub mod lock;
 pub mod logging;
 pub mod marker;

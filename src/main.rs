@@ -82,6 +82,7 @@ fn main() -> ExitCode {
             Command::Init(a) => run::init(a).await,
             Command::Validate(a) => run::validate_cmd(&a.config),
             Command::MaxPods(a) => run::max_pods(a),
+            Command::MarkDone(a) => run::mark_done(&a.root),
             Command::TagContinue(a) => run::tag_continue(&a.root).await,
             Command::Generate(a) => eks_nodeinit::cli::generate(&a.out).map_err(Into::into),
         }

@@ -21,6 +21,11 @@ pub struct Metadata {
     pub availability_zone: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling_group_name: Option<String>,
+    /// The Auto Scaling target lifecycle state (`InService`, `Warmed:Stopped`, …): IMDS
+    /// `autoscaling/target-lifecycle-state`, absent outside an Auto Scaling group
+    /// ([`crate::lifecycle`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_lifecycle_state: Option<String>,
     /// Instance tags as IMDS shows them when instance-metadata tags are on; `None` when off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
@@ -97,7 +102,7 @@ pub(crate) fn load_file_and_user_data(
         cause,
     })?;
     let de = &mut serde_json::Deserializer::from_str(&text);
-    let md = serde_path_to_error::deserialize(&mut *de).map_err(|e| MetadataError::Parse {
+    let mut md: Metadata = serde_path_to_error::deserialize(&mut *de).map_err(|e| MetadataError::Parse {
         path: shown.clone(),
         message: if e.inner().to_string().contains(&format!("`{REPLACED}`")) {
             format!("field `{REPLACED}` was replaced by `userData`: give the instance's user data itself as a string (base64 for gzip'd user data), which the agent reads as nodeadm does; or leave both out")
@@ -111,12 +116,19 @@ pub(crate) fn load_file_and_user_data(
     })?;
     // One document: trailing data is refused, not ignored.
     de.end().map_err(|e| MetadataError::Parse {
-        path: shown,
+        path: shown.clone(),
         message: format!(
             "data after the end of the JSON document ({})",
             crate::text::escaped(&e.to_string())
         ),
     })?;
+    if let Some(state) = md.target_lifecycle_state.take() {
+        md.target_lifecycle_state =
+            crate::lifecycle::parse(&state).map_err(|message| MetadataError::Parse {
+                path: shown.clone(),
+                message: format!("field `targetLifecycleState`: {message}"),
+            })?;
+    }
     // Valid by now: `userData`, when present, is a string.
     let user_data = serde_json::from_str::<serde_json::Value>(&text)
         .ok()

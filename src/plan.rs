@@ -85,6 +85,9 @@ pub struct Instance {
     pub address: String,
     pub availability_zone: String,
     pub region: String,
+    /// The Auto Scaling target lifecycle state, when IMDS serves one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_lifecycle_state: Option<String>,
 }
 
 /// Every finding for this spec on this node, each aspect's in registry order.
@@ -134,6 +137,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
             instance_type: md.instance_type,
             availability_zone: md.availability_zone,
             region: md.region,
+            target_lifecycle_state: md.target_lifecycle_state,
         },
         family: family.family,
         family_reason: family.reason,
@@ -218,6 +222,9 @@ impl Plan {
             },
             self.family_reason
         );
+        if let Some(s) = &i.target_lifecycle_state {
+            let _ = writeln!(o, "target lifecycle state (Auto Scaling): {s}");
+        }
         if let Some(d) = &self.discovery {
             let n = d.calls.total();
             let _ = writeln!(
@@ -341,6 +348,18 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
                 "\n[{n}] hand-off: NodeConfig drop-in {}; {}",
                 h.dropin.display(),
                 h.note()
+            );
+        }
+        Step::HoldHandoff(h) => {
+            let marker = h.marker.display();
+            let waits = match h.family {
+                Family::Al2 => "bootstrap.sh is not exec'd".to_string(),
+                Family::Al2023 => format!("nodeadm-run.service is skipped, so kubelet does not start (the package's drop-in: ConditionPathExists=!{marker})"),
+            };
+            let _ = writeln!(
+                o,
+                "\n[{n}] hand-off held: target lifecycle state {}: the steps above run now, the node does not join: {waits}; while {marker} exists no first-boot marker is written, so the boot after the instance is started into service (InService) hands off",
+                h.state
             );
         }
     }

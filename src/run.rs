@@ -179,6 +179,39 @@ pub async fn tag_continue(root: &Path) -> Result<()> {
     r.map(|_| ()).map_err(Into::into)
 }
 
+/// The packaged unit's first-boot marker: `ConditionPathExists=!` on it keeps the unit from
+/// running at later boots.
+pub const DONE_MARKER: &str = "/var/lib/eks-nodeinit/done";
+
+/// `mark-done`: write the first-boot marker, unless this boot held the hand-off for a warm pool
+/// (then the boot after the start into service must run the unit again).
+pub fn mark_done(root: &Path) -> Result<()> {
+    let held = crate::fsutil::under(root, crate::lifecycle::HOLD_MARKER);
+    match std::fs::read_to_string(&held) {
+        Ok(state) => {
+            tracing::info!(
+                "the hand-off was held in this boot ({}: {}): the first boot is not done; the next boot runs the agent again",
+                held.display(),
+                crate::text::printable(state.trim())
+            );
+            return Ok(());
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "cannot tell whether this boot held the hand-off: reading {}",
+                    held.display()
+                )
+            })
+        }
+    }
+    let done = crate::fsutil::under(root, DONE_MARKER);
+    crate::fsutil::write_atomic(&done, b"", 0o644)?;
+    tracing::info!(marker = %done.display(), "first boot done");
+    Ok(())
+}
+
 /// `validate`: the config alone.
 pub fn validate_cmd(path: &Path) -> Result<()> {
     if path.as_os_str() == USER_DATA_SOURCE {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::facts::{InstanceTags, TagState};
+use crate::facts::{Family, InstanceTags, TagState};
 use crate::spec::TaggingSpec;
 use crate::systemd::{PropertyCheck, UnitRestart};
 
@@ -59,6 +59,8 @@ pub enum Step {
     ExecBootstrap { argv: Vec<String> },
     /// AL2023: nodeadm takes the node from here; what it reads and when.
     Nodeadm(NodeadmHandoff),
+    /// A warmed instance: the hand-off waits for the boot after the start into service.
+    HoldHandoff(HandoffHold),
 }
 
 impl Step {
@@ -81,6 +83,7 @@ impl Step {
                 format!("exec {}", argv.first().map_or("", String::as_str))
             }
             Step::Nodeadm(h) => format!("nodeadm reads {}", h.dropin.display()),
+            Step::HoldHandoff(h) => format!("hold the hand-off ({})", h.state),
         }
     }
 }
@@ -110,6 +113,10 @@ impl Step {
         match self {
             Step::ExecBootstrap { .. } => Some("exec bootstrap.sh".into()),
             Step::Nodeadm(h) => Some(format!("NodeConfig at {}", h.dropin.display())),
+            Step::HoldHandoff(h) => Some(format!(
+                "held: {} (the boot after the start into service hands off)",
+                h.state
+            )),
             _ => None,
         }
     }
@@ -154,4 +161,18 @@ impl Serialize for NodeadmHandoff {
         st.serialize_field("note", &self.note())?;
         st.end()
     }
+}
+
+/// The hand-off held while the instance is warmed ([`crate::lifecycle`]): the node-local steps
+/// ran, the marker on the per-boot tmpfs says this boot held it, and the hand-off that waits is
+/// the family's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffHold {
+    /// The target lifecycle state that holds it (`Warmed:Stopped`).
+    pub state: String,
+    /// Whose hand-off waits: bootstrap.sh's exec (AL2) or nodeadm-run's kubelet (AL2023).
+    pub family: Family,
+    /// The hold marker (node path).
+    pub marker: PathBuf,
 }

@@ -35,8 +35,13 @@ async fn reads_everything_with_one_token() {
     let st = s.state.lock().unwrap();
     assert_eq!(st.puts, 1, "one token PUT for all reads: {:?}", st.paths);
     assert_eq!(st.unauthorized, 0);
-    // 7 metadata paths + user data + 2 tag values
-    assert_eq!(st.gets, 10, "{:?}", st.paths);
+    // 8 metadata paths (the target lifecycle state among them, 404 outside an Auto Scaling
+    // group) + user data + 2 tag values
+    assert_eq!(st.gets, 11, "{:?}", st.paths);
+    assert_eq!(
+        md.target_lifecycle_state, None,
+        "404 is absent, not an error"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,7 +199,7 @@ async fn imdsv1_only_when_the_config_opts_in() {
     let v1 = ImdsClient::new(&s.url(), true).unwrap();
     let md = fetch(&v1, Duration::from_secs(5), None).await.unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
-    assert_eq!(s.state.lock().unwrap().gets, 10);
+    assert_eq!(s.state.lock().unwrap().gets, 11);
 }
 
 #[test]
@@ -287,4 +292,29 @@ fn al2023_gzipped_mime_user_data_taints_are_carried_into_the_dropin() {
             "nor the rest of it"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_target_lifecycle_state_is_read_with_the_rest_and_checked() {
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().data.insert(
+        "autoscaling/target-lifecycle-state".into(),
+        "Warmed:Stopped".into(),
+    );
+    let md = fetch(&client(&s), Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    assert_eq!(md.target_lifecycle_state.as_deref(), Some("Warmed:Stopped"));
+    assert_eq!(s.state.lock().unwrap().puts, 1, "the same token");
+    // A value that is no state is an error naming the path, never a guess.
+    s.state.lock().unwrap().data.insert(
+        "autoscaling/target-lifecycle-state".into(),
+        "Warmed Stopped\u{1b}[2J".into(),
+    );
+    let e = fetch(&client(&s), Duration::from_secs(5), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("autoscaling/target-lifecycle-state"), "{e}");
+    assert!(!e.contains('\u{1b}'), "escaped: {e}");
 }

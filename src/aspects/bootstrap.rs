@@ -54,7 +54,10 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     }
     let mut f = Findings::default();
-    if let Some(argv) = checked_argv(i, &mut f) {
+    // Checked in a held boot too: a problem shows while the instance is warmed, not when it
+    // goes into service.
+    let argv = checked_argv(i, &mut f);
+    if let Some(argv) = argv.filter(|_| super::warm_pool::held(spec, facts).is_none()) {
         out.secrets
             .extend(facts.cluster(spec).certificate_authority.iter().cloned());
         out.steps.push(Step::ExecBootstrap { argv });

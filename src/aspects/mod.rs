@@ -19,6 +19,7 @@ pub mod name_tag;
 pub mod nodeconfig;
 pub mod pod_capacity;
 pub mod sysctls;
+pub mod warm_pool;
 
 /// One node aspect.
 pub(crate) struct Aspect {
@@ -47,6 +48,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     logind::ASPECT,
     bootstrap::ASPECT,
     nodeconfig::ASPECT,
+    warm_pool::ASPECT,
 ];
 
 /// What one aspect's planning produced.

@@ -98,14 +98,16 @@ fn plan(i: &Input, out: &mut Out) {
     let config_unit_reads_dropins = CONFIG_UNIT_DROPINS
         .iter()
         .any(|p| facts.exists(std::path::Path::new(p)));
-    out.steps.push(Step::Nodeadm(NodeadmHandoff {
-        dropin: PathBuf::from(DROPIN),
-        config_unit_reads_dropins,
-        carried_taints: taints
-            .carried
-            .as_ref()
-            .map(|from| (from.entries.len(), from.source.clone())),
-    }));
+    if super::warm_pool::held(spec, facts).is_none() {
+        out.steps.push(Step::Nodeadm(NodeadmHandoff {
+            dropin: PathBuf::from(DROPIN),
+            config_unit_reads_dropins,
+            carried_taints: taints
+                .carried
+                .as_ref()
+                .map(|from| (from.entries.len(), from.source.clone())),
+        }));
+    }
     user_data_warnings(spec, facts, user_data, config_unit_reads_dropins, out);
     if !facts.exists(&spec.nodeconfig.nodeadm_path) {
         out.warnings.push(format!(

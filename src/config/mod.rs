@@ -5,6 +5,7 @@
 //! Nothing in here does I/O beyond reading the document; `spec` checks it and resolves it into
 //! what the node should be.
 
+mod lifecycle;
 mod schema;
 
 use std::collections::BTreeMap;
@@ -14,6 +15,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::text::{escaped, printable, serde_message};
+
+pub use lifecycle::{LifecycleSettings, WarmPool};
 
 /// Where the agent reads its configuration when `--config` is not given.
 pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";
@@ -71,6 +74,9 @@ pub struct Config {
     pub tagging: TaggingSettings,
     #[serde(default)]
     pub imds: ImdsSettings,
+    /// Auto Scaling warm pools: hold the hand-off while the instance is warmed.
+    #[serde(default)]
+    pub lifecycle: LifecycleSettings,
 }
 
 /// Versions of the config document this agent reads.

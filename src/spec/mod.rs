@@ -37,6 +37,8 @@ pub struct Spec {
     pub nodeconfig: nodeconfig::NodeconfigSpec,
     pub tagging: TaggingSpec,
     pub imds: ImdsSpec,
+    /// Whether a warmed instance holds its hand-off (`lifecycle.warmPool`).
+    pub warm_pool: crate::config::WarmPool,
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +105,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         nodeconfig: nodeconfig::spec(&c.handoff, &mut f),
         tagging: tagging(c, &mut f),
         imds: imds(c, &mut f),
+        warm_pool: c.lifecycle.warm_pool,
     };
     (spec, f)
 }

@@ -231,6 +231,14 @@ pub fn assert_unprinted(out: &Output, root: &Path, secrets: &[&str]) {
     }
 }
 
+/// The `kind` of each step of a JSON plan, in order.
+pub fn step_kinds(plan: &serde_json::Value) -> Vec<&str> {
+    plan["steps"]
+        .as_array()
+        .map(|steps| steps.iter().filter_map(|s| s["kind"].as_str()).collect())
+        .unwrap_or_default()
+}
+
 /// The report the last run left under `root`.
 pub fn report(root: &Path) -> serde_json::Value {
     let p = root.join("var/lib/eks-nodeinit/report.json");

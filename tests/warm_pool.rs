@@ -1,0 +1,279 @@
+//! Auto Scaling warm pools: the target lifecycle state read from the strict IMDSv2 server, the
+//! hand-off held while the instance is warmed to be stopped (no bootstrap.sh on AL2; the
+//! NodeConfig drop-in complete but nodeadm-run held on AL2023), no first-boot marker in that
+//! boot, and exactly one hand-off in the boot after the start into service.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::imds_server::ImdsServer;
+use common::{cmd, counting_bootstrap, run, sample_root, stdout};
+use eks_nodeinit::lifecycle::HOLD_MARKER;
+use serde_json::{json, Value};
+
+const STATE: &str = "autoscaling/target-lifecycle-state";
+const DONE: &str = "var/lib/eks-nodeinit/done";
+
+/// The scaler example without tagging (no EC2 here), written beside the root.
+fn config(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    common::config_with(dir, "config.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        edit(v);
+    })
+}
+
+fn imds(state: Option<&str>) -> ImdsServer {
+    let s = ImdsServer::start();
+    set_state(&s, state);
+    s
+}
+
+fn set_state(s: &ImdsServer, state: Option<&str>) {
+    let mut st = s.state.lock().unwrap();
+    match state {
+        Some(v) => st.data.insert(STATE.into(), v.into()),
+        None => st.data.remove(STATE),
+    };
+}
+
+fn init(s: &ImdsServer, root: &Path, cfg: &Path, extra: &[&str]) -> Output {
+    run(cmd()
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
+        .arg("init")
+        .args(extra)
+        .arg("--config")
+        .arg(cfg)
+        .arg("--root")
+        .arg(root))
+}
+
+fn mark_done(root: &Path) -> Output {
+    run(cmd().args(["mark-done", "--root"]).arg(root))
+}
+
+/// A reboot as the node sees it: /run is a tmpfs.
+fn reboot(root: &Path) {
+    let _ = std::fs::remove_dir_all(root.join("run"));
+}
+
+fn calls(log: &Path) -> usize {
+    std::fs::read_to_string(log).map_or(0, |t| t.lines().count())
+}
+
+fn lifecycle_gets(s: &ImdsServer) -> usize {
+    let want = format!("GET /latest/meta-data/{STATE}");
+    s.state
+        .lock()
+        .unwrap()
+        .paths
+        .iter()
+        .filter(|p| **p == want)
+        .count()
+}
+
+#[test]
+fn al2_warmed_stopped_prepares_without_bootstrap_then_the_boot_in_service_hands_off_once() {
+    let root = sample_root("al2-root");
+    let r = root.path();
+    let log = counting_bootstrap(r, "");
+    let kubelet = r.join("etc/kubernetes/kubelet/kubelet-config.json");
+    let before = std::fs::read(&kubelet).unwrap();
+    let cfg = config(root.path(), |_| {});
+    let s = imds(Some("Warmed:Stopped"));
+
+    // Boot 1, warmed: every node-local step, no hand-off, no first-boot marker.
+    let out = init(&s, r, &cfg, &[]);
+    assert!(out.status.success());
+    let o = stdout(&out);
+    assert!(
+        o.contains("target lifecycle state (Auto Scaling): Warmed:Stopped"),
+        "{o}"
+    );
+    assert!(
+        o.contains("hand-off held: target lifecycle state Warmed:Stopped"),
+        "{o}"
+    );
+    assert!(!o.contains("hand-off: exec"), "{o}");
+    assert_eq!(calls(&log), 0, "bootstrap.sh must not run while warmed");
+    assert_ne!(
+        std::fs::read(&kubelet).unwrap(),
+        before,
+        "the kubelet config is prepared"
+    );
+    let marker = r.join(&HOLD_MARKER[1..]);
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "Warmed:Stopped\n"
+    );
+    let rep = common::report(r);
+    assert!(
+        rep["handoff"]
+            .as_str()
+            .unwrap()
+            .starts_with("held: Warmed:Stopped"),
+        "{rep:#}"
+    );
+    assert!(mark_done(r).status.success());
+    assert!(
+        !r.join(DONE).exists(),
+        "the boot in service must run the agent again"
+    );
+
+    // A rerun in the same boot changes nothing and still holds.
+    let again = stdout(&init(&s, r, &cfg, &[]));
+    assert!(again.contains("no changes"), "{again}");
+    assert!(again.contains("hand-off held"), "{again}");
+    assert_eq!(calls(&log), 0);
+
+    // Boot 2, started into service: exactly one hand-off, nothing else to change.
+    reboot(r);
+    set_state(&s, Some("InService"));
+    let out = init(&s, r, &cfg, &[]);
+    assert!(out.status.success());
+    let o = stdout(&out);
+    assert!(o.contains("no changes"), "{o}");
+    assert!(o.contains("hand-off: exec"), "{o}");
+    assert_eq!(calls(&log), 1, "exactly one hand-off");
+    assert!(mark_done(r).status.success());
+    assert!(r.join(DONE).exists());
+    assert_eq!(lifecycle_gets(&s), 3, "one read of the state per run");
+}
+
+#[test]
+fn al2023_warmed_stopped_writes_the_complete_dropin_and_holds_nodeadm_run() {
+    let root = sample_root("al2023-root");
+    let r = root.path();
+    let cfg = config(root.path(), |_| {});
+    let s = imds(Some("Warmed:Stopped"));
+    let out = init(&s, r, &cfg, &["--output", "json"]);
+    assert!(out.status.success());
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["instance"]["targetLifecycleState"], "Warmed:Stopped");
+    let kinds = common::step_kinds(&plan);
+    assert_eq!(kinds.last(), Some(&"holdHandoff"), "{kinds:?}");
+    assert!(!kinds.contains(&"nodeadm"), "{kinds:?}");
+    let hold = plan["steps"].as_array().unwrap().last().unwrap();
+    assert_eq!(hold["family"], "al2023");
+    assert_eq!(hold["marker"], HOLD_MARKER);
+    // The drop-in is complete: the boot in service only has to run nodeadm.
+    let dropin = r.join(&eks_nodeinit::aspects::nodeconfig::DROPIN[1..]);
+    let nc: Value = serde_json::from_str(&std::fs::read_to_string(&dropin).unwrap()).unwrap();
+    assert_eq!(nc["spec"]["cluster"]["name"], "prod-eu");
+    assert!(r.join(&HOLD_MARKER[1..]).exists());
+    assert!(mark_done(r).status.success());
+    assert!(!r.join(DONE).exists());
+    // The packaged condition names the marker the agent writes.
+    let unit = std::fs::read_to_string(
+        common::manifest_dir().join("systemd/nodeadm-run.service.d/50-eks-nodeinit.conf"),
+    )
+    .unwrap();
+    assert!(
+        unit.contains(&format!("\nConditionPathExists=!{HOLD_MARKER}\n")),
+        "{unit}"
+    );
+
+    reboot(r);
+    set_state(&s, Some("InService"));
+    let out = init(&s, r, &cfg, &[]);
+    let o = stdout(&out);
+    assert!(o.contains("no changes"), "{o}");
+    assert!(o.contains("hand-off: NodeConfig drop-in"), "{o}");
+    assert!(!r.join(&HOLD_MARKER[1..]).exists());
+}
+
+#[test]
+fn warmed_running_or_the_hold_turned_off_hands_off_now_with_a_warning() {
+    for (state, edit) in [
+        ("Warmed:Running", json!(null)),
+        ("Warmed:Hibernated", json!(null)),
+        ("Warmed:Stopped", json!({"warmPool": "off"})),
+    ] {
+        let root = sample_root("al2-root");
+        let r = root.path();
+        let log = counting_bootstrap(r, "");
+        let cfg = config(r, |v| {
+            if !edit.is_null() {
+                v["lifecycle"] = edit.clone();
+            }
+        });
+        let out = init(&imds(Some(state)), r, &cfg, &[]);
+        assert!(out.status.success(), "{state}");
+        assert_eq!(calls(&log), 1, "{state}: hands off now");
+        assert!(stdout(&out).contains("joins now"), "{state}");
+        assert!(!r.join(&HOLD_MARKER[1..]).exists());
+    }
+}
+
+#[test]
+fn outside_an_auto_scaling_group_nothing_changes() {
+    let root = sample_root("al2-root");
+    let r = root.path();
+    let log = counting_bootstrap(r, "");
+    let cfg = config(r, |_| {});
+    let s = imds(None);
+    let out = init(&s, r, &cfg, &[]);
+    assert!(out.status.success());
+    let o = stdout(&out);
+    assert!(!o.contains("target lifecycle state"), "{o}");
+    assert!(!o.contains("hand-off held"), "{o}");
+    assert_eq!(calls(&log), 1);
+    assert_eq!(lifecycle_gets(&s), 1);
+}
+
+#[test]
+fn a_state_that_cannot_be_read_changes_nothing() {
+    let root = sample_root("al2-root");
+    let r = root.path();
+    let log = counting_bootstrap(r, "");
+    let cfg = config(r, |_| {});
+    let before = common::snapshot(r);
+    let out = init(&imds(Some("Warmed Stopped")), r, &cfg, &[]);
+    assert!(!out.status.success());
+    assert!(
+        common::stderr(&out).contains(STATE),
+        "{}",
+        common::stderr(&out)
+    );
+    assert_eq!(calls(&log), 0);
+    assert_eq!(common::snapshot(r), before);
+}
+
+#[test]
+fn mark_done_that_cannot_tell_whether_the_boot_held_fails_and_writes_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    // The marker's path is a directory: it cannot be read.
+    std::fs::create_dir_all(r.join(&HOLD_MARKER[1..])).unwrap();
+    let out = mark_done(r);
+    assert!(!out.status.success());
+    assert!(common::stderr(&out).contains("handoff-held"));
+    assert!(!r.join(DONE).exists());
+    // Without a marker it writes the first-boot marker, and again is harmless.
+    std::fs::remove_dir_all(r.join("run")).unwrap();
+    for _ in 0..2 {
+        assert!(mark_done(r).status.success());
+        assert!(r.join(DONE).is_file());
+    }
+}
+
+#[test]
+fn a_metadata_file_carries_the_state_for_a_dry_run() {
+    let root = sample_root("al2-root");
+    let r = root.path();
+    let cfg = config(r, |_| {});
+    let md_text = std::fs::read_to_string(common::example("metadata.json")).unwrap();
+    let mut md: Value = serde_json::from_str(&md_text).unwrap();
+    md["targetLifecycleState"] = json!("Warmed:Stopped");
+    let mdp = r.join("md.json");
+    std::fs::write(&mdp, md.to_string()).unwrap();
+    let out = common::init_with(r, &cfg, &mdp, &["--dry-run"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("hand-off held"));
+    md["targetLifecycleState"] = json!("Warmed\nStopped");
+    std::fs::write(&mdp, md.to_string()).unwrap();
+    let out = common::init_with(r, &cfg, &mdp, &["--dry-run"]);
+    assert!(!out.status.success());
+    assert!(common::stderr(&out).contains("targetLifecycleState"));
+}
