@@ -112,6 +112,8 @@ build {
       "  grep -qxF 'ExecStart=${local.nodeadm_config_exec}' \"$unit\" || { echo \"nodeadm-config.service's ExecStart differs from the one the eks-nodeinit drop-in replaces: update the drop-in\" >&2; exit 1; }",
       "  sudo systemctl daemon-reload",
       "  systemctl show -p ExecStart nodeadm-config.service | grep -qF 'file:///etc/eks/nodeadm.d/'",
+      # Warm pools: nodeadm-run.service carries the package's hold condition.
+      "  systemctl cat nodeadm-run.service | grep -qxF 'ConditionPathExists=!/run/eks-nodeinit/handoff-held'",
       "fi",
       "rm -f /tmp/eks-nodeinit.rpm /tmp/eks-nodeinit-config.json",
     ]

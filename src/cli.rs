@@ -47,6 +47,11 @@ pub enum Command {
     /// Print the max pods and kube-reserved a node of this type would get, offline: the same
     /// computation as `init` (the VPC CNI's calculator, bootstrap.sh's reservation).
     MaxPods(MaxPodsArgs),
+    /// Wait while the instance is warmed in an Auto Scaling warm pool, then have systemd run the
+    /// agent's unit again, which hands off (the packaged eks-nodeinit-await-service.service, after
+    /// a run that held the hand-off; returns at once when nothing is held in this boot).
+    #[command(hide = true)]
+    AwaitService(AwaitServiceArgs),
     /// Record that this instance's first boot is done (the packaged unit's ExecStartPost):
     /// writes /var/lib/eks-nodeinit/done, unless this boot's run held the hand-off for a warm
     /// pool (/run/eks-nodeinit/handoff-held), so the boot after the start into service runs again.
@@ -208,6 +213,23 @@ impl MaxPodsArgs {
                 .map(|(enis, ipv4_per_eni)| TypeInfo { enis, ipv4_per_eni }),
         }
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AwaitServiceArgs {
+    /// Root of the node's filesystem (where the hold marker is).
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// The unit to run again once the instance is in service.
+    #[arg(long, default_value = "eks-nodeinit.service")]
+    pub unit: String,
+    /// Milliseconds between two reads of the target lifecycle state, plus up to half as much
+    /// again at random (100 to 300000).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
+    pub interval_ms: u64,
+    /// D-Bus address of systemd. Default: the system bus.
+    #[arg(long)]
+    pub system_bus_address: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

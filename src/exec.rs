@@ -19,6 +19,12 @@ use crate::step::Step;
 use crate::systemd::{self, UnitRestart};
 use crate::tagging::Session;
 
+impl From<systemd::SystemdError> for ExecError {
+    fn from(e: systemd::SystemdError) -> Self {
+        ExecError::Systemd(Box::new(e))
+    }
+}
+
 /// How to reach logind.
 #[derive(Debug, Clone)]
 pub enum Bus {
@@ -44,6 +50,10 @@ pub enum ExecError {
     Marker(#[from] marker::MarkerError),
     #[error("hand-off argument holds a NUL byte")]
     Nul,
+    #[error(transparent)]
+    Systemd(Box<systemd::SystemdError>),
+    #[error("cannot start {unit}, which the warm-pool hold skipped in this boot: {why}; the node does not join until it runs: `systemctl start {unit}`")]
+    NoBus { unit: String, why: String },
 }
 
 /// Run the plan. On AL2 a successful run does not return: the process becomes bootstrap.sh.
@@ -163,6 +173,12 @@ enum Change {
         step: String,
         restart: UnitRestart,
     },
+    /// The warm-pool hold of this boot released: its marker removed, the unit it held started.
+    Release {
+        step: String,
+        marker: PathBuf,
+        start_unit: Option<String>,
+    },
 }
 
 /// The first phase: write and fsync every file's new content beside it and open every live
@@ -213,6 +229,11 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                     fsutil::stage(&under(root, marker::MARKER), &record.to_bytes(), 0o644)?;
                 handoff = Some((argv.clone(), staged));
             }
+            Step::ReleaseHold(r) => after_files.push(Change::Release {
+                step: step.describe(),
+                marker: under(root, &r.marker),
+                start_unit: r.start_unit.clone(),
+            }),
             // The hold's marker is a file step of its own; the hold itself runs nothing.
             Step::Tag { .. } | Step::Nodeadm(_) | Step::HoldHandoff(_) => {}
         }
@@ -245,6 +266,14 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
             }
             Change::RestartUnit { step, restart } => {
                 (step, restart_unit(bus, &restart, report).await)
+            }
+            Change::Release {
+                step,
+                marker,
+                start_unit,
+            } => {
+                release(bus, &marker, start_unit.as_deref()).await?;
+                (step, Outcome::Done)
             }
         };
         report.steps.push(StepOutcome { step, outcome });
@@ -291,6 +320,45 @@ async fn restart_unit(bus: &Bus, r: &UnitRestart, report: &mut Report) -> Outcom
             Outcome::Failed(e.to_string())
         }
     }
+}
+
+/// Remove this boot's hold marker, then start the unit the hold kept from running (its
+/// condition is checked when the start job runs, so the marker goes first). Unlike a logind
+/// restart, a unit that cannot be started fails the run, and the marker is put back so that a
+/// rerun releases again: without that unit the node never joins.
+async fn release(bus: &Bus, marker: &Path, start_unit: Option<&str>) -> Result<(), ExecError> {
+    let held = std::fs::read(marker).ok();
+    fsutil::remove(marker)?;
+    tracing::info!(marker = %marker.display(), "warm-pool hold released");
+    let Some(unit) = start_unit else {
+        return Ok(());
+    };
+    let Err(e) = start(bus, unit).await else {
+        tracing::info!(unit, "started over D-Bus: nodeadm takes the node from here");
+        return Ok(());
+    };
+    if let Some(h) = held {
+        if let Err(w) = fsutil::write_atomic(marker, &h, 0o644) {
+            tracing::error!("cannot put the hold marker back either: {w}");
+        }
+    }
+    Err(e)
+}
+
+async fn start(bus: &Bus, unit: &str) -> Result<(), ExecError> {
+    let no_bus = |why: String| ExecError::NoBus {
+        unit: unit.to_string(),
+        why,
+    };
+    let address = match bus {
+        Bus::Skip(why) => return Err(no_bus(why.clone())),
+        Bus::Address(a) => a,
+    };
+    let conn = systemd::connect(address)
+        .await
+        .map_err(|e| no_bus(e.to_string()))?;
+    systemd::queue(&conn, unit, false).await?;
+    Ok(())
 }
 
 /// A unit as logs name it: `systemd-logind`.

@@ -202,6 +202,22 @@ impl Drop for Staged {
     }
 }
 
+/// Remove a file (gone already is fine) and fsync its directory, so the removal survives a crash
+/// as a committed write does.
+pub(crate) fn remove(path: &Path) -> Result<(), FsError> {
+    let werr = |source| FsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(werr(e)),
+    }
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    File::open(dir).and_then(|d| d.sync_all()).map_err(werr)
+}
+
 /// What a non-regular file is, for messages.
 pub(crate) fn kind_of(t: &fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;

@@ -294,7 +294,7 @@ const RETRY: RetryPolicy = RetryPolicy {
     cap: Duration::from_secs(1),
 };
 
-fn md(path: &str) -> String {
+pub(crate) fn md(path: &str) -> String {
     format!("/{API_VERSION}/meta-data/{path}")
 }
 

@@ -6,6 +6,7 @@
 //! docs/architecture.md.
 
 pub mod aspects;
+pub mod await_service;
 pub mod aws;
 pub mod bootstrap_sh;
 pub mod cli;

@@ -7,7 +7,9 @@
 //! cluster during that warm-up boot leaves a NotReady node object behind once it is stopped, so
 //! the hand-off waits: the hold marker below, on the per-boot tmpfs, tells the packaged units
 //! that this boot held it (nodeadm-run.service does not start kubelet; the first-boot marker is
-//! not written), and the boot after the instance is started into service hands off.
+//! not written; the waiter starts), and either the boot after the instance is started into
+//! service hands off, or, without a reboot, the waiter sees `InService` and has the agent's unit
+//! run again, which hands off and releases the hold.
 
 /// Written when a run holds the hand-off; /run is a tmpfs, so the next boot starts without it.
 /// The package's drop-in for `nodeadm-run.service` has `ConditionPathExists=!` on it, and
@@ -23,21 +25,44 @@ pub const IMDS_PATH: &str = "autoscaling/target-lifecycle-state";
 pub enum Verdict {
     /// Not warmed (absent, `InService`, `Standby`, …): hand off as always.
     Join,
-    /// Warmed and going to be stopped (or terminated) before it serves: hold the hand-off; the
-    /// boot that follows the start into service hands off.
+    /// Warmed (`Warmed:Stopped`, `Warmed:Running`, `Warmed:Hibernated`, …): hold the hand-off.
+    /// The boot after a start into service hands off; without a reboot, the packaged
+    /// `eks-nodeinit-await-service.service` waits for `InService` and has the agent's unit run
+    /// again, which hands off.
     Hold,
-    /// Warmed without a reboot before service (`Warmed:Running`, `Warmed:Hibernated`, or a
-    /// warmed state this version does not know): nothing would run the hand-off when the
-    /// instance goes into service, so this boot hands off now, with a warning.
-    JoinWhileWarmed,
 }
 
 /// The verdict for a state as read (trimmed).
 pub fn verdict(state: Option<&str>) -> Verdict {
     match state {
-        Some("Warmed:Stopped" | "Warmed:Terminated") => Verdict::Hold,
-        Some(s) if s.starts_with("Warmed:") => Verdict::JoinWhileWarmed,
+        Some(s) if s.starts_with("Warmed:") => Verdict::Hold,
         _ => Verdict::Join,
+    }
+}
+
+/// What the hold marker holds: the state that held the hand-off and how that run reached IMDS,
+/// so the waiter asks the same endpoint (an IPv6-only node's, say) without the config.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Hold {
+    pub state: String,
+    /// The config's `imds.endpoint` (absent: the environment's, else the link-local address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imds_endpoint: Option<String>,
+    #[serde(default)]
+    pub allow_v1_fallback: bool,
+}
+
+impl Hold {
+    /// The marker's content: one line of JSON.
+    pub fn to_text(&self) -> String {
+        let mut s = serde_json::to_string(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    pub fn from_text(text: &str) -> Result<Hold, String> {
+        serde_json::from_str(text).map_err(|e| crate::text::serde_message(&e))
     }
 }
 
@@ -62,15 +87,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn warmed_states_that_stop_before_service_hold_the_others_join() {
+    fn warmed_states_hold_the_others_join() {
         assert_eq!(verdict(None), Verdict::Join);
         assert_eq!(verdict(Some("InService")), Verdict::Join);
         assert_eq!(verdict(Some("Standby")), Verdict::Join);
         assert_eq!(verdict(Some("Warmed:Stopped")), Verdict::Hold);
         assert_eq!(verdict(Some("Warmed:Terminated")), Verdict::Hold);
-        assert_eq!(verdict(Some("Warmed:Running")), Verdict::JoinWhileWarmed);
-        assert_eq!(verdict(Some("Warmed:Hibernated")), Verdict::JoinWhileWarmed);
-        assert_eq!(verdict(Some("Warmed:Later")), Verdict::JoinWhileWarmed);
+        assert_eq!(verdict(Some("Warmed:Running")), Verdict::Hold);
+        assert_eq!(verdict(Some("Warmed:Hibernated")), Verdict::Hold);
+        assert_eq!(verdict(Some("Warmed:Later")), Verdict::Hold);
     }
 
     #[test]
@@ -80,5 +105,17 @@ mod tests {
         let e = parse("Warmed Stopped\r").unwrap_err();
         assert!(e.contains("`Warmed Stopped`"), "{e}");
         assert!(parse(&"W".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn the_marker_round_trips_and_refuses_what_it_does_not_know() {
+        let h = Hold {
+            state: "Warmed:Running".into(),
+            imds_endpoint: Some("http://[fd00:ec2::254]".into()),
+            allow_v1_fallback: false,
+        };
+        assert_eq!(Hold::from_text(&h.to_text()), Ok(h));
+        assert!(Hold::from_text("Warmed:Stopped\n").is_err());
+        assert!(Hold::from_text(r#"{"state":"x","more":1}"#).is_err());
     }
 }

@@ -350,6 +350,13 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
                 h.note()
             );
         }
+        Step::HoldHandoff(_) | Step::ReleaseHold(_) => render_hold(o, n, s),
+    }
+}
+
+/// The warm-pool hold and its release, numbered `n`.
+fn render_hold(o: &mut String, n: usize, s: &Step) {
+    match s {
         Step::HoldHandoff(h) => {
             let marker = h.marker.display();
             let waits = match h.family {
@@ -358,10 +365,22 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
             };
             let _ = writeln!(
                 o,
-                "\n[{n}] hand-off held: target lifecycle state {}: the steps above run now, the node does not join: {waits}; while {marker} exists no first-boot marker is written, so the boot after the instance is started into service (InService) hands off",
+                "\n[{n}] hand-off held: target lifecycle state {}: the steps above run now, the node does not join: {waits}; while {marker} exists no first-boot marker is written and eks-nodeinit-await-service.service polls the state: the boot after a start into service hands off, or, without a reboot, the waiter has eks-nodeinit.service run again at InService, which hands off",
                 h.state
             );
         }
+        Step::ReleaseHold(r) => {
+            let _ = write!(
+                o,
+                "\n[{n}] release the warm-pool hold of this boot: remove {}",
+                r.marker.display()
+            );
+            if let Some(unit) = &r.start_unit {
+                let _ = write!(o, ", then start {unit} over D-Bus (the hold skipped it)");
+            }
+            let _ = writeln!(o);
+        }
+        _ => {}
     }
 }
 

@@ -179,6 +179,20 @@ pub async fn tag_continue(root: &Path) -> Result<()> {
     r.map(|_| ()).map_err(Into::into)
 }
 
+/// `await-service`: wait for the instance to go into service, then run the agent's unit again.
+pub async fn await_service(a: &crate::cli::AwaitServiceArgs) -> Result<()> {
+    let w = crate::await_service::Waiter {
+        root: a.root.clone(),
+        unit: a.unit.clone(),
+        interval: Duration::from_millis(a.interval_ms),
+        bus_address: a
+            .system_bus_address
+            .clone()
+            .unwrap_or_else(crate::systemd::system_bus_address),
+    };
+    Ok(crate::await_service::run(&w).await?)
+}
+
 /// The packaged unit's first-boot marker: `ConditionPathExists=!` on it keeps the unit from
 /// running at later boots.
 pub const DONE_MARKER: &str = "/var/lib/eks-nodeinit/done";

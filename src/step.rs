@@ -59,8 +59,10 @@ pub enum Step {
     ExecBootstrap { argv: Vec<String> },
     /// AL2023: nodeadm takes the node from here; what it reads and when.
     Nodeadm(NodeadmHandoff),
-    /// A warmed instance: the hand-off waits for the boot after the start into service.
+    /// A warmed instance: the hand-off waits until the instance goes into service.
     HoldHandoff(HandoffHold),
+    /// In service after a held run in this boot: remove the hold marker and start what it held.
+    ReleaseHold(HoldRelease),
 }
 
 impl Step {
@@ -68,7 +70,11 @@ impl Step {
     pub fn is_change(&self) -> bool {
         matches!(
             self,
-            Step::Sysctl { .. } | Step::File { .. } | Step::NotifyLogind { .. } | Step::Tag { .. }
+            Step::Sysctl { .. }
+                | Step::File { .. }
+                | Step::NotifyLogind { .. }
+                | Step::Tag { .. }
+                | Step::ReleaseHold(_)
         )
     }
 
@@ -84,6 +90,7 @@ impl Step {
             }
             Step::Nodeadm(h) => format!("nodeadm reads {}", h.dropin.display()),
             Step::HoldHandoff(h) => format!("hold the hand-off ({})", h.state),
+            Step::ReleaseHold(_) => "release the warm-pool hold".into(),
         }
     }
 }
@@ -161,6 +168,20 @@ impl Serialize for NodeadmHandoff {
         st.serialize_field("note", &self.note())?;
         st.end()
     }
+}
+
+/// The hold released: a run earlier in this boot held the hand-off and the instance is now in
+/// service (the waiter had the agent's unit run again).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldRelease {
+    /// The hold marker to remove (node path), so the first-boot marker is written after this run.
+    pub marker: PathBuf,
+    /// The unit the hold kept from starting in this boot, started over D-Bus after the files
+    /// (AL2023: `nodeadm-run.service`, which starts kubelet); none on AL2, whose hand-off is the
+    /// exec that follows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_unit: Option<String>,
 }
 
 /// The hand-off held while the instance is warmed ([`crate::lifecycle`]): the node-local steps

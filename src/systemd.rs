@@ -38,6 +38,12 @@ pub enum SystemdError {
         #[source]
         source: zbus::Error,
     },
+    #[error("systemd refused to start {unit} over D-Bus: {source}")]
+    Start {
+        unit: String,
+        #[source]
+        source: zbus::Error,
+    },
     #[error("cannot read {property} from {service}: {message}")]
     Read {
         service: &'static str,
@@ -94,6 +100,25 @@ pub(crate) async fn restart_and_read(
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+}
+
+/// Ask systemd's manager to start (`start`) or restart (`restart`) a unit, replacing a
+/// conflicting job; returns once the job is queued.
+pub async fn queue(conn: &zbus::Connection, unit: &str, restart: bool) -> Result<(), SystemdError> {
+    let method = if restart { "RestartUnit" } else { "StartUnit" };
+    conn.call_method(
+        Some("org.freedesktop.systemd1"),
+        "/org/freedesktop/systemd1",
+        Some("org.freedesktop.systemd1.Manager"),
+        method,
+        &(unit, "replace"),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| SystemdError::Start {
+        unit: unit.to_string(),
+        source,
+    })
 }
 
 /// Read a `u64` property (no property cache).

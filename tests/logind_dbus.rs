@@ -6,80 +6,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use common::dbus::start_bus;
 use common::*;
 use zbus::zvariant::OwnedObjectPath;
-
-struct Bus {
-    child: Child,
-    address: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Bus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Start a private dbus-daemon. In CI it must exist; on a developer box without it, say so.
-fn start_bus() -> Option<Bus> {
-    if Command::new("dbus-daemon")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "dbus-daemon is required in CI (apt-get install dbus)"
-        );
-        eprintln!("SKIP: dbus-daemon not installed");
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("bus");
-    let conf = dir.path().join("bus.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>custom</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-"#,
-            sock.display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new("dbus-daemon")
-        .arg(format!("--config-file={}", conf.display()))
-        .args(["--nofork", "--print-address=1"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::BufRead;
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    Some(Bus {
-        child,
-        address: line.trim().to_string(),
-        _dir: dir,
-    })
-}
 
 #[derive(Default)]
 struct Calls {
@@ -146,40 +77,18 @@ impl Login {
 /// Run the fake systemd + logind on the bus from a thread of its own.
 fn start_services(address: String, root: PathBuf) -> Arc<Mutex<Calls>> {
     let calls = Arc::new(Mutex::new(Calls::default()));
-    let c2 = calls.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let delay = Arc::new(Mutex::new(5_000_000u64));
-            let _conn = zbus::connection::Builder::address(address.as_str())
-                .unwrap()
-                .name("org.freedesktop.systemd1")
-                .unwrap()
-                .name("org.freedesktop.login1")
-                .unwrap()
-                .serve_at(
-                    "/org/freedesktop/systemd1",
-                    Systemd {
-                        root,
-                        calls: c2,
-                        delay: delay.clone(),
-                    },
-                )
-                .unwrap()
-                .serve_at("/org/freedesktop/login1", Login { delay })
-                .unwrap()
-                .build()
-                .await
-                .unwrap();
-            tx.send(()).unwrap();
-            std::future::pending::<()>().await;
-        });
+    let delay = Arc::new(Mutex::new(5_000_000u64));
+    let systemd = Systemd {
+        root,
+        calls: calls.clone(),
+        delay: delay.clone(),
+    };
+    common::dbus::serve(&address, move |b| {
+        b.name("org.freedesktop.systemd1")?
+            .name("org.freedesktop.login1")?
+            .serve_at("/org/freedesktop/systemd1", systemd)?
+            .serve_at("/org/freedesktop/login1", Login { delay })
     });
-    rx.recv().unwrap();
     calls
 }
 

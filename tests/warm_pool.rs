@@ -8,9 +8,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use common::dbus::{serve_manager, start_bus};
 use common::imds_server::ImdsServer;
 use common::{cmd, counting_bootstrap, run, sample_root, stdout};
-use eks_nodeinit::lifecycle::HOLD_MARKER;
+use eks_nodeinit::lifecycle::{Hold, HOLD_MARKER};
 use serde_json::{json, Value};
 
 const STATE: &str = "autoscaling/target-lifecycle-state";
@@ -103,10 +104,8 @@ fn al2_warmed_stopped_prepares_without_bootstrap_then_the_boot_in_service_hands_
         "the kubelet config is prepared"
     );
     let marker = r.join(&HOLD_MARKER[1..]);
-    assert_eq!(
-        std::fs::read_to_string(&marker).unwrap(),
-        "Warmed:Stopped\n"
-    );
+    let hold = Hold::from_text(&std::fs::read_to_string(&marker).unwrap()).unwrap();
+    assert_eq!(hold.state, "Warmed:Stopped");
     let rep = common::report(r);
     assert!(
         rep["handoff"]
@@ -184,26 +183,174 @@ fn al2023_warmed_stopped_writes_the_complete_dropin_and_holds_nodeadm_run() {
 }
 
 #[test]
-fn warmed_running_or_the_hold_turned_off_hands_off_now_with_a_warning() {
-    for (state, edit) in [
-        ("Warmed:Running", json!(null)),
-        ("Warmed:Hibernated", json!(null)),
-        ("Warmed:Stopped", json!({"warmPool": "off"})),
+fn every_warmed_state_holds_and_the_hold_turned_off_hands_off_now_with_a_warning() {
+    for (state, off) in [
+        ("Warmed:Running", false),
+        ("Warmed:Hibernated", false),
+        ("Warmed:Stopped", true),
     ] {
         let root = sample_root("al2-root");
         let r = root.path();
         let log = counting_bootstrap(r, "");
         let cfg = config(r, |v| {
-            if !edit.is_null() {
-                v["lifecycle"] = edit.clone();
+            if off {
+                v["lifecycle"] = json!({"warmPool": "off"});
             }
         });
         let out = init(&imds(Some(state)), r, &cfg, &[]);
         assert!(out.status.success(), "{state}");
-        assert_eq!(calls(&log), 1, "{state}: hands off now");
-        assert!(stdout(&out).contains("joins now"), "{state}");
-        assert!(!r.join(&HOLD_MARKER[1..]).exists());
+        assert_eq!(calls(&log), usize::from(off), "{state}");
+        assert_eq!(stdout(&out).contains("joins now"), off, "{state}");
+        assert_eq!(r.join(&HOLD_MARKER[1..]).exists(), !off, "{state}");
     }
+}
+
+/// `await-service` against the root, the IMDS server (through the marker's endpoint, the
+/// environment's here) and the bus.
+fn await_service(s: &ImdsServer, root: &Path, bus: &str) -> std::process::Child {
+    cmd()
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
+        .args([
+            "await-service",
+            "--interval-ms",
+            "100",
+            "--system-bus-address",
+            bus,
+            "--root",
+        ])
+        .arg(root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn warmed_running_waits_for_in_service_then_runs_the_agents_unit_again_once() {
+    let Some(bus) = start_bus() else { return };
+    let calls = serve_manager(&bus.address, &[]);
+    let root = sample_root("al2023-root");
+    let r = root.path();
+    let cfg = config(r, |_| {});
+    let s = imds(Some("Warmed:Running"));
+    assert!(init(&s, r, &cfg, &[]).status.success());
+    let waiter = await_service(&s, r, &bus.address);
+    // It polls while warmed and asks systemd nothing.
+    while lifecycle_gets(&s) < 4 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(calls.lock().unwrap().is_empty());
+    set_state(&s, Some("InService"));
+    let out = run_to_end(waiter);
+    assert!(out.status.success());
+    assert!(
+        common::stderr(&out).contains("left the warm pool"),
+        "{}",
+        common::stderr(&out)
+    );
+    let c = calls.lock().unwrap().clone();
+    assert_eq!(
+        c,
+        vec![(
+            "RestartUnit".into(),
+            "eks-nodeinit.service".into(),
+            "replace".into()
+        )]
+    );
+    // Nothing held (a boot after a stop and start): it returns at once, reading nothing.
+    reboot(r);
+    let gets = lifecycle_gets(&s);
+    let out = run_to_end(await_service(&s, r, &bus.address));
+    assert!(out.status.success());
+    assert_eq!(lifecycle_gets(&s), gets);
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+fn run_to_end(child: std::process::Child) -> Output {
+    let out = child.wait_with_output().unwrap();
+    eprintln!("--- stderr\n{}", common::stderr(&out));
+    out
+}
+
+/// An AL2023 node whose run held the hand-off at `Warmed:Running`, now in service: the root,
+/// the IMDS server and the config.
+fn held_then_in_service() -> (tempfile::TempDir, ImdsServer, PathBuf) {
+    let root = sample_root("al2023-root");
+    let cfg = config(root.path(), |_| {});
+    let s = imds(Some("Warmed:Running"));
+    assert!(init(&s, root.path(), &cfg, &[]).status.success());
+    assert!(root.path().join(&HOLD_MARKER[1..]).exists());
+    set_state(&s, Some("InService"));
+    (root, s, cfg)
+}
+
+#[test]
+fn al2023_in_service_after_a_held_run_releases_the_hold_and_starts_nodeadm_run() {
+    let Some(bus) = start_bus() else { return };
+    let calls = serve_manager(&bus.address, &[]);
+    // The waiter saw InService and systemd runs the agent's unit again.
+    let (root, s, cfg) = held_then_in_service();
+    let r = root.path();
+    let out = init(&s, r, &cfg, &["--system-bus-address", &bus.address]);
+    assert!(out.status.success());
+    let o = stdout(&out);
+    assert!(o.contains("release the warm-pool hold"), "{o}");
+    assert!(o.contains("hand-off: NodeConfig drop-in"), "{o}");
+    assert!(!r.join(&HOLD_MARKER[1..]).exists());
+    assert_eq!(
+        calls.lock().unwrap().clone(),
+        vec![(
+            "StartUnit".into(),
+            "nodeadm-run.service".into(),
+            "replace".into()
+        )]
+    );
+    assert!(mark_done(r).status.success());
+    assert!(r.join(DONE).exists());
+    // Released: a rerun has nothing to do.
+    let again = stdout(&init(&s, r, &cfg, &["--system-bus-address", &bus.address]));
+    assert!(again.contains("no changes"), "{again}");
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn a_held_unit_that_cannot_be_started_fails_the_run_and_says_how() {
+    let Some(bus) = start_bus() else { return };
+    let calls = serve_manager(&bus.address, &["nodeadm-run.service"]);
+    let (root, s, cfg) = held_then_in_service();
+    let r = root.path();
+    let out = init(&s, r, &cfg, &["--system-bus-address", &bus.address]);
+    assert!(!out.status.success());
+    let e = common::stderr(&out);
+    assert!(e.contains("nodeadm-run.service"), "{e}");
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    // The marker is back, so a rerun releases again: never a silent non-join. Without a bus to
+    // ask, the same failure, saying what to run.
+    assert!(r.join(&HOLD_MARKER[1..]).exists());
+    let out = init(&s, r, &cfg, &[]);
+    assert!(!out.status.success());
+    let e = common::stderr(&out);
+    assert!(e.contains("systemctl start nodeadm-run.service"), "{e}");
+    assert!(r.join(&HOLD_MARKER[1..]).exists());
+}
+
+#[test]
+fn al2_in_service_after_a_held_run_releases_the_hold_and_hands_off_once() {
+    let root = sample_root("al2-root");
+    let r = root.path();
+    let log = counting_bootstrap(r, "");
+    let cfg = config(r, |_| {});
+    let s = imds(Some("Warmed:Running"));
+    assert!(init(&s, r, &cfg, &[]).status.success());
+    assert_eq!(calls(&log), 0);
+    set_state(&s, Some("InService"));
+    let o = stdout(&init(&s, r, &cfg, &[]));
+    assert!(o.contains("release the warm-pool hold"), "{o}");
+    assert!(!o.contains("start nodeadm-run"), "{o}");
+    assert_eq!(calls(&log), 1);
+    assert!(!r.join(&HOLD_MARKER[1..]).exists());
+    assert!(mark_done(r).status.success());
+    assert!(r.join(DONE).exists());
 }
 
 #[test]

@@ -2,17 +2,24 @@
 //! says it is warmed and will be stopped before it serves, every node-local step runs and the
 //! Name tag is set, but the hand-off waits. The hand-off aspects ask [`held`] and plan no
 //! hand-off; this aspect writes the per-boot hold marker the packaged units read and plans the
-//! hold, so the plan and the report say what waits and why.
+//! hold, so the plan and the report say what waits and why. When the instance is in service and
+//! a run earlier in this boot held the hand-off, it plans the release: the marker removed and, on
+//! AL2023, nodeadm-run.service started (the hold skipped it in this boot).
 
 use std::path::PathBuf;
 
 use crate::config::WarmPool;
 use crate::facts::{Facts, Family};
-use crate::lifecycle::{verdict, Verdict, HOLD_MARKER};
+use crate::lifecycle::{verdict, Hold, Verdict, HOLD_MARKER};
 use crate::spec::Spec;
-use crate::step::{HandoffHold, Step};
+use crate::step::{HandoffHold, HoldRelease, Step};
 
 use super::{Aspect, Input, Out, Reads};
+
+const FIELD: &str = "lifecycle.warmPool";
+
+/// nodeadm's run phase, which the package's drop-in skips while the hold marker exists.
+pub const NODEADM_RUN: &str = "nodeadm-run.service";
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "warm pool",
@@ -43,14 +50,18 @@ fn plan(i: &Input, out: &mut Out) {
     };
     let Some(s) = held(spec, facts) else {
         warn_joining_while_warmed(spec, facts, out);
-        warn_left_marker(facts, family, out);
+        release_if_held_earlier(facts, family, out);
         return;
     };
-    let Some(current) = facts.current_file(HOLD_MARKER, "lifecycle.warmPool", &mut out.findings)
-    else {
+    let Some(current) = facts.current_file(HOLD_MARKER, FIELD, &mut out.findings) else {
         return;
     };
-    let new = format!("{s}\n");
+    let new = Hold {
+        state: s.to_string(),
+        imds_endpoint: spec.imds.endpoint.clone(),
+        allow_v1_fallback: spec.imds.allow_v1_fallback,
+    }
+    .to_text();
     if current.content.as_deref() != Some(new.as_str()) {
         out.steps.push(Step::File {
             purpose: "warm-pool hold marker".into(),
@@ -68,37 +79,29 @@ fn plan(i: &Input, out: &mut Out) {
     }));
 }
 
-/// A hold marker from a run earlier in this boot, on a run that hands off: on AL2023 nodeadm-run
-/// was skipped in this boot and nothing starts it by itself.
-fn warn_left_marker(facts: &Facts, family: Family, out: &mut Out) {
-    let left = matches!(
-        facts.files.get(std::path::Path::new(HOLD_MARKER)),
-        Some(crate::facts::FileFact {
-            content: Ok(Some(_)),
-            ..
-        })
-    );
-    if left && family == Family::Al2023 {
-        out.warnings.push(format!(
-            "{HOLD_MARKER} exists: a run earlier in this boot held the hand-off, so nodeadm-run.service was skipped in this boot; this run writes the NodeConfig drop-in, then start nodeadm: `systemctl start nodeadm-run` (or reboot)"
-        ));
+/// In service, and a run earlier in this boot held the hand-off: release it. A marker that was
+/// not read (planning without the node) is no marker; one that cannot be read is a finding.
+fn release_if_held_earlier(facts: &Facts, family: Family, out: &mut Out) {
+    let Some(file) = facts.files.get(std::path::Path::new(HOLD_MARKER)) else {
+        return;
+    };
+    let current = crate::facts::current_of(Some(file), HOLD_MARKER, FIELD, &mut out.findings);
+    if current.is_some_and(|c| c.content.is_some()) {
+        out.steps.push(Step::ReleaseHold(HoldRelease {
+            marker: PathBuf::from(HOLD_MARKER),
+            start_unit: (family == Family::Al2023).then(|| NODEADM_RUN.to_string()),
+        }));
     }
 }
 
-/// A warmed state this version does not hold in, or a hold turned off: the node joins now.
+/// A warmed instance whose hold is turned off: the node joins now.
 fn warn_joining_while_warmed(spec: &Spec, facts: &Facts, out: &mut Out) {
-    let Some(s) = state(facts) else {
-        return;
-    };
-    match (spec.warm_pool, verdict(Some(s))) {
-        (_, Verdict::Join) => {}
-        (WarmPool::Off, _) => out.warnings.push(format!(
-            "target lifecycle state {s}: the instance is warmed, and lifecycle.warmPool is off: the node joins now and stays registered while warmed"
-        )),
-        (WarmPool::Auto, Verdict::JoinWhileWarmed) => out.warnings.push(format!(
-            "target lifecycle state {s}: the instance is warmed without a reboot before it serves; this version holds the hand-off only for Warmed:Stopped (the boot after the start hands off), so the node joins now and stays registered while warmed"
-        )),
-        (WarmPool::Auto, Verdict::Hold) => {}
+    if let Some(s) = state(facts).filter(|s| verdict(Some(s)) == Verdict::Hold) {
+        if spec.warm_pool == WarmPool::Off {
+            out.warnings.push(format!(
+                "target lifecycle state {s}: the instance is warmed, and lifecycle.warmPool is off: the node joins now and stays registered while warmed"
+            ));
+        }
     }
 }
 
@@ -129,7 +132,7 @@ mod tests {
             match &out.steps[..] {
                 [Step::File { path, new, .. }, Step::HoldHandoff(h)] => {
                     assert_eq!(path, &PathBuf::from(HOLD_MARKER));
-                    assert_eq!(new, "Warmed:Stopped\n");
+                    assert_eq!(Hold::from_text(new).unwrap().state, "Warmed:Stopped");
                     assert_eq!((h.state.as_str(), h.family), ("Warmed:Stopped", family));
                 }
                 other => panic!("{other:?}"),
@@ -139,8 +142,13 @@ mod tests {
 
     #[test]
     fn a_rerun_in_the_held_boot_changes_nothing() {
+        let marker = Hold {
+            state: "Warmed:Stopped".into(),
+            imds_endpoint: None,
+            allow_v1_fallback: false,
+        };
         let facts = warmed(Family::Al2, Some("Warmed:Stopped"))
-            .file(HOLD_MARKER, "Warmed:Stopped\n")
+            .file(HOLD_MARKER, &marker.to_text())
             .build();
         let out = run(&ASPECT, &spec(CONFIG), &facts);
         assert!(
@@ -170,26 +178,51 @@ mod tests {
     }
 
     #[test]
-    fn warmed_running_joins_now_and_says_so() {
-        let facts = warmed(Family::Al2, Some("Warmed:Running"))
-            .absent([HOLD_MARKER])
-            .build();
-        let out = run(&ASPECT, &spec(CONFIG), &facts);
-        assert!(out.steps.is_empty());
-        assert!(out.warnings[0].contains("joins now"), "{:?}", out.warnings);
+    fn every_warmed_state_holds() {
+        for state in ["Warmed:Running", "Warmed:Hibernated", "Warmed:Terminated"] {
+            let facts = warmed(Family::Al2, Some(state))
+                .absent([HOLD_MARKER])
+                .build();
+            let out = run(&ASPECT, &spec(CONFIG), &facts);
+            assert!(
+                matches!(out.steps[..], [_, Step::HoldHandoff(_)]),
+                "{state}"
+            );
+        }
     }
 
     #[test]
-    fn a_marker_left_from_a_held_run_in_this_boot_says_how_to_start_nodeadm() {
+    fn in_service_after_a_held_run_releases_the_hold() {
+        for (family, unit) in [(Family::Al2023, Some(NODEADM_RUN)), (Family::Al2, None)] {
+            let facts = warmed(family, Some("InService"))
+                .file(HOLD_MARKER, "{}")
+                .build();
+            let out = run(&ASPECT, &spec(CONFIG), &facts);
+            match &out.steps[..] {
+                [Step::ReleaseHold(r)] => {
+                    assert_eq!(r.marker, PathBuf::from(HOLD_MARKER));
+                    assert_eq!(r.start_unit.as_deref(), unit);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_marker_that_cannot_be_read_is_a_finding_and_one_not_read_is_none() {
+        let unreadable = crate::facts::FileFact {
+            content: Err("cannot read it: Permission denied".into()),
+            mode: None,
+            link: None,
+        };
         let facts = warmed(Family::Al2023, Some("InService"))
-            .file(HOLD_MARKER, "Warmed:Stopped\n")
+            .file_fact(HOLD_MARKER, unreadable)
             .build();
         let out = run(&ASPECT, &spec(CONFIG), &facts);
         assert!(out.steps.is_empty());
-        assert!(
-            out.warnings[0].contains("systemctl start nodeadm-run"),
-            "{:?}",
-            out.warnings
-        );
+        assert_eq!(out.findings.0.len(), 1, "{:?}", out.findings);
+        let not_read = warmed(Family::Al2023, Some("InService")).build();
+        let out = run(&ASPECT, &spec(CONFIG), &not_read);
+        assert!(out.steps.is_empty() && out.findings.is_empty());
     }
 }

@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LifecycleSettings {
     /// `auto` (default): while the instance's target lifecycle state (IMDS
-    /// `autoscaling/target-lifecycle-state`) is `Warmed:Stopped` or `Warmed:Terminated`, do every
-    /// node-local step and set the Name tag but hold the hand-off (no bootstrap.sh, nodeadm does
-    /// not start kubelet); the boot after the instance is started into service hands off.
+    /// `autoscaling/target-lifecycle-state`) is `Warmed:*`, do every node-local step and set the
+    /// Name tag but hold the hand-off (no bootstrap.sh, nodeadm does not start kubelet) until the
+    /// instance is in service: the boot after a start into service hands off, or, without a
+    /// reboot, eks-nodeinit-await-service.service has the agent's unit run again at `InService`.
     /// `off`: hand off whatever the state.
     #[serde(default)]
     pub warm_pool: WarmPool,

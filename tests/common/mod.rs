@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bootstrap_sh;
+pub mod dbus;
 pub mod discovery_server;
 pub mod ec2_server;
 pub mod faults;

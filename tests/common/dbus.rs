@@ -1,0 +1,156 @@
+//! A private dbus-daemon for the tests (the real one, from Debian's dbus package), and a
+//! stand-in for the part of systemd's manager the agent calls to start or restart a unit.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use zbus::zvariant::OwnedObjectPath;
+
+pub struct Bus {
+    child: Child,
+    pub address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Bus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start a private dbus-daemon. In CI it must exist; on a developer box without it, say so.
+pub fn start_bus() -> Option<Bus> {
+    if Command::new("dbus-daemon")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "dbus-daemon is required in CI (apt-get install dbus)"
+        );
+        eprintln!("SKIP: dbus-daemon not installed");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("bus");
+    let conf = dir.path().join("bus.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>custom</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"#,
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", conf.display()))
+        .args(["--nofork", "--print-address=1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    Some(Bus {
+        child,
+        address: line.trim().to_string(),
+        _dir: dir,
+    })
+}
+
+/// One call to the stand-in manager: method, unit, mode.
+pub type UnitCall = (String, String, String);
+
+struct Manager {
+    calls: Arc<Mutex<Vec<UnitCall>>>,
+    /// Units it answers "not loaded" for.
+    refuse: Vec<String>,
+}
+
+impl Manager {
+    fn record(
+        &self,
+        method: &str,
+        name: String,
+        mode: String,
+    ) -> zbus::fdo::Result<OwnedObjectPath> {
+        let refused = self.refuse.contains(&name);
+        self.calls
+            .lock()
+            .unwrap()
+            .push((method.into(), name.clone(), mode));
+        if refused {
+            return Err(zbus::fdo::Error::Failed(format!("Unit {name} not loaded.")));
+        }
+        Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/7").unwrap())
+    }
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
+impl Manager {
+    async fn start_unit(&self, name: String, mode: String) -> zbus::fdo::Result<OwnedObjectPath> {
+        self.record("StartUnit", name, mode)
+    }
+    async fn restart_unit(&self, name: String, mode: String) -> zbus::fdo::Result<OwnedObjectPath> {
+        self.record("RestartUnit", name, mode)
+    }
+}
+
+/// Serve the stand-in manager as org.freedesktop.systemd1 on `address`; every call is
+/// recorded, and units in `refuse` are answered as not loaded.
+pub fn serve_manager(address: &str, refuse: &[&str]) -> Arc<Mutex<Vec<UnitCall>>> {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let manager = Manager {
+        calls: calls.clone(),
+        refuse: refuse.iter().map(|s| s.to_string()).collect(),
+    };
+    serve(address, move |b| {
+        b.name("org.freedesktop.systemd1")?
+            .serve_at("/org/freedesktop/systemd1", manager)
+    });
+    calls
+}
+
+/// Serve what `build` adds to a connection to `address`, from a thread of its own, until the
+/// test ends; returns once the names are owned.
+pub fn serve<F>(address: &str, build: F)
+where
+    F: FnOnce(
+            zbus::connection::Builder<'static>,
+        ) -> zbus::Result<zbus::connection::Builder<'static>>
+        + Send
+        + 'static,
+{
+    let address = address.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let builder = zbus::connection::Builder::address(address.as_str()).unwrap();
+            let _conn = build(builder).unwrap().build().await.unwrap();
+            tx.send(()).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().unwrap();
+}
