@@ -26,8 +26,11 @@ test: deps
 
 # Every bench once, on the debug build the tests made (one startup run, small fleets): a bench
 # that cannot run fails CI. The figures themselves come from `cargo bench` on a release build.
+# `cargo test --no-run` (a no-op after `make test`) leaves the binary the tests run at
+# target/debug/eks-nodeinit; `cargo build` would compile the dependencies again without the
+# dev-dependencies' features (about 5 minutes of CI) for the same program.
 bench-smoke: deps
-	$(CARGO) build --locked
+	$(CARGO) test --locked --no-run
 	STARTUP_RUNS=1 EKS_NODEINIT_BIN=$(TARGET_DIR)/debug/eks-nodeinit \
 	FLEET_SIZES=20 FLEET_SPREADS=0,auto DISCOVERY_SIZES=20 DISCOVERY_SPREADS=0,auto \
 	$(CARGO) test --locked --bench startup --bench fleet --bench discovery
@@ -59,7 +62,7 @@ e2e-vm: package e2e-vm-deps
 	E2E_REQUIRED=1 $(CARGO) test --locked --test e2e_vm -- --ignored --nocapture
 
 check-unit: deps
-	$(CARGO) build --locked
+	$(CARGO) test --locked --no-run
 	bash .ci/check-unit $(TARGET_DIR)/debug/eks-nodeinit
 
 tools:
