@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::fsutil::{self, under};
 use crate::imds::{self, ImdsClient};
-use crate::lifecycle::{self, verdict, Hold, Verdict, HOLD_MARKER};
+use crate::lifecycle::{self, is_warmed, Hold, HOLD_MARKER};
 use crate::systemd;
 use crate::text::printable;
 
@@ -67,7 +67,7 @@ pub async fn run(w: &Waiter) -> Result<(), AwaitError> {
         "the instance left the warm pool: running the agent's unit again, which hands off"
     );
     let conn = systemd::connect(&w.bus_address).await?;
-    systemd::queue(&conn, &w.unit, true).await?;
+    systemd::queue(&conn, &w.unit, systemd::Job::Restart).await?;
     Ok(())
 }
 
@@ -96,7 +96,7 @@ async fn wait_for_service(client: &ImdsClient, held: &str, interval: Duration) -
                         "target lifecycle state changed"
                     );
                 }
-                if verdict(now.as_deref()) == Verdict::Join {
+                if !now.as_deref().is_some_and(is_warmed) {
                     return now;
                 }
                 last = now;

@@ -285,18 +285,11 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
 /// disk and apply at next boot anyway), but says exactly what happened.
 async fn restart_unit(bus: &Bus, r: &UnitRestart, report: &mut Report) -> Outcome {
     let (unit, property, expected) = (r.unit, r.check.property, r.check.expected);
-    let address = match bus {
-        Bus::Skip(why) => {
-            tracing::warn!("not notifying {}: {why}", name(unit));
-            return Outcome::Skipped(why.clone());
-        }
-        Bus::Address(a) => a,
-    };
-    let conn = match systemd::connect(address).await {
+    let conn = match connect(bus).await {
         Ok(c) => c,
-        Err(e) => {
-            tracing::warn!("not notifying {}: {e}", name(unit));
-            return Outcome::Skipped(e.to_string());
+        Err(why) => {
+            tracing::warn!("not notifying {}: {why}", name(unit));
+            return Outcome::Skipped(why);
         }
     };
     match systemd::restart_and_read(&conn, r, Duration::from_secs(5)).await {
@@ -346,19 +339,20 @@ async fn release(bus: &Bus, marker: &Path, start_unit: Option<&str>) -> Result<(
 }
 
 async fn start(bus: &Bus, unit: &str) -> Result<(), ExecError> {
-    let no_bus = |why: String| ExecError::NoBus {
+    let conn = connect(bus).await.map_err(|why| ExecError::NoBus {
         unit: unit.to_string(),
         why,
-    };
-    let address = match bus {
-        Bus::Skip(why) => return Err(no_bus(why.clone())),
-        Bus::Address(a) => a,
-    };
-    let conn = systemd::connect(address)
-        .await
-        .map_err(|e| no_bus(e.to_string()))?;
-    systemd::queue(&conn, unit, false).await?;
+    })?;
+    systemd::queue(&conn, unit, systemd::Job::Start).await?;
     Ok(())
+}
+
+/// A connection to systemd, or why there is none.
+async fn connect(bus: &Bus) -> Result<zbus::Connection, String> {
+    match bus {
+        Bus::Skip(why) => Err(why.clone()),
+        Bus::Address(a) => systemd::connect(a).await.map_err(|e| e.to_string()),
+    }
 }
 
 /// A unit as logs name it: `systemd-logind`.

@@ -20,24 +20,13 @@ pub const HOLD_MARKER: &str = "/run/eks-nodeinit/handoff-held";
 /// The IMDS metadata path (under `/latest/meta-data/`).
 pub const IMDS_PATH: &str = "autoscaling/target-lifecycle-state";
 
-/// What a target lifecycle state means for this boot's hand-off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Not warmed (absent, `InService`, `Standby`, …): hand off as always.
-    Join,
-    /// Warmed (`Warmed:Stopped`, `Warmed:Running`, `Warmed:Hibernated`, …): hold the hand-off.
-    /// The boot after a start into service hands off; without a reboot, the packaged
-    /// `eks-nodeinit-await-service.service` waits for `InService` and has the agent's unit run
-    /// again, which hands off.
-    Hold,
-}
-
-/// The verdict for a state as read (trimmed).
-pub fn verdict(state: Option<&str>) -> Verdict {
-    match state {
-        Some(s) if s.starts_with("Warmed:") => Verdict::Hold,
-        _ => Verdict::Join,
-    }
+/// Whether a state (as read, trimmed) is a warm-pool one (`Warmed:Stopped`, `Warmed:Running`,
+/// `Warmed:Hibernated`, …), in which the hand-off is held; any other (`InService`, `Standby`, …)
+/// hands off as always. The boot after a start into service hands off; without a reboot, the
+/// packaged `eks-nodeinit-await-service.service` waits for a state that is not warmed and has
+/// the agent's unit run again, which hands off.
+pub fn is_warmed(state: &str) -> bool {
+    state.starts_with("Warmed:")
 }
 
 /// What the hold marker holds: the state that held the hand-off and how that run reached IMDS,
@@ -88,14 +77,18 @@ mod tests {
 
     #[test]
     fn warmed_states_hold_the_others_join() {
-        assert_eq!(verdict(None), Verdict::Join);
-        assert_eq!(verdict(Some("InService")), Verdict::Join);
-        assert_eq!(verdict(Some("Standby")), Verdict::Join);
-        assert_eq!(verdict(Some("Warmed:Stopped")), Verdict::Hold);
-        assert_eq!(verdict(Some("Warmed:Terminated")), Verdict::Hold);
-        assert_eq!(verdict(Some("Warmed:Running")), Verdict::Hold);
-        assert_eq!(verdict(Some("Warmed:Hibernated")), Verdict::Hold);
-        assert_eq!(verdict(Some("Warmed:Later")), Verdict::Hold);
+        for s in ["InService", "Standby", "Detached", "Warmed"] {
+            assert!(!is_warmed(s), "{s}");
+        }
+        for s in [
+            "Warmed:Stopped",
+            "Warmed:Terminated",
+            "Warmed:Running",
+            "Warmed:Hibernated",
+            "Warmed:Later",
+        ] {
+            assert!(is_warmed(s), "{s}");
+        }
     }
 
     #[test]

@@ -350,38 +350,36 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
                 h.note()
             );
         }
-        Step::HoldHandoff(_) | Step::ReleaseHold(_) => render_hold(o, n, s),
+        Step::HoldHandoff(h) => render_hold(o, n, h),
+        Step::ReleaseHold(r) => render_release(o, n, r),
     }
 }
 
-/// The warm-pool hold and its release, numbered `n`.
-fn render_hold(o: &mut String, n: usize, s: &Step) {
-    match s {
-        Step::HoldHandoff(h) => {
-            let marker = h.marker.display();
-            let waits = match h.family {
-                Family::Al2 => "bootstrap.sh is not exec'd".to_string(),
-                Family::Al2023 => format!("nodeadm-run.service is skipped, so kubelet does not start (the package's drop-in: ConditionPathExists=!{marker})"),
-            };
-            let _ = writeln!(
-                o,
-                "\n[{n}] hand-off held: target lifecycle state {}: the steps above run now, the node does not join: {waits}; while {marker} exists no first-boot marker is written and eks-nodeinit-await-service.service polls the state: the boot after a start into service hands off, or, without a reboot, the waiter has eks-nodeinit.service run again at InService, which hands off",
-                h.state
-            );
-        }
-        Step::ReleaseHold(r) => {
-            let _ = write!(
-                o,
-                "\n[{n}] release the warm-pool hold of this boot: remove {}",
-                r.marker.display()
-            );
-            if let Some(unit) = &r.start_unit {
-                let _ = write!(o, ", then start {unit} over D-Bus (the hold skipped it)");
-            }
-            let _ = writeln!(o);
-        }
-        _ => {}
+/// The warm-pool hold, numbered `n`.
+fn render_hold(o: &mut String, n: usize, h: &crate::step::HandoffHold) {
+    let marker = h.marker.display();
+    let waits = match h.family {
+        Family::Al2 => "bootstrap.sh is not exec'd".to_string(),
+        Family::Al2023 => format!("nodeadm-run.service is skipped, so kubelet does not start (the package's drop-in: ConditionPathExists=!{marker})"),
+    };
+    let _ = writeln!(
+        o,
+        "\n[{n}] hand-off held: target lifecycle state {}: the steps above run now, the node does not join: {waits}; while {marker} exists no first-boot marker is written and eks-nodeinit-await-service.service polls the state: the boot after a start into service hands off, or, without a reboot, the waiter has eks-nodeinit.service run again at InService, which hands off",
+        h.state
+    );
+}
+
+/// The release of this boot's hold, numbered `n`.
+fn render_release(o: &mut String, n: usize, r: &crate::step::HoldRelease) {
+    let _ = write!(
+        o,
+        "\n[{n}] release the warm-pool hold of this boot: remove {}",
+        r.marker.display()
+    );
+    if let Some(unit) = &r.start_unit {
+        let _ = write!(o, ", then start {unit} over D-Bus (the hold skipped it)");
     }
+    let _ = writeln!(o);
 }
 
 /// A unified diff of one file, `/dev/null` for a new one.

@@ -201,24 +201,15 @@ pub const DONE_MARKER: &str = "/var/lib/eks-nodeinit/done";
 /// (then the boot after the start into service must run the unit again).
 pub fn mark_done(root: &Path) -> Result<()> {
     let held = crate::fsutil::under(root, crate::lifecycle::HOLD_MARKER);
-    match std::fs::read_to_string(&held) {
-        Ok(state) => {
-            tracing::info!(
-                "the hand-off was held in this boot ({}: {}): the first boot is not done; the next boot runs the agent again",
-                held.display(),
-                crate::text::printable(state.trim())
-            );
-            return Ok(());
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(e).with_context(|| {
-                format!(
-                    "cannot tell whether this boot held the hand-off: reading {}",
-                    held.display()
-                )
-            })
-        }
+    let marker = crate::fsutil::read_optional(&held)
+        .context("cannot tell whether this boot held the hand-off")?;
+    if let Some(hold) = marker {
+        tracing::info!(
+            "the hand-off was held in this boot ({}: {}): the first boot is not done; the agent runs again",
+            held.display(),
+            crate::text::printable(hold.trim())
+        );
+        return Ok(());
     }
     let done = crate::fsutil::under(root, DONE_MARKER);
     crate::fsutil::write_atomic(&done, b"", 0o644)?;

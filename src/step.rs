@@ -121,7 +121,7 @@ impl Step {
             Step::ExecBootstrap { .. } => Some("exec bootstrap.sh".into()),
             Step::Nodeadm(h) => Some(format!("NodeConfig at {}", h.dropin.display())),
             Step::HoldHandoff(h) => Some(format!(
-                "held: {} (the boot after the start into service hands off)",
+                "held: {} (handed off once the instance is in service)",
                 h.state
             )),
             _ => None,

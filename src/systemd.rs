@@ -32,14 +32,9 @@ pub enum SystemdError {
         #[source]
         source: zbus::Error,
     },
-    #[error("systemd refused to restart {unit} over D-Bus: {source}")]
-    Restart {
-        unit: &'static str,
-        #[source]
-        source: zbus::Error,
-    },
-    #[error("systemd refused to start {unit} over D-Bus: {source}")]
-    Start {
+    #[error("systemd refused to {job} {unit} over D-Bus: {source}")]
+    Refused {
+        job: Job,
         unit: String,
         #[source]
         source: zbus::Error,
@@ -79,18 +74,7 @@ pub(crate) async fn restart_and_read(
     r: &UnitRestart,
     wait: Duration,
 ) -> Result<u64, SystemdError> {
-    conn.call_method(
-        Some("org.freedesktop.systemd1"),
-        "/org/freedesktop/systemd1",
-        Some("org.freedesktop.systemd1.Manager"),
-        "RestartUnit",
-        &(r.unit, "replace"),
-    )
-    .await
-    .map_err(|source| SystemdError::Restart {
-        unit: r.unit,
-        source,
-    })?;
+    queue(conn, r.unit, Job::Restart).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let last = read_property(conn, &r.check).await;
@@ -102,10 +86,29 @@ pub(crate) async fn restart_and_read(
     }
 }
 
-/// Ask systemd's manager to start (`start`) or restart (`restart`) a unit, replacing a
-/// conflicting job; returns once the job is queued.
-pub async fn queue(conn: &zbus::Connection, unit: &str, restart: bool) -> Result<(), SystemdError> {
-    let method = if restart { "RestartUnit" } else { "StartUnit" };
+/// A job systemd's manager queues for a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    Start,
+    Restart,
+}
+
+impl std::fmt::Display for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Job::Start => "start",
+            Job::Restart => "restart",
+        })
+    }
+}
+
+/// Ask systemd's manager to start or restart a unit, replacing a conflicting job; returns once
+/// the job is queued.
+pub async fn queue(conn: &zbus::Connection, unit: &str, job: Job) -> Result<(), SystemdError> {
+    let method = match job {
+        Job::Start => "StartUnit",
+        Job::Restart => "RestartUnit",
+    };
     conn.call_method(
         Some("org.freedesktop.systemd1"),
         "/org/freedesktop/systemd1",
@@ -115,7 +118,8 @@ pub async fn queue(conn: &zbus::Connection, unit: &str, restart: bool) -> Result
     )
     .await
     .map(|_| ())
-    .map_err(|source| SystemdError::Start {
+    .map_err(|source| SystemdError::Refused {
+        job,
         unit: unit.to_string(),
         source,
     })

@@ -11,6 +11,7 @@ use std::process::Output;
 use common::dbus::{serve_manager, start_bus};
 use common::imds_server::ImdsServer;
 use common::{cmd, counting_bootstrap, run, sample_root, stdout};
+use eks_nodeinit::aspects::warm_pool::NODEADM_RUN;
 use eks_nodeinit::lifecycle::{Hold, HOLD_MARKER};
 use serde_json::{json, Value};
 
@@ -23,6 +24,15 @@ fn config(dir: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
         v["tagging"] = json!({"enabled": false});
         edit(v);
     })
+}
+
+/// An AL2 sample node whose bootstrap.sh counts its calls, and the config (with `edit`) beside
+/// it: the root, the call log, the config.
+fn al2_node(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let root = sample_root("al2-root");
+    let log = counting_bootstrap(root.path(), "");
+    let cfg = config(root.path(), edit);
+    (root, log, cfg)
 }
 
 fn imds(state: Option<&str>) -> ImdsServer {
@@ -76,12 +86,10 @@ fn lifecycle_gets(s: &ImdsServer) -> usize {
 
 #[test]
 fn al2_warmed_stopped_prepares_without_bootstrap_then_the_boot_in_service_hands_off_once() {
-    let root = sample_root("al2-root");
+    let (root, log, cfg) = al2_node(|_| {});
     let r = root.path();
-    let log = counting_bootstrap(r, "");
     let kubelet = r.join("etc/kubernetes/kubelet/kubelet-config.json");
     let before = std::fs::read(&kubelet).unwrap();
-    let cfg = config(root.path(), |_| {});
     let s = imds(Some("Warmed:Stopped"));
 
     // Boot 1, warmed: every node-local step, no hand-off, no first-boot marker.
@@ -189,14 +197,12 @@ fn every_warmed_state_holds_and_the_hold_turned_off_hands_off_now_with_a_warning
         ("Warmed:Hibernated", false),
         ("Warmed:Stopped", true),
     ] {
-        let root = sample_root("al2-root");
-        let r = root.path();
-        let log = counting_bootstrap(r, "");
-        let cfg = config(r, |v| {
+        let (root, log, cfg) = al2_node(|v| {
             if off {
                 v["lifecycle"] = json!({"warmPool": "off"});
             }
         });
+        let r = root.path();
         let out = init(&imds(Some(state)), r, &cfg, &[]);
         assert!(out.status.success(), "{state}");
         assert_eq!(calls(&log), usize::from(off), "{state}");
@@ -228,7 +234,7 @@ fn await_service(s: &ImdsServer, root: &Path, bus: &str) -> std::process::Child 
 #[test]
 fn warmed_running_waits_for_in_service_then_runs_the_agents_unit_again_once() {
     let Some(bus) = start_bus() else { return };
-    let calls = serve_manager(&bus.address, &[]);
+    let calls = serve_manager(&bus.address, &[], &[]);
     let root = sample_root("al2023-root");
     let r = root.path();
     let cfg = config(r, |_| {});
@@ -236,7 +242,14 @@ fn warmed_running_waits_for_in_service_then_runs_the_agents_unit_again_once() {
     assert!(init(&s, r, &cfg, &[]).status.success());
     let waiter = await_service(&s, r, &bus.address);
     // It polls while warmed and asks systemd nothing.
+    // (the held run's read, then three of the waiter's; a waiter that never polls fails here
+    // instead of hanging the suite)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while lifecycle_gets(&s) < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiter does not poll"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(calls.lock().unwrap().is_empty());
@@ -266,6 +279,21 @@ fn warmed_running_waits_for_in_service_then_runs_the_agents_unit_again_once() {
     assert_eq!(calls.lock().unwrap().len(), 1);
 }
 
+#[test]
+fn a_waiter_whose_restart_systemd_refuses_fails_and_says_restart() {
+    let Some(bus) = start_bus() else { return };
+    let calls = serve_manager(&bus.address, &["eks-nodeinit.service"], &[]);
+    let (root, s, _) = held_then_in_service();
+    let out = run_to_end(await_service(&s, root.path(), &bus.address));
+    assert!(!out.status.success());
+    let e = common::stderr(&out);
+    assert!(
+        e.contains("systemd refused to restart eks-nodeinit.service"),
+        "{e}"
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1);
+}
+
 fn run_to_end(child: std::process::Child) -> Output {
     let out = child.wait_with_output().unwrap();
     eprintln!("--- stderr\n{}", common::stderr(&out));
@@ -287,10 +315,13 @@ fn held_then_in_service() -> (tempfile::TempDir, ImdsServer, PathBuf) {
 #[test]
 fn al2023_in_service_after_a_held_run_releases_the_hold_and_starts_nodeadm_run() {
     let Some(bus) = start_bus() else { return };
-    let calls = serve_manager(&bus.address, &[]);
     // The waiter saw InService and systemd runs the agent's unit again.
     let (root, s, cfg) = held_then_in_service();
     let r = root.path();
+    // nodeadm-run.service carries the package's condition: started while the marker is still
+    // there, systemd would skip it.
+    let marker = r.join(&HOLD_MARKER[1..]);
+    let calls = serve_manager(&bus.address, &[], &[(NODEADM_RUN, &marker)]);
     let out = init(&s, r, &cfg, &["--system-bus-address", &bus.address]);
     assert!(out.status.success());
     let o = stdout(&out);
@@ -316,7 +347,7 @@ fn al2023_in_service_after_a_held_run_releases_the_hold_and_starts_nodeadm_run()
 #[test]
 fn a_held_unit_that_cannot_be_started_fails_the_run_and_says_how() {
     let Some(bus) = start_bus() else { return };
-    let calls = serve_manager(&bus.address, &["nodeadm-run.service"]);
+    let calls = serve_manager(&bus.address, &[NODEADM_RUN], &[]);
     let (root, s, cfg) = held_then_in_service();
     let r = root.path();
     let out = init(&s, r, &cfg, &["--system-bus-address", &bus.address]);
@@ -336,10 +367,8 @@ fn a_held_unit_that_cannot_be_started_fails_the_run_and_says_how() {
 
 #[test]
 fn al2_in_service_after_a_held_run_releases_the_hold_and_hands_off_once() {
-    let root = sample_root("al2-root");
+    let (root, log, cfg) = al2_node(|_| {});
     let r = root.path();
-    let log = counting_bootstrap(r, "");
-    let cfg = config(r, |_| {});
     let s = imds(Some("Warmed:Running"));
     assert!(init(&s, r, &cfg, &[]).status.success());
     assert_eq!(calls(&log), 0);
@@ -355,10 +384,8 @@ fn al2_in_service_after_a_held_run_releases_the_hold_and_hands_off_once() {
 
 #[test]
 fn outside_an_auto_scaling_group_nothing_changes() {
-    let root = sample_root("al2-root");
+    let (root, log, cfg) = al2_node(|_| {});
     let r = root.path();
-    let log = counting_bootstrap(r, "");
-    let cfg = config(r, |_| {});
     let s = imds(None);
     let out = init(&s, r, &cfg, &[]);
     assert!(out.status.success());
@@ -371,10 +398,8 @@ fn outside_an_auto_scaling_group_nothing_changes() {
 
 #[test]
 fn a_state_that_cannot_be_read_changes_nothing() {
-    let root = sample_root("al2-root");
+    let (root, log, cfg) = al2_node(|_| {});
     let r = root.path();
-    let log = counting_bootstrap(r, "");
-    let cfg = config(r, |_| {});
     let before = common::snapshot(r);
     let out = init(&imds(Some("Warmed Stopped")), r, &cfg, &[]);
     assert!(!out.status.success());

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use crate::config::WarmPool;
 use crate::facts::{Facts, Family};
-use crate::lifecycle::{verdict, Hold, Verdict, HOLD_MARKER};
+use crate::lifecycle::{is_warmed, Hold, HOLD_MARKER};
 use crate::spec::Spec;
 use crate::step::{HandoffHold, HoldRelease, Step};
 
@@ -39,8 +39,7 @@ fn state(facts: &Facts) -> Option<&str> {
 
 /// The state that holds this run's hand-off, if it is held.
 pub(crate) fn held<'a>(spec: &Spec, facts: &'a Facts) -> Option<&'a str> {
-    let s = state(facts)?;
-    (spec.warm_pool == WarmPool::Auto && verdict(Some(s)) == Verdict::Hold).then_some(s)
+    state(facts).filter(|s| spec.warm_pool == WarmPool::Auto && is_warmed(s))
 }
 
 fn plan(i: &Input, out: &mut Out) {
@@ -96,12 +95,13 @@ fn release_if_held_earlier(facts: &Facts, family: Family, out: &mut Out) {
 
 /// A warmed instance whose hold is turned off: the node joins now.
 fn warn_joining_while_warmed(spec: &Spec, facts: &Facts, out: &mut Out) {
-    if let Some(s) = state(facts).filter(|s| verdict(Some(s)) == Verdict::Hold) {
-        if spec.warm_pool == WarmPool::Off {
-            out.warnings.push(format!(
-                "target lifecycle state {s}: the instance is warmed, and lifecycle.warmPool is off: the node joins now and stays registered while warmed"
-            ));
-        }
+    let Some(s) = state(facts).filter(|s| is_warmed(s)) else {
+        return;
+    };
+    if spec.warm_pool == WarmPool::Off {
+        out.warnings.push(format!(
+            "target lifecycle state {s}: the instance is warmed, and lifecycle.warmPool is off: the node joins now and stays registered while warmed"
+        ));
     }
 }
 

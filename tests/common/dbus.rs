@@ -1,6 +1,7 @@
 //! A private dbus-daemon for the tests (the real one, from Debian's dbus package), and a
 //! stand-in for the part of systemd's manager the agent calls to start or restart a unit.
 
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -82,6 +83,9 @@ struct Manager {
     calls: Arc<Mutex<Vec<UnitCall>>>,
     /// Units it answers "not loaded" for.
     refuse: Vec<String>,
+    /// Units with `ConditionPathExists=!PATH`: started while PATH exists, systemd queues the job
+    /// and skips the unit, recorded here as `StartUnit (condition failed)`.
+    skip_while: Vec<(String, PathBuf)>,
 }
 
 impl Manager {
@@ -92,10 +96,19 @@ impl Manager {
         mode: String,
     ) -> zbus::fdo::Result<OwnedObjectPath> {
         let refused = self.refuse.contains(&name);
+        let skipped = self
+            .skip_while
+            .iter()
+            .any(|(unit, path)| *unit == name && path.exists());
+        let method = if skipped {
+            format!("{method} (condition failed)")
+        } else {
+            method.to_string()
+        };
         self.calls
             .lock()
             .unwrap()
-            .push((method.into(), name.clone(), mode));
+            .push((method, name.clone(), mode));
         if refused {
             return Err(zbus::fdo::Error::Failed(format!("Unit {name} not loaded.")));
         }
@@ -114,12 +127,21 @@ impl Manager {
 }
 
 /// Serve the stand-in manager as org.freedesktop.systemd1 on `address`; every call is
-/// recorded, and units in `refuse` are answered as not loaded.
-pub fn serve_manager(address: &str, refuse: &[&str]) -> Arc<Mutex<Vec<UnitCall>>> {
+/// recorded, units in `refuse` are answered as not loaded, and each `(unit, path)` in
+/// `skip_while` is a unit with `ConditionPathExists=!path`.
+pub fn serve_manager(
+    address: &str,
+    refuse: &[&str],
+    skip_while: &[(&str, &Path)],
+) -> Arc<Mutex<Vec<UnitCall>>> {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let manager = Manager {
         calls: calls.clone(),
         refuse: refuse.iter().map(|s| s.to_string()).collect(),
+        skip_while: skip_while
+            .iter()
+            .map(|(u, p)| (u.to_string(), p.to_path_buf()))
+            .collect(),
     };
     serve(address, move |b| {
         b.name("org.freedesktop.systemd1")?
