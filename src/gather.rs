@@ -22,15 +22,17 @@ use crate::spec::Spec;
 use crate::userdata::UserDataFact;
 
 /// Everything in one call: the instance (from `--metadata` or IMDS, beside the cluster's values),
-/// then the node.
+/// then the node. `apply`: the run will apply its plan (a dry run never tags, so it makes no
+/// EC2 client ready: no AWS config or credentials read for a call it will not make).
 pub async fn facts(
     metadata_file: Option<&Path>,
     spec: &Spec,
     root: &Path,
     read: Prefetched,
+    apply: bool,
 ) -> anyhow::Result<Facts> {
     let (md, tags, cluster) = instance(metadata_file, spec, root, read).await?;
-    if tagging_likely(spec, &tags) {
+    if apply && tagging_likely(spec, &tags) {
         // The EC2 client and the role's credentials are made ready while the node is read,
         // planned and staged: reads only, off the path to the tag call.
         crate::tagging::prepare_client(&md.region, spec.tagging.ec2_endpoint.as_deref());
@@ -366,5 +368,34 @@ mod tests {
         assert_eq!(asg_name(&md, &InstanceTags::Unknown), None);
         md.autoscaling_group_name = Some("asg-file".into());
         assert_eq!(asg_name(&md, &tags).as_deref(), Some("asg-file"));
+    }
+
+    /// A dry run read the AWS config and the role's credentials for a tag call it never makes
+    /// (the SDK's warnings about the config file then reached standard error whenever the
+    /// process outlived that task: test-aarch64 failed on it under qemu).
+    #[tokio::test]
+    async fn a_dry_run_makes_no_ec2_client_ready_and_a_run_that_applies_does() {
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+        let dir = tempfile::tempdir().unwrap();
+        let md = dir.path().join("metadata.json");
+        let text = std::fs::read_to_string("examples/metadata.json").unwrap();
+        std::fs::write(&md, text.replace("eu-west-1", "xx-gather-1")).unwrap();
+        let c = crate::config::parse(
+            &std::fs::read_to_string("examples/master.json").unwrap(),
+            "master.json",
+        )
+        .unwrap();
+        let (spec, findings) = crate::spec::resolve(&c);
+        assert!(findings.is_empty());
+        let root = Path::new("examples/al2023-root");
+        let ep = spec.tagging.ec2_endpoint.as_deref();
+        for apply in [false, true] {
+            facts(Some(&md), &spec, root, Prefetched::default(), apply)
+                .await
+                .unwrap();
+            let ready = crate::tagging::take_ready("xx-gather-1", ep);
+            assert_eq!(ready.is_some(), apply, "apply: {apply}");
+        }
     }
 }

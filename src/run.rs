@@ -125,8 +125,9 @@ pub async fn init(args: &InitArgs) -> Result<()> {
         Some(lock::take(&args.root, false)?)
     };
     // The EC2 client's trust store loads while IMDS answers.
-    let _warm = spec.tagging.enabled.then(crate::ec2::warm_up);
-    let facts = gather::facts(args.metadata.as_deref(), &spec, &args.root, read).await?;
+    let apply = !args.dry_run;
+    let _warm = (apply && spec.tagging.enabled).then(crate::ec2::warm_up);
+    let facts = gather::facts(args.metadata.as_deref(), &spec, &args.root, read, apply).await?;
     let plan = plan::build(&spec, &facts)?;
     print!(
         "{}",

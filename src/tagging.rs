@@ -54,7 +54,10 @@ pub(crate) fn prepare_client(region: &str, endpoint: Option<&str>) {
 }
 
 /// The client made ready for this region and endpoint, taken (once); `None` for any other.
-fn take_ready(region: &str, endpoint: Option<&str>) -> Option<tokio::task::JoinHandle<Ec2>> {
+pub(crate) fn take_ready(
+    region: &str,
+    endpoint: Option<&str>,
+) -> Option<tokio::task::JoinHandle<Ec2>> {
     let mut slot = READY.lock().ok()?;
     let matches = slot
         .as_ref()
