@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use crate::fsutil::{self, under};
 use crate::imds::{self, ImdsClient};
-use crate::lifecycle::{self, is_warmed, Hold, HOLD_MARKER};
+use crate::lifecycle::{self, Hold, HOLD_MARKER};
 use crate::systemd;
-use crate::text::printable;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AwaitError {
@@ -96,7 +95,7 @@ async fn wait_for_service(client: &ImdsClient, held: &str, interval: Duration) -
                         "target lifecycle state changed"
                     );
                 }
-                if !now.as_deref().is_some_and(is_warmed) {
+                if !now.as_deref().is_some_and(lifecycle::holds) {
                     return now;
                 }
                 last = now;
@@ -115,7 +114,7 @@ async fn read_state(client: &ImdsClient) -> Result<Option<String>, String> {
     };
     match text {
         None => Ok(None),
-        Some(t) => lifecycle::parse(&t).map_err(|m| format!("{path}: {}", printable(&m))),
+        Some(t) => Ok(lifecycle::parse(&t)),
     }
 }
 

@@ -47,8 +47,6 @@ pub enum ImdsError {
     Unreachable { endpoint: String, last: String },
     #[error("bad IMDS endpoint `{0}`: use a URL like http://169.254.169.254")]
     Endpoint(String),
-    #[error("instance metadata {path}: {message}")]
-    Value { path: String, message: String },
 }
 
 /// How long to keep trying when IMDS has never answered at all (a dev box, not EC2).
@@ -373,15 +371,7 @@ pub async fn fetch(
             },
             // Derived from the tags, once, where they are known (gather).
             autoscaling_group_name: None,
-            target_lifecycle_state: match lifecycle? {
-                None => None,
-                Some(text) => {
-                    crate::lifecycle::parse(&text).map_err(|message| ImdsError::Value {
-                        path: md(crate::lifecycle::IMDS_PATH),
-                        message,
-                    })?
-                }
-            },
+            target_lifecycle_state: lifecycle?.as_deref().and_then(crate::lifecycle::parse),
             tags,
         })
     };

@@ -20,13 +20,39 @@ pub const HOLD_MARKER: &str = "/run/eks-nodeinit/handoff-held";
 /// The IMDS metadata path (under `/latest/meta-data/`).
 pub const IMDS_PATH: &str = "autoscaling/target-lifecycle-state";
 
-/// Whether a state (as read, trimmed) is a warm-pool one (`Warmed:Stopped`, `Warmed:Running`,
-/// `Warmed:Hibernated`, …), in which the hand-off is held; any other (`InService`, `Standby`, …)
-/// hands off as always. The boot after a start into service hands off; without a reboot, the
-/// packaged `eks-nodeinit-await-service.service` waits for a state that is not warmed and has
-/// the agent's unit run again, which hands off.
-pub fn is_warmed(state: &str) -> bool {
-    state.starts_with("Warmed:")
+/// What a target lifecycle state means for the hand-off. The states Auto Scaling sets there are
+/// `InService`, `Standby`, `Detached`, `Terminated` and the warm pool's `Warmed:Stopped`,
+/// `Warmed:Running`, `Warmed:Hibernated`, `Warmed:Terminated`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meaning {
+    /// `InService`, `Standby`, `Detached`: the instance serves (or runs outside the group): the
+    /// node joins, as it always has.
+    Serves,
+    /// `Warmed:*`: prepared now, joins once put into service.
+    Warmed,
+    /// `Terminated`, `Warmed:Terminated`: it will never serve; it does not join.
+    Terminating,
+    /// Any other value: not known to be in service, so it does not join (with a warning) until
+    /// the state is one that serves.
+    Unknown,
+}
+
+/// What `state` (as [`parse`] left it) means for the hand-off.
+pub fn meaning(state: &str) -> Meaning {
+    match state {
+        "InService" | "Standby" | "Detached" => Meaning::Serves,
+        "Terminated" | "Warmed:Terminated" => Meaning::Terminating,
+        s if s.starts_with("Warmed:") && s.len() > "Warmed:".len() => Meaning::Warmed,
+        _ => Meaning::Unknown,
+    }
+}
+
+/// Whether the hand-off waits in `state`: every state but those that serve. The boot after a
+/// start into service hands off; without a reboot, the packaged
+/// `eks-nodeinit-await-service.service` waits for a state that serves and has the agent's unit
+/// run again, which hands off.
+pub fn holds(state: &str) -> bool {
+    meaning(state) != Meaning::Serves
 }
 
 /// What the hold marker holds: the state that held the hand-off and how that run reached IMDS,
@@ -55,20 +81,21 @@ impl Hold {
     }
 }
 
-/// A state as IMDS serves it: one line of printable ASCII (`Warmed:Stopped`), else `None`
-/// and the reason.
-pub fn parse(text: &str) -> Result<Option<String>, String> {
+/// A state as IMDS serves it, trimmed (`None`: empty). A value that is not one word of letters and
+/// `:` is kept in its printable form (escaped, cut short): it is a state no one knows
+/// ([`Meaning::Unknown`]), which holds the hand-off with a warning, never an error that would
+/// leave the node unprepared, nor a hand-off into a state the agent cannot name.
+pub fn parse(text: &str) -> Option<String> {
     let s = text.trim();
     if s.is_empty() {
-        return Ok(None);
+        return None;
     }
     if s.len() > 64 || !s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b':') {
-        return Err(format!(
-            "`{}` is not a lifecycle state (letters and `:`, such as `Warmed:Stopped`)",
-            crate::text::printable(s)
+        return Some(crate::text::printable(
+            &s.chars().take(64).collect::<String>(),
         ));
     }
-    Ok(Some(s.to_string()))
+    Some(s.to_string())
 }
 
 #[cfg(test)]
@@ -76,28 +103,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn warmed_states_hold_the_others_join() {
-        for s in ["InService", "Standby", "Detached", "Warmed"] {
-            assert!(!is_warmed(s), "{s}");
+    fn states_that_serve_join_and_every_other_holds() {
+        for s in ["InService", "Standby", "Detached"] {
+            assert_eq!(meaning(s), Meaning::Serves, "{s}");
+            assert!(!holds(s), "{s}");
         }
         for s in [
             "Warmed:Stopped",
-            "Warmed:Terminated",
             "Warmed:Running",
             "Warmed:Hibernated",
             "Warmed:Later",
         ] {
-            assert!(is_warmed(s), "{s}");
+            assert_eq!(meaning(s), Meaning::Warmed, "{s}");
+        }
+        for s in ["Terminated", "Warmed:Terminated"] {
+            assert_eq!(meaning(s), Meaning::Terminating, "{s}");
+        }
+        for s in [
+            "Warmed",
+            "Warmed:",
+            "inservice",
+            "Pending:Wait",
+            "In Service",
+        ] {
+            assert_eq!(meaning(s), Meaning::Unknown, "{s}");
+            assert!(holds(s), "{s}");
         }
     }
 
     #[test]
-    fn a_state_is_one_word_of_letters_and_colons() {
-        assert_eq!(parse("Warmed:Stopped\n"), Ok(Some("Warmed:Stopped".into())));
-        assert_eq!(parse(" \n"), Ok(None));
-        let e = parse("Warmed Stopped\r").unwrap_err();
-        assert!(e.contains("`Warmed Stopped`"), "{e}");
-        assert!(parse(&"W".repeat(65)).is_err());
+    fn a_state_that_is_no_word_is_kept_printable_and_short() {
+        assert_eq!(parse("Warmed:Stopped\n").as_deref(), Some("Warmed:Stopped"));
+        assert_eq!(parse(" \n"), None);
+        let odd = parse("In\u{1b}[2JService").unwrap();
+        assert!(!odd.contains('\u{1b}'), "{odd}");
+        assert_eq!(meaning(&odd), Meaning::Unknown);
+        assert!(parse(&"W".repeat(500)).unwrap().chars().count() < 80);
+        // Cut before it is checked: a long run of a known state is no state.
+        assert_eq!(
+            meaning(&parse(&"InService".repeat(9)).unwrap()),
+            Meaning::Unknown
+        );
     }
 
     #[test]

@@ -123,11 +123,7 @@ pub(crate) fn load_file_and_user_data(
         ),
     })?;
     if let Some(state) = md.target_lifecycle_state.take() {
-        md.target_lifecycle_state =
-            crate::lifecycle::parse(&state).map_err(|message| MetadataError::Parse {
-                path: shown.clone(),
-                message: format!("field `targetLifecycleState`: {message}"),
-            })?;
+        md.target_lifecycle_state = crate::lifecycle::parse(&state);
     }
     // Valid by now: `userData`, when present, is a string.
     let user_data = serde_json::from_str::<serde_json::Value>(&text)

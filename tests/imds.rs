@@ -306,15 +306,19 @@ async fn the_target_lifecycle_state_is_read_with_the_rest_and_checked() {
         .unwrap();
     assert_eq!(md.target_lifecycle_state.as_deref(), Some("Warmed:Stopped"));
     assert_eq!(s.state.lock().unwrap().puts, 1, "the same token");
-    // A value that is no state is an error naming the path, never a guess.
+    // A value that is no state is kept, escaped and short, as a state no one knows (which
+    // holds the hand-off with a warning): never an error that leaves the node unprepared.
     s.state.lock().unwrap().data.insert(
         "autoscaling/target-lifecycle-state".into(),
         "Warmed Stopped\u{1b}[2J".into(),
     );
-    let e = fetch(&client(&s), Duration::from_secs(5), None)
+    let md = fetch(&client(&s), Duration::from_secs(5), None)
         .await
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("autoscaling/target-lifecycle-state"), "{e}");
-    assert!(!e.contains('\u{1b}'), "escaped: {e}");
+        .unwrap();
+    let kept = md.target_lifecycle_state.unwrap();
+    assert!(!kept.contains('\u{1b}'), "escaped: {kept}");
+    assert_eq!(
+        eks_nodeinit::lifecycle::meaning(&kept),
+        eks_nodeinit::lifecycle::Meaning::Unknown
+    );
 }

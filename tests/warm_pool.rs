@@ -396,20 +396,32 @@ fn outside_an_auto_scaling_group_nothing_changes() {
     assert_eq!(lifecycle_gets(&s), 1);
 }
 
+/// A state the agent does not know (a new one, or bytes that are no state) is taken as not in
+/// service: the node is prepared, never handed off, with a warning; the hand-off comes at
+/// InService.
 #[test]
-fn a_state_that_cannot_be_read_changes_nothing() {
-    let (root, log, cfg) = al2_node(|_| {});
-    let r = root.path();
-    let before = common::snapshot(r);
-    let out = init(&imds(Some("Warmed Stopped")), r, &cfg, &[]);
-    assert!(!out.status.success());
-    assert!(
-        common::stderr(&out).contains(STATE),
-        "{}",
-        common::stderr(&out)
-    );
-    assert_eq!(calls(&log), 0);
-    assert_eq!(common::snapshot(r), before);
+fn an_unknown_state_prepares_holds_and_warns_and_in_service_hands_off_once() {
+    for odd in ["Pending:Proceed", "Warmed Stopped\u{1b}[2J"] {
+        let (root, log, cfg) = al2_node(|_| {});
+        let r = root.path();
+        let s = imds(Some(odd));
+        let out = init(&s, r, &cfg, &[]);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        let all = format!("{}{}", stdout(&out), common::stderr(&out));
+        assert!(all.contains("is not one the agent knows"), "{all}");
+        assert!(!all.contains('\u{1b}'), "escaped: {all}");
+        assert!(stdout(&out).contains("hand-off held"), "{}", stdout(&out));
+        assert_eq!(
+            calls(&log),
+            0,
+            "{odd}: never a hand-off into an unknown state"
+        );
+        assert!(r.join(&HOLD_MARKER[1..]).exists());
+        reboot(r);
+        set_state(&s, Some("InService"));
+        assert!(init(&s, r, &cfg, &[]).status.success());
+        assert_eq!(calls(&log), 1, "{odd}");
+    }
 }
 
 #[test]
@@ -443,9 +455,15 @@ fn a_metadata_file_carries_the_state_for_a_dry_run() {
     let out = common::init_with(r, &cfg, &mdp, &["--dry-run"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("hand-off held"));
+    // As from IMDS: a value that is no state holds, with a warning that shows it escaped.
     md["targetLifecycleState"] = json!("Warmed\nStopped");
     std::fs::write(&mdp, md.to_string()).unwrap();
     let out = common::init_with(r, &cfg, &mdp, &["--dry-run"]);
-    assert!(!out.status.success());
-    assert!(common::stderr(&out).contains("targetLifecycleState"));
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("hand-off held"));
+    let all = format!("{}{}", stdout(&out), common::stderr(&out));
+    assert!(
+        all.contains("`Warmed\\nStopped` is not one the agent knows"),
+        "{all}"
+    );
 }

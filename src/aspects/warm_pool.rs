@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use crate::config::WarmPool;
 use crate::facts::{Facts, Family};
-use crate::lifecycle::{is_warmed, Hold, HOLD_MARKER};
+use crate::lifecycle::{holds, meaning, Hold, Meaning, HOLD_MARKER};
 use crate::spec::Spec;
 use crate::step::{HandoffHold, HoldRelease, Step};
 
@@ -37,9 +37,9 @@ fn state(facts: &Facts) -> Option<&str> {
     facts.instance.as_ref()?.target_lifecycle_state.as_deref()
 }
 
-/// The state that holds this run's hand-off, if it is held.
+/// The state that holds this run's hand-off, if it is held: any state but those that serve.
 pub(crate) fn held<'a>(spec: &Spec, facts: &'a Facts) -> Option<&'a str> {
-    state(facts).filter(|s| spec.warm_pool == WarmPool::Auto && is_warmed(s))
+    state(facts).filter(|s| spec.warm_pool == WarmPool::Auto && holds(s))
 }
 
 fn plan(i: &Input, out: &mut Out) {
@@ -52,6 +52,11 @@ fn plan(i: &Input, out: &mut Out) {
         release_if_held_earlier(facts, family, out);
         return;
     };
+    if meaning(s) == Meaning::Unknown {
+        out.warnings.push(format!(
+            "target lifecycle state `{s}` is not one the agent knows (InService, Standby, Detached, Terminated, Warmed:*): taken as not in service, so the node does not join until the state is InService"
+        ));
+    }
     let Some(current) = facts.current_file(HOLD_MARKER, FIELD, &mut out.findings) else {
         return;
     };
@@ -93,14 +98,14 @@ fn release_if_held_earlier(facts: &Facts, family: Family, out: &mut Out) {
     }
 }
 
-/// A warmed instance whose hold is turned off: the node joins now.
+/// An instance not in service whose hold is turned off: the node joins now.
 fn warn_joining_while_warmed(spec: &Spec, facts: &Facts, out: &mut Out) {
-    let Some(s) = state(facts).filter(|s| is_warmed(s)) else {
+    let Some(s) = state(facts).filter(|s| holds(s)) else {
         return;
     };
     if spec.warm_pool == WarmPool::Off {
         out.warnings.push(format!(
-            "target lifecycle state {s}: the instance is warmed, and lifecycle.warmPool is off: the node joins now and stays registered while warmed"
+            "target lifecycle state {s}: the instance is not in service, and lifecycle.warmPool is off: the node joins now and stays registered while it is not serving"
         ));
     }
 }
@@ -178,8 +183,14 @@ mod tests {
     }
 
     #[test]
-    fn every_warmed_state_holds() {
-        for state in ["Warmed:Running", "Warmed:Hibernated", "Warmed:Terminated"] {
+    fn every_state_but_those_that_serve_holds_and_an_unknown_one_warns() {
+        for (state, warns) in [
+            ("Warmed:Running", false),
+            ("Warmed:Hibernated", false),
+            ("Warmed:Terminated", false),
+            ("Terminated", false),
+            ("Pending:Wait", true),
+        ] {
             let facts = warmed(Family::Al2, Some(state))
                 .absent([HOLD_MARKER])
                 .build();
@@ -188,6 +199,13 @@ mod tests {
                 matches!(out.steps[..], [_, Step::HoldHandoff(_)]),
                 "{state}"
             );
+            assert_eq!(out.warnings.len(), usize::from(warns), "{state}");
+        }
+        for state in ["Standby", "Detached"] {
+            let facts = warmed(Family::Al2, Some(state))
+                .absent([HOLD_MARKER])
+                .build();
+            assert!(run(&ASPECT, &spec(CONFIG), &facts).steps.is_empty());
         }
     }
 
