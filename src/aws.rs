@@ -139,6 +139,64 @@ where
     .await
 }
 
+/// One AWS operation as the agent calls it: its name, the IAM action and resource a denial
+/// names, and what it acts on (for messages).
+pub(crate) struct Op<'a> {
+    pub name: &'static str,
+    pub action: &'static str,
+    /// The resource ARN (or `*`) of the statement a denial names.
+    pub resource: String,
+    pub on: &'a str,
+}
+
+/// Why an [`Op`] gave up.
+#[derive(Debug)]
+pub(crate) enum OpFailure {
+    Denied(Denied),
+    /// A client error never retried: the service's code and message.
+    Fatal(String),
+    Deadline {
+        attempts: u32,
+        last: String,
+    },
+}
+
+impl Op<'_> {
+    /// Send with the agent's retry policy: throttling, server errors and eventual consistency
+    /// retry with jittered backoff until the deadline; denied and other client errors never
+    /// retry.
+    pub(crate) async fn call<T, E, Fut>(
+        &self,
+        policy: RetryPolicy,
+        deadline: Instant,
+        calls: &mut u32,
+        send: impl FnMut() -> Fut,
+    ) -> Result<T, OpFailure>
+    where
+        Fut: Future<Output = Result<T, SdkError<E>>>,
+        E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let r = run_sdk(policy, deadline, calls, send, |f| {
+            match classify(f.code.as_deref(), f.status) {
+                Class::Denied => Verdict::Fail(Err(f.code.unwrap_or_default())),
+                Class::Fatal | Class::NotFound => Verdict::Fail(Ok(f.text)),
+                Class::Retry => Verdict::Retry(f.text),
+            }
+        })
+        .await;
+        r.map_err(|f| match f {
+            Failure::Fatal(Err(code)) => OpFailure::Denied(Denied {
+                op: self.name,
+                on: format!(" on {}", self.on),
+                code,
+                statement: statement(self.action, &format!("\"{}\"", self.resource)),
+            }),
+            Failure::Fatal(Ok(message)) => OpFailure::Fatal(message),
+            Failure::Deadline { attempts, last } => OpFailure::Deadline { attempts, last },
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

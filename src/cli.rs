@@ -52,6 +52,12 @@ pub enum Command {
     /// a run that held the hand-off; returns at once when nothing is held in this boot).
     #[command(hide = true)]
     AwaitService(AwaitServiceArgs),
+    /// Complete this boot's Auto Scaling launch lifecycle hook with CONTINUE (the packaged
+    /// eks-nodeinit-launch-hook.service, after the agent's unit): once kubelet is active when the
+    /// instance is in service, at once when it was prepared for a warm pool; returns at once when
+    /// the run left no job (/run/eks-nodeinit/launch-hook.json) or it is done.
+    #[command(hide = true)]
+    CompleteHook(CompleteHookArgs),
     /// Record that this instance's first boot is done (the packaged unit's ExecStartPost):
     /// writes /var/lib/eks-nodeinit/done, unless this boot's run held the hand-off for a warm
     /// pool (/run/eks-nodeinit/handoff-held), so the boot after the start into service runs again.
@@ -227,6 +233,22 @@ pub struct AwaitServiceArgs {
     /// again at random (100 to 300000).
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
     pub interval_ms: u64,
+    /// D-Bus address of systemd. Default: the system bus.
+    #[arg(long)]
+    pub system_bus_address: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompleteHookArgs {
+    /// Root of the node's filesystem (where the job is).
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// Seconds kubelet.service may take to be active (1 to 3600).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub kubelet_wait_sec: u64,
+    /// Seconds the Auto Scaling calls may retry (1 to 3600).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub deadline_sec: u64,
     /// D-Bus address of systemd. Default: the system bus.
     #[arg(long)]
     pub system_bus_address: Option<String>,

@@ -10,8 +10,8 @@ use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::{Filter, Tag};
 use tokio::time::Instant;
 
-use crate::aws::{self, Class, Denied};
-use crate::retry::{Failure, RetryPolicy, Verdict};
+use crate::aws::{self, Denied, OpFailure};
+use crate::retry::RetryPolicy;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TagError {
@@ -131,12 +131,12 @@ impl Ec2 {
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<BTreeMap<String, String>, TagError> {
-        let op = Op {
+        let op = Op(aws::Op {
             name: "DescribeTags",
             action: "ec2:DescribeTags",
             resource: "*".into(),
-            instance_id,
-        };
+            on: instance_id,
+        });
         let client = &self.client;
         let r = op
             .retried(policy, deadline, &mut self.calls.describe_tags, || {
@@ -167,12 +167,12 @@ impl Ec2 {
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<Option<crate::podcap::TypeInfo>, TagError> {
-        let op = Op {
+        let op = Op(aws::Op {
             name: "DescribeInstanceTypes",
             action: "ec2:DescribeInstanceTypes",
             resource: "*".into(),
-            instance_id: instance_type,
-        };
+            on: instance_type,
+        });
         let client = &self.client;
         let t = aws_sdk_ec2::types::InstanceType::from(instance_type);
         let r = op
@@ -220,12 +220,12 @@ impl Ec2 {
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<(), TagError> {
-        let op = Op {
+        let op = Op(aws::Op {
             name: "CreateTags",
             action: "ec2:CreateTags",
             resource: format!("arn:aws:ec2:*:*:instance/{instance_id}"),
-            instance_id,
-        };
+            on: instance_id,
+        });
         let client = &self.client;
         op.retried(policy, deadline, &mut self.calls.create_tags, || {
             client
@@ -240,16 +240,10 @@ impl Ec2 {
 }
 
 /// One EC2 operation on the instance, for retries and error messages.
-struct Op<'a> {
-    name: &'static str,
-    action: &'static str,
-    resource: String,
-    instance_id: &'a str,
-}
+struct Op<'a>(aws::Op<'a>);
 
 impl Op<'_> {
-    /// Send with the agent's retry policy: throttling and eventual consistency retry with
-    /// jittered backoff until the deadline; denied and other client errors never retry.
+    /// [`aws::Op::call`], its failure as a [`TagError`].
     async fn retried<T, E, Fut>(
         &self,
         policy: RetryPolicy,
@@ -261,32 +255,22 @@ impl Op<'_> {
         Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
-        let r = aws::run_sdk(policy, deadline, calls, send, |f| {
-            match aws::classify(f.code.as_deref(), f.status) {
-                Class::Denied => Verdict::Fail(Err(f.code.unwrap_or_default())),
-                Class::Fatal | Class::NotFound => Verdict::Fail(Ok(f.text)),
-                Class::Retry => Verdict::Retry(f.text),
-            }
-        })
-        .await;
-        r.map_err(|f| match f {
-            Failure::Fatal(Err(code)) => TagError::Denied(Denied {
-                op: self.name,
-                on: format!(" on {}", self.instance_id),
-                code,
-                statement: aws::statement(self.action, &format!("\"{}\"", self.resource)),
-            }),
-            Failure::Fatal(Ok(message)) => TagError::Fatal {
-                op: self.name,
-                instance_id: self.instance_id.into(),
-                message,
-            },
-            Failure::Deadline { attempts, last } => TagError::Deadline {
-                op: self.name,
-                instance_id: self.instance_id.into(),
-                attempts,
-                last,
-            },
-        })
+        let op = &self.0;
+        op.call(policy, deadline, calls, send)
+            .await
+            .map_err(|f| match f {
+                OpFailure::Denied(d) => TagError::Denied(d),
+                OpFailure::Fatal(message) => TagError::Fatal {
+                    op: op.name,
+                    instance_id: op.on.into(),
+                    message,
+                },
+                OpFailure::Deadline { attempts, last } => TagError::Deadline {
+                    op: op.name,
+                    instance_id: op.on.into(),
+                    attempts,
+                    last,
+                },
+            })
     }
 }

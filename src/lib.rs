@@ -6,10 +6,12 @@
 //! docs/architecture.md.
 
 pub mod aspects;
+pub mod autoscaling;
 pub mod await_service;
 pub mod aws;
 pub mod bootstrap_sh;
 pub mod cli;
+pub mod complete_hook;
 pub mod config;
 pub mod discovery;
 pub mod duration;

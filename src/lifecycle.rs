@@ -81,6 +81,72 @@ impl Hold {
     }
 }
 
+/// Written by a run that has a launch hook to complete (`lifecycle.completeLaunchHook`) for the
+/// packaged `eks-nodeinit-launch-hook.service`, which completes it (`eks-nodeinit
+/// complete-hook`) once the run succeeded and, in service, kubelet is active. On the per-boot
+/// tmpfs: each boot's launch is completed in that boot.
+pub const LAUNCH_HOOK_JOB: &str = "/run/eks-nodeinit/launch-hook.json";
+
+/// The job last completed in this boot, byte for byte: a run whose job is the same plans
+/// nothing; a warmed instance put into service without a reboot has a new one.
+pub const LAUNCH_HOOK_DONE: &str = "/run/eks-nodeinit/launch-hook.done";
+
+/// When the launch hook may be completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CompleteAfter {
+    /// In a warmed state: once the run that prepared the node succeeded (the warm pool's launch
+    /// hook).
+    Prep,
+    /// In service: once the node is handed off and kubelet is active.
+    Kubelet,
+}
+
+/// What `complete-hook` needs: `CompleteLifecycleAction` (`CONTINUE`) for `hook` on `group`
+/// (`None`: not known to the run; asked of Auto Scaling by instance id).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LaunchHookJob {
+    pub hook: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    pub instance_id: String,
+    pub region: String,
+    /// The target lifecycle state the run saw.
+    pub state: String,
+    pub after: CompleteAfter,
+}
+
+impl LaunchHookJob {
+    /// The job file's content: pretty JSON and a newline (the plan shows it as a diff).
+    pub fn to_text(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    pub fn from_text(text: &str) -> Result<LaunchHookJob, String> {
+        serde_json::from_str(text).map_err(|e| crate::text::serde_message(&e))
+    }
+}
+
+/// A lifecycle hook name as Auto Scaling takes it: 1 to 255 of letters, digits, `-`, `_`, `/`;
+/// else why not.
+pub fn check_hook_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'/'));
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "`{}` is not a lifecycle hook name (1 to 255 letters, digits, `-`, `_`, `/`: the name given to the Auto Scaling group's launch hook)",
+        crate::text::printable(name)
+    ))
+}
+
 /// A state as IMDS serves it, trimmed (`None`: empty). A value that is not one word of letters and
 /// `:` is kept in its printable form (escaped, cut short): it is a state no one knows
 /// ([`Meaning::Unknown`]), which holds the hand-off with a warning, never an error that would
@@ -144,6 +210,31 @@ mod tests {
             meaning(&parse(&"InService".repeat(9)).unwrap()),
             Meaning::Unknown
         );
+    }
+
+    #[test]
+    fn hook_names_are_what_auto_scaling_takes() {
+        for ok in ["eks-node-ready", "a", "team/launch_1", &"h".repeat(255)] {
+            assert_eq!(check_hook_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "has space", "dot.ted", "new\nline", &"h".repeat(256)] {
+            let e = check_hook_name(bad).unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_launch_hook_job_round_trips() {
+        let j = LaunchHookJob {
+            hook: "eks-node-ready".into(),
+            group: None,
+            instance_id: "i-1".into(),
+            region: "eu-west-1".into(),
+            state: "InService".into(),
+            after: CompleteAfter::Kubelet,
+        };
+        assert_eq!(LaunchHookJob::from_text(&j.to_text()), Ok(j));
+        assert!(LaunchHookJob::from_text("{}").is_err());
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn main() -> ExitCode {
             Command::MaxPods(a) => run::max_pods(a),
             Command::MarkDone(a) => run::mark_done(&a.root),
             Command::AwaitService(a) => run::await_service(a).await,
+            Command::CompleteHook(a) => run::complete_hook(a).await,
             Command::TagContinue(a) => run::tag_continue(&a.root).await,
             Command::Generate(a) => eks_nodeinit::cli::generate(&a.out).map_err(Into::into),
         }

@@ -194,6 +194,21 @@ pub async fn await_service(a: &crate::cli::AwaitServiceArgs) -> Result<()> {
     Ok(crate::await_service::run(&w).await?)
 }
 
+/// `complete-hook`: complete this boot's launch lifecycle hook once the node is ready.
+pub async fn complete_hook(a: &crate::cli::CompleteHookArgs) -> Result<()> {
+    let c = crate::complete_hook::Completer {
+        root: a.root.clone(),
+        bus_address: a
+            .system_bus_address
+            .clone()
+            .unwrap_or_else(crate::systemd::system_bus_address),
+        kubelet_wait: Duration::from_secs(a.kubelet_wait_sec),
+        deadline: Duration::from_secs(a.deadline_sec),
+        policy: crate::retry::RetryPolicy::default(),
+    };
+    Ok(crate::complete_hook::run(&c).await?)
+}
+
 /// The packaged unit's first-boot marker: `ConditionPathExists=!` on it keeps the unit from
 /// running at later boots.
 pub const DONE_MARKER: &str = "/var/lib/eks-nodeinit/done";

@@ -125,6 +125,40 @@ pub async fn queue(conn: &zbus::Connection, unit: &str, job: Job) -> Result<(), 
     })
 }
 
+/// A unit's `ActiveState` (`active`, `activating`, `inactive`, `failed`, …), the unit loaded by
+/// systemd's manager if it was not (`LoadUnit`: a unit never started reads `inactive`).
+pub async fn active_state(conn: &zbus::Connection, unit: &str) -> Result<String, SystemdError> {
+    let err = |message: String| SystemdError::Read {
+        service: "org.freedesktop.systemd1",
+        property: "ActiveState",
+        message: format!("{unit}: {message}"),
+    };
+    let reply = conn
+        .call_method(
+            Some("org.freedesktop.systemd1"),
+            "/org/freedesktop/systemd1",
+            Some("org.freedesktop.systemd1.Manager"),
+            "LoadUnit",
+            &(unit,),
+        )
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    let path: zbus::zvariant::OwnedObjectPath =
+        reply.body().deserialize().map_err(|e| err(e.to_string()))?;
+    let reply = conn
+        .call_method(
+            Some("org.freedesktop.systemd1"),
+            path.as_str(),
+            Some("org.freedesktop.DBus.Properties"),
+            "Get",
+            &("org.freedesktop.systemd1.Unit", "ActiveState"),
+        )
+        .await
+        .map_err(|e| err(e.to_string()))?;
+    let v: OwnedValue = reply.body().deserialize().map_err(|e| err(e.to_string()))?;
+    String::try_from(v).map_err(|e| err(format!("not a string: {e}")))
+}
+
 /// Read a `u64` property (no property cache).
 pub(crate) async fn read_property(
     conn: &zbus::Connection,

@@ -470,3 +470,20 @@ fn unicode_spaces_and_invisible_characters_in_arguments_are_refused_by_code_poin
         }
     }
 }
+
+#[test]
+fn a_launch_hook_name_auto_scaling_would_refuse_is_a_named_error() {
+    for bad in ["", "eks node ready", "hook.v2", "x\u{7}"] {
+        let f = findings(|v| v["lifecycle"] = serde_json::json!({"completeLaunchHook": bad}));
+        assert_one(
+            &f,
+            "lifecycle.completeLaunchHook",
+            "is not a lifecycle hook name",
+        );
+        assert!(!f[0].contains('\u{7}'), "escaped: {f:?}");
+    }
+    let ok = findings(|v| {
+        v["lifecycle"] = serde_json::json!({"completeLaunchHook": "team/eks-node_ready-1"})
+    });
+    assert!(ok.is_empty(), "{ok:?}");
+}

@@ -48,6 +48,20 @@ variable "parameter_kms_key_arn" {
   default = null
 }
 
+# A warm pool for the master group: instances prepared ahead (the agent holds the hand-off while
+# they are Warmed:Stopped; docs/lifecycle.md) and a launch hook the agent completes once each node
+# is ready. Auto Scaling has no warm pools for a group with a mixed instances policy or Spot, so
+# the group then launches its first instance type from the launch template alone.
+variable "master_warm_pool" {
+  type    = bool
+  default = false
+}
+
+locals {
+  # The launch lifecycle hook every group has; the agent completes it (lifecycle.completeLaunchHook).
+  launch_hook = "eks-node-ready"
+}
+
 data "aws_eks_cluster" "this" {
   name = var.cluster_name
 }
@@ -61,6 +75,7 @@ locals {
   ssm_path    = "/eks/${var.cluster_name}"
 
   name_only = contains(["al2023-name-only", "al2-name-only"], var.user_data_form)
+  warm      = { master = var.master_warm_pool, scaler = false }
   source = {
     ssmPath         = { ssmPath = { path = local.ssm_path } }
     describeCluster = { describeCluster = {} }
@@ -112,6 +127,7 @@ locals {
     sysctls   = local.sysctls
     kubelet   = g.kubelet
     tagging   = { spreadSec = g.tagging_spread_sec }
+    lifecycle = { completeLaunchHook = local.launch_hook }
   }) }
 
   user_data = { for k, g in local.groups : k => {
@@ -206,6 +222,20 @@ data "aws_iam_policy_document" "eks_nodeinit" {
       resources = [data.aws_eks_cluster.this.arn]
     }
   }
+
+  # The launch hook of this cluster's groups (named with the cluster's prefix below).
+  statement {
+    sid       = "EksNodeinitCompleteLaunchHook"
+    actions   = ["autoscaling:CompleteLifecycleAction"]
+    resources = ["arn:${local.partition}:autoscaling:${local.region}:${local.account}:autoScalingGroup:*:autoScalingGroupName/${var.cluster_name}-*"]
+  }
+
+  # Its group, when the run could not read the instance's tags.
+  statement {
+    sid       = "EksNodeinitLaunchHookFindGroup"
+    actions   = ["autoscaling:DescribeAutoScalingInstances"]
+    resources = ["*"]
+  }
 }
 
 resource "aws_iam_role_policy" "eks_nodeinit" {
@@ -249,21 +279,51 @@ resource "aws_autoscaling_group" "node" {
   max_size            = each.value.max
   desired_capacity    = each.value.desired
 
-  mixed_instances_policy {
-    instances_distribution {
-      on_demand_percentage_above_base_capacity = each.key == "scaler" ? 0 : 100
-      spot_allocation_strategy                 = "price-capacity-optimized"
-    }
-    launch_template {
-      launch_template_specification {
-        launch_template_id = aws_launch_template.node[each.key].id
-        version            = "$Latest"
+  dynamic "mixed_instances_policy" {
+    for_each = local.warm[each.key] ? [] : [1]
+    content {
+      instances_distribution {
+        on_demand_percentage_above_base_capacity = each.key == "scaler" ? 0 : 100
+        spot_allocation_strategy                 = "price-capacity-optimized"
       }
-      dynamic "override" {
-        for_each = each.value.instance_types
-        content { instance_type = override.value }
+      launch_template {
+        launch_template_specification {
+          launch_template_id = aws_launch_template.node[each.key].id
+          version            = "$Latest"
+        }
+        dynamic "override" {
+          for_each = each.value.instance_types
+          content { instance_type = override.value }
+        }
       }
     }
+  }
+
+  # With a warm pool: the launch template alone (its instance type, on demand).
+  dynamic "launch_template" {
+    for_each = local.warm[each.key] ? [1] : []
+    content {
+      id      = aws_launch_template.node[each.key].id
+      version = "$Latest"
+    }
+  }
+
+  dynamic "warm_pool" {
+    for_each = local.warm[each.key] ? [1] : []
+    content {
+      pool_state = "Stopped"
+      min_size   = 1
+      instance_reuse_policy { reuse_on_scale_in = true }
+    }
+  }
+
+  # Each launch, into service or into the warm pool, waits until the agent reports the node
+  # ready (CONTINUE); a node that never gets there is replaced after 10 minutes (ABANDON).
+  initial_lifecycle_hook {
+    name                 = local.launch_hook
+    lifecycle_transition = "autoscaling:EC2_INSTANCE_LAUNCHING"
+    default_result       = "ABANDON"
+    heartbeat_timeout    = 600
   }
 
   # A self-managed node without this tag does not join the cluster.

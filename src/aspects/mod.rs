@@ -14,6 +14,7 @@ use crate::step::Step;
 pub mod bootstrap;
 pub mod cluster;
 pub mod kubelet_config;
+pub mod launch_hook;
 pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
@@ -49,6 +50,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     bootstrap::ASPECT,
     nodeconfig::ASPECT,
     warm_pool::ASPECT,
+    launch_hook::ASPECT,
 ];
 
 /// What one aspect's planning produced.

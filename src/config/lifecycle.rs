@@ -13,6 +13,13 @@ pub struct LifecycleSettings {
     /// `off`: hand off whatever the state.
     #[serde(default)]
     pub warm_pool: WarmPool,
+    /// The name of the Auto Scaling group's launch lifecycle hook
+    /// (`autoscaling:EC2_INSTANCE_LAUNCHING`) to complete with `CONTINUE` once the node is ready:
+    /// in service, after the hand-off with kubelet active; in a warm pool, after the node is
+    /// prepared. The packaged eks-nodeinit-launch-hook.service makes the call. Absent: no hook is
+    /// completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete_launch_hook: Option<String>,
 }
 
 #[derive(

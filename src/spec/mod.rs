@@ -39,6 +39,8 @@ pub struct Spec {
     pub imds: ImdsSpec,
     /// Whether a warmed instance holds its hand-off (`lifecycle.warmPool`).
     pub warm_pool: crate::config::WarmPool,
+    /// The launch lifecycle hook to complete (`lifecycle.completeLaunchHook`), checked.
+    pub launch_hook: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +108,13 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         tagging: tagging(c, &mut f),
         imds: imds(c, &mut f),
         warm_pool: c.lifecycle.warm_pool,
+        launch_hook: c.lifecycle.complete_launch_hook.clone().filter(|h| {
+            f.check(
+                "lifecycle.completeLaunchHook",
+                crate::lifecycle::check_hook_name(h),
+            )
+            .is_some()
+        }),
     };
     (spec, f)
 }

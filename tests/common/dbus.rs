@@ -176,3 +176,65 @@ where
     });
     rx.recv().unwrap();
 }
+
+/// A unit's state as the stand-in serves it: `org.freedesktop.systemd1.Unit.ActiveState`.
+struct UnitObject {
+    state: Arc<Mutex<String>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Unit")]
+impl UnitObject {
+    #[zbus(property)]
+    async fn active_state(&self) -> String {
+        self.state.lock().unwrap().clone()
+    }
+}
+
+/// The manager's `LoadUnit` for the units the stand-in knows (any other: `NoSuchUnit`).
+struct Loader {
+    units: Vec<String>,
+}
+
+/// A unit's object path as systemd writes it: every byte but letters and digits as `_xx`.
+fn unit_path(name: &str) -> OwnedObjectPath {
+    let escaped: String = name
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' => (b as char).to_string(),
+            _ => format!("_{b:02x}"),
+        })
+        .collect();
+    OwnedObjectPath::try_from(format!("/org/freedesktop/systemd1/unit/{escaped}")).unwrap()
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
+impl Loader {
+    async fn load_unit(&self, name: String) -> zbus::fdo::Result<OwnedObjectPath> {
+        if self.units.contains(&name) {
+            Ok(unit_path(&name))
+        } else {
+            Err(zbus::fdo::Error::Failed(format!("Unit {name} not found.")))
+        }
+    }
+}
+
+/// Serve, as org.freedesktop.systemd1 on `address`, the manager's `LoadUnit` and each unit's
+/// `ActiveState`, read from its cell whenever asked (a test changes it while the agent waits).
+pub fn serve_unit_states(address: &str, units: &[(&str, Arc<Mutex<String>>)]) {
+    let loader = Loader {
+        units: units.iter().map(|(n, _)| n.to_string()).collect(),
+    };
+    let objects: Vec<_> = units
+        .iter()
+        .map(|(n, s)| (unit_path(n), UnitObject { state: s.clone() }))
+        .collect();
+    serve(address, move |b| {
+        let mut b = b
+            .name("org.freedesktop.systemd1")?
+            .serve_at("/org/freedesktop/systemd1", loader)?;
+        for (path, object) in objects {
+            b = b.serve_at(path, object)?;
+        }
+        Ok(b)
+    });
+}

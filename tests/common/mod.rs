@@ -297,6 +297,12 @@ pub fn start_moto() -> Option<Moto> {
 /// moto with extra environment (e.g. `MOTO_ENABLE_RECORDING=1` and `MOTO_RECORDER_FILEPATH`
 /// to log every request it serves).
 pub fn start_moto_with(env: &[(&str, &str)]) -> Option<Moto> {
+    start_moto_as(&["-m", "moto.server"], env)
+}
+
+/// moto's server started by `python3 <args>` (a module or a script that runs moto.server's main
+/// with an action moto lacks: tests/moto/), with extra environment.
+pub fn start_moto_as(args: &[&str], env: &[(&str, &str)]) -> Option<Moto> {
     let have = Command::new("python3")
         .args(["-c", "import moto.server"])
         .output()
@@ -312,14 +318,8 @@ pub fn start_moto_with(env: &[(&str, &str)]) -> Option<Moto> {
     }
     let port = free_port();
     let child = Command::new("python3")
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
+        .args(args)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
