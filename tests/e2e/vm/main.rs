@@ -4,16 +4,18 @@
 //! guest's /etc/hosts and a CA the guest trusts) reaches moto behind a TLS terminator: the
 //! agent runs with no test-only setting, from the shipped user-data examples.
 //!
-//! Four boots-and-reboots, each checked from the host through the guest's second serial port
+//! Six boots-and-reboots, each checked from the host through the guest's second serial port
 //! (see guest/e2e-report): the AL2 user-data script with a recording bootstrap.sh, the AL2023
 //! MIME user data with a recording nodeadm, and the packaged unit with a cloud-config only, on
-//! AL2023 and on AL2.
+//! AL2023 and on AL2; and on AL2023 the two warm-pool paths (warm.rs): warmed and stopped, then
+//! in service after the reboot; warmed and running, in service without one.
 //!
 //! Run with `make e2e-vm` (root, QEMU, debootstrap, socat, moto; see tests/e2e/vm/README.md).
 //! Without them each test says why it is skipped; with `E2E_REQUIRED=1` it fails instead.
 
 #[path = "../../common/mod.rs"]
 mod common;
+mod warm;
 
 /// What the guest's bootstrap.sh records per call: the unit it ran in (cgroup), then the argv
 /// one word per line.
@@ -443,6 +445,10 @@ fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
     }
     s.tags = Some(tags);
     s.user_data = Some(sc.user_data.clone().into_bytes());
+    if let Some(state) = sc.warm {
+        s.data
+            .insert(eks_nodeinit::lifecycle::IMDS_PATH.into(), state.into());
+    }
     ImdsServer::start_with(s)
 }
 
@@ -508,6 +514,8 @@ struct Scenario {
     /// The instance carries the `kubernetes.io/cluster/<name>` tag. Without it the agent warns
     /// that the node will not join: the scenario whose journal must show a warning.
     cluster_tag: bool,
+    /// The Auto Scaling target lifecycle state at launch, for the warm-pool scenarios (warm.rs).
+    warm: Option<&'static str>,
 }
 
 /// The AL2 kubelet config the agent patches: the config's default `kubelet.configPath`.
@@ -527,6 +535,9 @@ fn scenario(name: &'static str) -> Scenario {
         "al2023-user-data" => ("cloud-init/al2023-userdata.mime", Flavour::Al2023, false),
         "al2023-name-only" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         "al2-name-only" => ("cloud-init/al2-name-only.json", Flavour::Al2, true),
+        "al2023-warm-stopped" | "al2023-warm-running" => {
+            ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true)
+        }
         _ => unreachable!("{name}"),
     };
     let user_data = read_example(file);
@@ -551,6 +562,7 @@ fn scenario(name: &'static str) -> Scenario {
         by_unit,
         discovered,
         cluster_tag: name != "al2-name-only",
+        warm: warm::initial_state(name),
     }
 }
 
@@ -628,6 +640,9 @@ fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Path) -> Path
     );
     // Where the recording hand-off writes (before the reporter ever runs).
     std::fs::create_dir_all(root.join("var/lib/e2e")).unwrap();
+    if sc.warm == Some("Warmed:Running") {
+        write(&root.join(warm::WAIT_RELEASE_FLAG), "", 0o644);
+    }
     if !sc.by_unit {
         // For the reporter's second-run dry run only; the unit's path stays absent.
         write(
@@ -796,6 +811,9 @@ fn boot(
     let mut boot1 = None;
     loop {
         let text = std::fs::read_to_string(&report).unwrap_or_default();
+        if sc.warm.is_some() {
+            warm::advance(sc, &text, imds);
+        }
         if boot1.is_none() && text.contains("E2E 1 end ") {
             boot1 = Some((t.elapsed().as_secs_f64(), ec2.count("CreateTags")));
             eprintln!(
@@ -852,6 +870,27 @@ impl Run {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     }
+    /// The stand-ins' hand-off log as the guest reported it at `boot`, one record per call: a
+    /// header line, then its `arg`, `dropin` and `result` lines.
+    fn handoff_records(&self, boot: u32) -> Vec<String> {
+        let mut owned: Vec<String> = Vec::new();
+        let log = self
+            .get(boot, "file:/var/lib/e2e/handoff.log")
+            .unwrap_or_default();
+        for l in log.split_inclusive('\n') {
+            match owned.last_mut() {
+                Some(last)
+                    if l.starts_with("arg ")
+                        || l.starts_with("dropin ")
+                        || l.starts_with("result ") =>
+                {
+                    last.push_str(l)
+                }
+                _ => owned.push(l.to_string()),
+            }
+        }
+        owned
+    }
     fn debug(&self, boot: u32) -> String {
         format!(
             "--- cloud-init status\n{}\n--- journal\n{}\n--- cloud-init-output.log\n{}",
@@ -862,8 +901,8 @@ impl Run {
     }
 }
 
-/// Every assertion on one scenario's two boots.
-fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
+/// Both boots reported to the end, cloud-init done without errors, no unit ordering cycle.
+fn check_clean_boots(sc: &Scenario, run: &Run) {
     let ctx = run.debug(1);
     for boot in [1, 2] {
         assert_eq!(
@@ -873,8 +912,6 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
             sc.name
         );
     }
-    let cfg = &sc.config;
-    let group = cfg["nodeGroup"]["name"].as_str().unwrap();
     for boot in [1, 2] {
         // A clean boot: cloud-init done without errors, no unit ordering cycle anywhere.
         let status = run.must(boot, "cloud-init-status");
@@ -896,6 +933,17 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
             sc.name
         );
     }
+}
+
+/// Every assertion on one scenario's two boots.
+fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
+    check_clean_boots(sc, run);
+    if sc.warm.is_some() {
+        return warm::check(sc, run);
+    }
+    let ctx = run.debug(1);
+    let cfg = &sc.config;
+    let group = cfg["nodeGroup"]["name"].as_str().unwrap();
 
     // The agent ran, in the unit or in cloud-final, and recorded success.
     let report: serde_json::Value = serde_json::from_str(&run.file(1, REPORT_PATH))
@@ -999,21 +1047,7 @@ fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Runtime) {
     );
 
     // The hand-off, recorded by the stand-ins.
-    let handoff = run.file(2, "/var/lib/e2e/handoff.log");
-    // One record per call: a header line, then its `arg` and `dropin` lines.
-    let mut owned: Vec<String> = Vec::new();
-    for l in handoff.split_inclusive('\n') {
-        match owned.last_mut() {
-            Some(last)
-                if l.starts_with("arg ")
-                    || l.starts_with("dropin ")
-                    || l.starts_with("result ") =>
-            {
-                last.push_str(l)
-            }
-            _ => owned.push(l.to_string()),
-        }
-    }
+    let owned = run.handoff_records(2);
     let records: Vec<&str> = owned.iter().map(String::as_str).collect();
     match sc.flavour {
         Flavour::Al2 => check_bootstrap(sc, &records, run),
@@ -1425,4 +1459,16 @@ fn al2_name_only_user_data_unit_passes_parameter_store_values_to_bootstrap_sh() 
 #[ignore = "boots a VM: make e2e-vm"]
 fn al2023_name_only_user_data_completes_both_nodeadm_phases_from_parameter_store() {
     e2e("al2023-name-only");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_warmed_stopped_holds_nodeadm_run_then_hands_off_once_in_service() {
+    e2e("al2023-warm-stopped");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_warmed_running_hands_off_in_the_same_boot_once_in_service() {
+    e2e("al2023-warm-running");
 }
