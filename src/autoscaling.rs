@@ -3,34 +3,15 @@
 //! (`DescribeAutoScalingInstances`), under the agent's retry policy and a deadline: throttling
 //! and server errors retry with capped, jittered backoff; a denial names the IAM statement.
 
-use std::future::Future;
-
-use aws_sdk_autoscaling::config::http::HttpResponse;
-use aws_sdk_autoscaling::error::{ProvideErrorMetadata, SdkError};
 use tokio::time::Instant;
 
-use crate::aws::{self, Denied, OpFailure};
+use crate::aws::{self, CallError};
 use crate::retry::RetryPolicy;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
     #[error(transparent)]
-    Denied(Denied),
-    #[error("{op} for {instance_id} failed and will not be retried: {message}")]
-    Fatal {
-        op: &'static str,
-        instance_id: String,
-        message: String,
-    },
-    #[error(
-        "{op} for {instance_id} still failing at its deadline ({attempts} attempts; last: {last})"
-    )]
-    Deadline {
-        op: &'static str,
-        instance_id: String,
-        attempts: u32,
-        last: String,
-    },
+    Call(#[from] CallError),
     #[error("Auto Scaling knows no group for {instance_id} (DescribeAutoScalingInstances): it is not, or no longer, in an Auto Scaling group")]
     NoGroup { instance_id: String },
 }
@@ -82,13 +63,14 @@ impl AutoScaling {
         };
         let client = &self.client;
         let calls = &mut self.calls.describe_auto_scaling_instances;
-        let out = retried(op, policy, deadline, calls, || {
-            client
-                .describe_auto_scaling_instances()
-                .instance_ids(instance_id)
-                .send()
-        })
-        .await?;
+        let out = op
+            .call(policy, deadline, calls, || {
+                client
+                    .describe_auto_scaling_instances()
+                    .instance_ids(instance_id)
+                    .send()
+            })
+            .await?;
         out.auto_scaling_instances()
             .iter()
             .find(|i| i.instance_id() == Some(instance_id))
@@ -118,22 +100,23 @@ impl AutoScaling {
         };
         let client = &self.client;
         let calls = &mut self.calls.complete_lifecycle_action;
-        let r = retried(op, policy, deadline, calls, || {
-            client
-                .complete_lifecycle_action()
-                .lifecycle_hook_name(hook)
-                .auto_scaling_group_name(group)
-                .instance_id(instance_id)
-                .lifecycle_action_result("CONTINUE")
-                .send()
-        })
-        .await;
+        let r = op
+            .call(policy, deadline, calls, || {
+                client
+                    .complete_lifecycle_action()
+                    .lifecycle_hook_name(hook)
+                    .auto_scaling_group_name(group)
+                    .instance_id(instance_id)
+                    .lifecycle_action_result("CONTINUE")
+                    .send()
+            })
+            .await;
         match r {
             Ok(_) => Ok(Completed::Continued),
-            Err(HookError::Fatal { message, .. }) if nothing_waiting(&message) => {
+            Err(CallError::Fatal { message, .. }) if nothing_waiting(&message) => {
                 Ok(Completed::NothingWaiting)
             }
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -142,36 +125,6 @@ impl AutoScaling {
 /// saying `No active Lifecycle Action found with instance ID …`.
 fn nothing_waiting(message: &str) -> bool {
     message.starts_with("ValidationError") && message.contains("No active Lifecycle Action")
-}
-
-/// [`aws::Op::call`], its failure as a [`HookError`].
-async fn retried<T, E, Fut>(
-    op: aws::Op<'_>,
-    policy: RetryPolicy,
-    deadline: Instant,
-    calls: &mut u32,
-    send: impl FnMut() -> Fut,
-) -> Result<T, HookError>
-where
-    Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
-    op.call(policy, deadline, calls, send)
-        .await
-        .map_err(|f| match f {
-            OpFailure::Denied(d) => HookError::Denied(d),
-            OpFailure::Fatal(message) => HookError::Fatal {
-                op: op.name,
-                instance_id: op.on.into(),
-                message,
-            },
-            OpFailure::Deadline { attempts, last } => HookError::Deadline {
-                op: op.name,
-                instance_id: op.on.into(),
-                attempts,
-                last,
-            },
-        })
 }
 
 #[cfg(test)]

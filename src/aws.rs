@@ -150,12 +150,23 @@ pub(crate) struct Op<'a> {
 }
 
 /// Why an [`Op`] gave up.
-#[derive(Debug)]
-pub(crate) enum OpFailure {
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error(transparent)]
     Denied(Denied),
     /// A client error never retried: the service's code and message.
-    Fatal(String),
+    #[error("{op} on {instance_id} failed and will not be retried: {message}")]
+    Fatal {
+        op: &'static str,
+        instance_id: String,
+        message: String,
+    },
+    #[error(
+        "{op} on {instance_id} still failing at its deadline ({attempts} attempts; last: {last})"
+    )]
     Deadline {
+        op: &'static str,
+        instance_id: String,
         attempts: u32,
         last: String,
     },
@@ -171,7 +182,7 @@ impl Op<'_> {
         deadline: Instant,
         calls: &mut u32,
         send: impl FnMut() -> Fut,
-    ) -> Result<T, OpFailure>
+    ) -> Result<T, CallError>
     where
         Fut: Future<Output = Result<T, SdkError<E>>>,
         E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
@@ -185,14 +196,23 @@ impl Op<'_> {
         })
         .await;
         r.map_err(|f| match f {
-            Failure::Fatal(Err(code)) => OpFailure::Denied(Denied {
+            Failure::Fatal(Err(code)) => CallError::Denied(Denied {
                 op: self.name,
                 on: format!(" on {}", self.on),
                 code,
                 statement: statement(self.action, &format!("\"{}\"", self.resource)),
             }),
-            Failure::Fatal(Ok(message)) => OpFailure::Fatal(message),
-            Failure::Deadline { attempts, last } => OpFailure::Deadline { attempts, last },
+            Failure::Fatal(Ok(message)) => CallError::Fatal {
+                op: self.name,
+                instance_id: self.on.into(),
+                message,
+            },
+            Failure::Deadline { attempts, last } => CallError::Deadline {
+                op: self.name,
+                instance_id: self.on.into(),
+                attempts,
+                last,
+            },
         })
     }
 }

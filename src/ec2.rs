@@ -3,36 +3,15 @@
 //! a deadline; permission errors never retry and name the IAM statement needed.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 
-use aws_sdk_ec2::config::http::HttpResponse;
-use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::{Filter, Tag};
 use tokio::time::Instant;
 
-use crate::aws::{self, Denied, OpFailure};
+use crate::aws;
 use crate::retry::RetryPolicy;
 
-#[derive(Debug, thiserror::Error)]
-pub enum TagError {
-    #[error(transparent)]
-    Denied(Denied),
-    #[error("{op} on {instance_id} failed and will not be retried: {message}")]
-    Fatal {
-        op: &'static str,
-        instance_id: String,
-        message: String,
-    },
-    #[error(
-        "{op} on {instance_id} still failing at its deadline ({attempts} attempts; last: {last})"
-    )]
-    Deadline {
-        op: &'static str,
-        instance_id: String,
-        attempts: u32,
-        last: String,
-    },
-}
+/// A failed EC2 call: denied (naming the statement), final, or still failing at its deadline.
+pub type TagError = aws::CallError;
 
 /// Counters the tests and the benchmark read.
 #[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -131,15 +110,15 @@ impl Ec2 {
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<BTreeMap<String, String>, TagError> {
-        let op = Op(aws::Op {
+        let op = aws::Op {
             name: "DescribeTags",
             action: "ec2:DescribeTags",
             resource: "*".into(),
             on: instance_id,
-        });
+        };
         let client = &self.client;
         let r = op
-            .retried(policy, deadline, &mut self.calls.describe_tags, || {
+            .call(policy, deadline, &mut self.calls.describe_tags, || {
                 client
                     .describe_tags()
                     .filters(
@@ -167,16 +146,16 @@ impl Ec2 {
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<Option<crate::podcap::TypeInfo>, TagError> {
-        let op = Op(aws::Op {
+        let op = aws::Op {
             name: "DescribeInstanceTypes",
             action: "ec2:DescribeInstanceTypes",
             resource: "*".into(),
             on: instance_type,
-        });
+        };
         let client = &self.client;
         let t = aws_sdk_ec2::types::InstanceType::from(instance_type);
         let r = op
-            .retried(
+            .call(
                 policy,
                 deadline,
                 &mut self.calls.describe_instance_types,
@@ -220,14 +199,14 @@ impl Ec2 {
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<(), TagError> {
-        let op = Op(aws::Op {
+        let op = aws::Op {
             name: "CreateTags",
             action: "ec2:CreateTags",
             resource: format!("arn:aws:ec2:*:*:instance/{instance_id}"),
             on: instance_id,
-        });
+        };
         let client = &self.client;
-        op.retried(policy, deadline, &mut self.calls.create_tags, || {
+        op.call(policy, deadline, &mut self.calls.create_tags, || {
             client
                 .create_tags()
                 .resources(instance_id)
@@ -236,41 +215,5 @@ impl Ec2 {
         })
         .await
         .map(|_| ())
-    }
-}
-
-/// One EC2 operation on the instance, for retries and error messages.
-struct Op<'a>(aws::Op<'a>);
-
-impl Op<'_> {
-    /// [`aws::Op::call`], its failure as a [`TagError`].
-    async fn retried<T, E, Fut>(
-        &self,
-        policy: RetryPolicy,
-        deadline: Instant,
-        calls: &mut u32,
-        send: impl FnMut() -> Fut,
-    ) -> Result<T, TagError>
-    where
-        Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
-        E: ProvideErrorMetadata + std::error::Error + 'static,
-    {
-        let op = &self.0;
-        op.call(policy, deadline, calls, send)
-            .await
-            .map_err(|f| match f {
-                OpFailure::Denied(d) => TagError::Denied(d),
-                OpFailure::Fatal(message) => TagError::Fatal {
-                    op: op.name,
-                    instance_id: op.on.into(),
-                    message,
-                },
-                OpFailure::Deadline { attempts, last } => TagError::Deadline {
-                    op: op.name,
-                    instance_id: op.on.into(),
-                    attempts,
-                    last,
-                },
-            })
     }
 }
