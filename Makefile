@@ -13,7 +13,7 @@ BIN := $(TARGET_DIR)/$(TARGET)/release/eks-nodeinit
 TARGET_ARCH := $(firstword $(subst -, ,$(TARGET)))
 RUN := $(if $(filter $(shell uname -m),$(TARGET_ARCH)),,qemu-$(TARGET_ARCH)-static)
 
-.PHONY: demo build test lint deps bench-smoke check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
+.PHONY: demo build build-all package-built test lint deps bench-smoke check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
 
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
@@ -78,21 +78,46 @@ check-glibc: build
 
 # Man pages and completions (the same for every architecture), written by the binary being
 # packaged: under its emulator when it is not this machine's architecture.
-assets: build
+define ASSETS
 	rm -rf target/assets && $(RUN) $(BIN) generate --out target/assets
 	gzip -9n target/assets/*.8
+endef
 
 # The DEB and the RPM of TARGET; file names carry the architecture (amd64/arm64,
 # x86_64/aarch64).
-package: assets
+define DEB_RPM
 	$(CARGO) deb --no-build --no-strip --target $(TARGET) --output target/packages/
 	$(CARGO) generate-rpm --target $(TARGET) --payload-compress xz -o target/packages/
 	ls -l target/packages/
+endef
+
+assets: build
+	$(ASSETS)
+
+package: assets
+	$(DEB_RPM)
+
+# The packages of a binary already built (package-all builds every architecture first).
+package-built:
+	$(ASSETS)
+	$(DEB_RPM)
+
+# Every architecture's release binary in one cargo run. The release profile's single codegen
+# unit and whole-program LTO leave most of one build on one core; cargo schedules both
+# architectures' crates side by side instead. Another architecture's binary is then built again
+# if asked for alone (`make build TARGET=aarch64-…`): cargo-zigbuild sets up the host target
+# differently when it is not among those asked for, so the build scripts and proc macros, and
+# with them every crate, count as changed. CI only asks for all of them at once.
+build-all:
+	for t in $(TARGETS); do bash .ci/tools $$t || exit 1; done
+	@start=$$(date +%s); \
+	$(CARGO) zigbuild --locked --release $(foreach t,$(TARGETS),--target $(t).$(GLIBC)); \
+	echo "built $(TARGETS) in $$(( $$(date +%s) - start )) s"
 
 # Both architectures: four packages in target/packages/ (emptied first: one version each).
-package-all:
+package-all: build-all
 	rm -rf target/packages
-	for t in $(TARGETS); do $(MAKE) --no-print-directory package TARGET=$$t || exit 1; done
+	for t in $(TARGETS); do $(MAKE) --no-print-directory package-built TARGET=$$t || exit 1; done
 
 check-package: package-all
 	for t in $(TARGETS); do bash .ci/check-glibc $(TARGET_DIR)/$$t/release/eks-nodeinit $(GLIBC) || exit 1; done
@@ -102,6 +127,5 @@ check-package: package-all
 # --version, validate of every example, the golden plans, real init runs on temp roots (the
 # same files byte for byte), and the node, examples and logging suites (tests/same_output.rs).
 test-aarch64: deps
-	$(MAKE) --no-print-directory build TARGET=x86_64-unknown-linux-gnu
-	$(MAKE) --no-print-directory build TARGET=aarch64-unknown-linux-gnu
+	$(MAKE) --no-print-directory build-all TARGETS="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu"
 	bash .ci/test-emulated aarch64-unknown-linux-gnu x86_64-unknown-linux-gnu
