@@ -179,6 +179,10 @@ enum Change {
         marker: PathBuf,
         start_unit: Option<String>,
     },
+    StartUnit {
+        step: String,
+        unit: String,
+    },
 }
 
 /// The first phase: write and fsync every file's new content beside it and open every live
@@ -234,6 +238,10 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                 marker: under(root, &r.marker),
                 start_unit: r.start_unit.clone(),
             }),
+            Step::StartUnit(u) => after_files.push(Change::StartUnit {
+                step: step.describe(),
+                unit: u.unit.clone(),
+            }),
             // The hold's marker is a file step of its own; the hold itself runs nothing.
             Step::Tag { .. } | Step::Nodeadm(_) | Step::HoldHandoff(_) => {}
         }
@@ -275,6 +283,7 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
                 release(bus, &marker, start_unit.as_deref()).await?;
                 (step, Outcome::Done)
             }
+            Change::StartUnit { step, unit } => (step, start_unit(bus, &unit, report).await),
         };
         report.steps.push(StepOutcome { step, outcome });
     }
@@ -311,6 +320,23 @@ async fn restart_unit(bus: &Bus, r: &UnitRestart, report: &mut Report) -> Outcom
             tracing::warn!("{} notification failed: {e}", name(unit));
             report.warnings.push(e.to_string());
             Outcome::Failed(e.to_string())
+        }
+    }
+}
+
+/// Queue a unit's start; never fails the run (in the agent's unit's run the unit is pulled in
+/// anyway), but says what happened.
+async fn start_unit(bus: &Bus, unit: &str, report: &mut Report) -> Outcome {
+    match start(bus, unit).await {
+        Ok(()) => {
+            tracing::info!(unit, "start queued over D-Bus");
+            Outcome::Done
+        }
+        Err(e) => {
+            let msg = format!("{unit} not started: {e}");
+            tracing::warn!("{msg}");
+            report.warnings.push(msg.clone());
+            Outcome::Skipped(msg)
         }
     }
 }

@@ -352,6 +352,9 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
         }
         Step::HoldHandoff(h) => render_hold(o, n, h),
         Step::ReleaseHold(r) => render_release(o, n, r),
+        Step::StartUnit(u) => {
+            let _ = writeln!(o, "\n[{n}] start {} over D-Bus: {}", u.unit, u.why);
+        }
     }
 }
 

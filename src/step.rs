@@ -63,6 +63,9 @@ pub enum Step {
     HoldHandoff(HandoffHold),
     /// In service after a held run in this boot: remove the hold marker and start what it held.
     ReleaseHold(HoldRelease),
+    /// Queue a start of a packaged unit over D-Bus (without waiting for it), for a run that
+    /// systemd did not start through the agent's unit.
+    StartUnit(UnitStart),
 }
 
 impl Step {
@@ -91,6 +94,7 @@ impl Step {
             Step::Nodeadm(h) => format!("nodeadm reads {}", h.dropin.display()),
             Step::HoldHandoff(h) => format!("hold the hand-off ({})", h.state),
             Step::ReleaseHold(_) => "release the warm-pool hold".into(),
+            Step::StartUnit(u) => format!("start {}", u.unit),
         }
     }
 }
@@ -182,6 +186,15 @@ pub struct HoldRelease {
     /// exec that follows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_unit: Option<String>,
+}
+
+/// A unit started over D-Bus, and why. A start already queued (the agent's unit pulls the unit
+/// in) is the same job: systemd merges the two.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnitStart {
+    pub unit: String,
+    pub why: String,
 }
 
 /// The hand-off held while the instance is warmed ([`crate::lifecycle`]): the node-local steps

@@ -265,3 +265,47 @@ fn without_a_job_it_does_nothing_and_a_bad_job_says_what_to_do() {
     );
     assert!(completed(&a).is_empty());
 }
+
+/// Whoever ran the agent (the packaged unit, or a user-data script in cloud-final, which does not
+/// pull the hook unit in), the run that leaves a job queues the hook unit's start over D-Bus,
+/// once: a rerun with the job in place queues nothing.
+#[test]
+fn the_run_that_leaves_a_job_starts_the_hook_unit_once() {
+    let Some(a) = asg() else { return };
+    let Some(bus) = start_bus() else { return };
+    let calls = common::dbus::serve_manager(&bus.address, &[], &[]);
+    let (root, cfg, md) = node(&a, "InService", true);
+    let r = root.path();
+    let with_bus = ["--system-bus-address", bus.address.as_str()];
+    let out = common::init_with(r, &cfg, &md, &with_bus);
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).contains("start eks-nodeinit-launch-hook.service over D-Bus"),
+        "{}",
+        stdout(&out)
+    );
+    // (The run also restarts logind for its drop-in; only the hook unit's calls count here.)
+    let hook_calls = || -> Vec<(String, String)> {
+        let c = calls.lock().unwrap();
+        c.iter()
+            .filter(|(_, unit, _)| unit == "eks-nodeinit-launch-hook.service")
+            .map(|(m, _, mode)| (m.clone(), mode.clone()))
+            .collect()
+    };
+    let want = vec![("StartUnit".to_string(), "replace".to_string())];
+    assert_eq!(hook_calls(), want);
+    assert!(common::init_with(r, &cfg, &md, &with_bus).status.success());
+    assert_eq!(hook_calls(), want, "a rerun queues nothing");
+    // No bus: the job is written all the same, and the report says the start was skipped.
+    let (root, cfg, md) = node(&a, "InService", true);
+    let out = common::init_with(root.path(), &cfg, &md, &[]);
+    assert!(out.status.success());
+    assert!(root.path().join(&LAUNCH_HOOK_JOB[1..]).exists());
+    let rep = common::report(root.path());
+    assert!(
+        rep["warnings"]
+            .to_string()
+            .contains("eks-nodeinit-launch-hook.service not started"),
+        "{rep:#}"
+    );
+}

@@ -14,7 +14,7 @@ use crate::lifecycle::{
     meaning, CompleteAfter, LaunchHookJob, Meaning, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::{Step, UnitStart};
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -107,6 +107,12 @@ fn plan(i: &Input, out: &mut Out) {
         mode: 0o644,
         backup: None,
     });
+    // A user-data script's run (cloud-final) is not the agent's unit, which pulls the hook unit
+    // in: start it, ordered after nodeadm-run and waiting for kubelet, whoever ran the agent.
+    out.steps.push(Step::StartUnit(UnitStart {
+        unit: UNIT.into(),
+        why: "it completes the hook when its time comes (in the packaged unit's run it is already pulled in, and this is the same job)".into(),
+    }));
 }
 
 #[cfg(test)]
@@ -134,8 +140,9 @@ mod tests {
 
     fn planned(out: &Out) -> LaunchHookJob {
         match &out.steps[..] {
-            [Step::File { path, new, .. }] => {
+            [Step::File { path, new, .. }, Step::StartUnit(u)] => {
                 assert_eq!(path, &PathBuf::from(LAUNCH_HOOK_JOB));
+                assert_eq!(u.unit, UNIT);
                 LaunchHookJob::from_text(new).unwrap()
             }
             other => panic!("{other:?}"),
