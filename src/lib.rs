@@ -29,6 +29,7 @@ pub mod lock;
 pub mod logging;
 pub mod marker;
 pub mod metadata;
+pub(crate) mod pem;
 pub mod plan;
 pub mod podcap;
 pub(crate) mod procsys;

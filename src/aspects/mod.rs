@@ -19,6 +19,7 @@ pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
 pub mod pod_capacity;
+pub mod registries;
 pub mod sysctls;
 pub mod warm_pool;
 
@@ -47,6 +48,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     sysctls::ASPECT,
     kubelet_config::ASPECT,
     logind::ASPECT,
+    registries::ASPECT,
     bootstrap::ASPECT,
     nodeconfig::ASPECT,
     warm_pool::ASPECT,

@@ -6,6 +6,7 @@
 //! what the node should be.
 
 mod lifecycle;
+mod registries;
 mod schema;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::text::{escaped, printable, serde_message};
 
 pub use lifecycle::{LifecycleSettings, WarmPool};
+pub use registries::RegistrySettings;
 
 /// Where the agent reads its configuration when `--config` is not given.
 pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";
@@ -77,6 +79,14 @@ pub struct Config {
     /// Auto Scaling warm pools: hold the hand-off while the instance is warmed.
     #[serde(default)]
     pub lifecycle: LifecycleSettings,
+    /// Container registry mirrors and CAs, by registry name (`docker.io`,
+    /// `registry.corp.example:5000`): one containerd `hosts.toml` each.
+    #[serde(
+        default,
+        deserialize_with = "unique_keys",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub registries: BTreeMap<String, RegistrySettings>,
 }
 
 /// Versions of the config document this agent reads.

@@ -58,46 +58,14 @@ pub(crate) fn parse_cidr(s: &str) -> Option<Cidr> {
     })
 }
 
-/// Base64 (one line) of one or more PEM certificates: `BEGIN CERTIFICATE` / `END CERTIFICATE`
-/// pairs around base64 bodies, nothing else but blank lines.
+/// Base64 (one line) of one or more PEM certificates ([`crate::pem`]).
 pub(crate) fn check_pem(b64: &str) -> Result<(), String> {
     use base64::Engine;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
         .map_err(|_| "is not base64 on one line".to_string())?;
     let text = String::from_utf8(bytes).map_err(|_| "does not decode to PEM text".to_string())?;
-    let mut certs = 0usize;
-    let mut body: Option<String> = None;
-    for line in text.lines().map(str::trim) {
-        match (&mut body, line) {
-            (None, "") => {}
-            (None, "-----BEGIN CERTIFICATE-----") => body = Some(String::new()),
-            (None, _) => return Err("decodes to text that is not PEM certificates".into()),
-            (Some(b), "-----END CERTIFICATE-----") => {
-                let der = base64::engine::general_purpose::STANDARD
-                    .decode(b.as_bytes())
-                    .map_err(|_| {
-                        format!(
-                            "certificate {} is not base64 inside its PEM block",
-                            certs + 1
-                        )
-                    })?;
-                // A DER certificate is a SEQUENCE.
-                if der.first() != Some(&0x30) {
-                    return Err(format!(
-                        "certificate {} is not a DER certificate",
-                        certs + 1
-                    ));
-                }
-                certs += 1;
-                body = None;
-            }
-            (Some(b), l) => b.push_str(l),
-        }
-    }
-    match (certs, body) {
-        (_, Some(_)) => Err("decodes to a PEM block without its END line".into()),
-        (0, None) => Err("decodes to no PEM certificate".into()),
-        _ => Ok(()),
-    }
+    crate::pem::certificates(&text)
+        .map(|_| ())
+        .map_err(|why| format!("decodes to text that {why}"))
 }

@@ -13,6 +13,7 @@ pub mod name_tag;
 pub mod nodeconfig;
 pub mod pod_capacity;
 pub mod registration;
+pub mod registries;
 pub mod sysctls;
 
 pub(crate) use registration::Registration;
@@ -41,6 +42,8 @@ pub struct Spec {
     pub warm_pool: crate::config::WarmPool,
     /// The launch lifecycle hook to complete (`lifecycle.completeLaunchHook`), checked.
     pub launch_hook: Option<String>,
+    /// Container registries' `hosts.toml`, in name order (`registries`).
+    pub registries: Vec<registries::RegistrySpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -115,6 +118,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
             )
             .is_some()
         }),
+        registries: registries::spec(&c.registries, &mut f),
     };
     (spec, f)
 }

@@ -1,0 +1,247 @@
+//! Container registry mirrors and CAs (`registries`): one containerd `hosts.toml` per registry
+//! under `/etc/containerd/certs.d/<name>/`, which containerd on AL2 and AL2023 reads at every
+//! pull (`config_path`). A CA is written beside its `hosts.toml` and named there by a relative
+//! path, which containerd resolves against that directory: the same file is right on a node and
+//! under `--root`. Files the operator put there for other registries are left alone; a
+//! `hosts.toml` for a configured registry that the agent did not write is a finding, never
+//! overwritten.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::facts::Family;
+use crate::spec::registries::RegistrySpec;
+use crate::spec::Spec;
+use crate::step::Step;
+
+use super::{Aspect, Input, Out, Reads};
+
+/// containerd's `config_path` on AL2 and AL2023.
+pub const CERTS_D: &str = "/etc/containerd/certs.d";
+
+/// The first line of every `hosts.toml` the agent writes.
+pub const HEADER: &str = "# Written by eks-nodeinit from its config";
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "registries",
+    reads,
+    plan,
+};
+
+/// The registry's files: `hosts.toml`, then its CA and each mirror's (file name, PEM).
+fn files(r: &RegistrySpec) -> Vec<(String, String)> {
+    let mut out = vec![("hosts.toml".to_string(), hosts_toml(r))];
+    if let Some(ca) = &r.ca {
+        out.push(("ca.crt".into(), ca.clone()));
+    }
+    for (i, m) in r.mirrors.iter().enumerate() {
+        if let Some(ca) = &m.ca {
+            out.push((mirror_ca(i), ca.clone()));
+        }
+    }
+    out
+}
+
+fn mirror_ca(i: usize) -> String {
+    format!("mirror-{}-ca.crt", i + 1)
+}
+
+fn path(r: &RegistrySpec, file: &str) -> String {
+    format!("{CERTS_D}/{}/{file}", r.name)
+}
+
+fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
+    if family.is_none() {
+        return;
+    }
+    for reg in &spec.registries {
+        for (file, _) in files(reg) {
+            r.file(path(reg, &file));
+        }
+    }
+}
+
+/// containerd's hosts.toml: the registry itself as `server` (with its CA), each mirror a host
+/// to pull and resolve from, tried in order. Every value was checked to need no TOML escaping.
+pub(crate) fn hosts_toml(r: &RegistrySpec) -> String {
+    let mut t = format!(
+        "{HEADER} (registries.\"{}\"); rewritten on every run.\n# Do not edit: change the config instead.\nserver = \"{}\"\n",
+        r.name, r.server
+    );
+    if r.ca.is_some() {
+        t.push_str("ca = \"ca.crt\"\n");
+    }
+    if r.skip_verify {
+        t.push_str("skip_verify = true\n");
+    }
+    if r.mirrors.is_empty() {
+        // containerd 1.6 refuses a hosts.toml without a host table ("invalid `host` tree"): the
+        // registry itself once more, as its only host.
+        let _ = writeln!(t, "\n[host.\"{}\"]", r.server);
+        if r.ca.is_some() {
+            t.push_str("  ca = \"ca.crt\"\n");
+        }
+        if r.skip_verify {
+            t.push_str("  skip_verify = true\n");
+        }
+    }
+    for (i, m) in r.mirrors.iter().enumerate() {
+        let _ = write!(
+            t,
+            "\n[host.\"{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+            m.url
+        );
+        if m.ca.is_some() {
+            let _ = writeln!(t, "  ca = \"{}\"", mirror_ca(i));
+        }
+        if m.skip_verify {
+            t.push_str("  skip_verify = true\n");
+        }
+    }
+    t
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
+    if facts.family().is_none() {
+        return;
+    }
+    for r in &spec.registries {
+        let field = format!("registries.\"{}\"", r.name);
+        let hosts = path(r, "hosts.toml");
+        let Some(current) = facts.current_file(&hosts, &field, &mut out.findings) else {
+            continue;
+        };
+        if current
+            .content
+            .as_deref()
+            .is_some_and(|c| !c.starts_with(HEADER))
+        {
+            out.findings.push(&field, format!("{hosts} exists and was not written by eks-nodeinit: the agent does not overwrite it; remove it, or this registry from the config"));
+            continue;
+        }
+        warn_skip_verify(r, out);
+        for (file, new) in files(r) {
+            let p = path(r, &file);
+            let Some(cur) = facts.current_file(&p, &field, &mut out.findings) else {
+                continue;
+            };
+            if cur.content.as_deref() != Some(new.as_str()) {
+                out.steps.push(Step::File {
+                    purpose: format!("containerd registry hosts for {}", r.name),
+                    path: PathBuf::from(p),
+                    old: cur.content.clone(),
+                    new,
+                    mode: 0o644,
+                    backup: None,
+                });
+            }
+        }
+    }
+}
+
+fn warn_skip_verify(r: &RegistrySpec, out: &mut Out) {
+    if r.skip_verify {
+        out.warnings.push(format!(
+            "registries.\"{}\".skipVerify: containerd does not verify {}'s certificate",
+            r.name, r.server
+        ));
+    }
+    for m in r.mirrors.iter().filter(|m| m.skip_verify) {
+        out.warnings.push(format!(
+            "registries.\"{}\": containerd does not verify the certificate of mirror {}",
+            r.name, m.url
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{run, spec};
+    use super::*;
+    use crate::facts::Facts;
+
+    fn config(ca: &str) -> String {
+        serde_json::json!({
+            "cluster": {"name": "c"},
+            "registries": {
+                "docker.io": {"mirrors": ["https://mirror.corp.example",
+                                          {"url": "https://10.1.2.3:5000", "ca": ca, "skipVerify": true}]},
+                "registry.corp.example:5000": {"ca": ca}
+            }
+        })
+        .to_string()
+    }
+
+    fn ca() -> String {
+        std::fs::read_to_string("tests/fixtures/cluster-ca.pem").unwrap()
+    }
+
+    #[test]
+    fn one_hosts_toml_per_registry_and_each_ca_beside_it() {
+        let s = spec(&config(&ca()));
+        let mut all = Vec::new();
+        for r in &s.registries {
+            all.extend(files(r).into_iter().map(|(f, _)| path(r, &f)));
+        }
+        let facts = Facts::builder(Family::Al2023).absent(all).build();
+        let out = run(&ASPECT, &s, &facts);
+        assert!(out.findings.is_empty(), "{:?}", out.findings);
+        let paths: Vec<String> = out
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::File { path, .. } => path.display().to_string(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/etc/containerd/certs.d/docker.io/hosts.toml",
+                "/etc/containerd/certs.d/docker.io/mirror-2-ca.crt",
+                "/etc/containerd/certs.d/registry.corp.example:5000/hosts.toml",
+                "/etc/containerd/certs.d/registry.corp.example:5000/ca.crt",
+            ]
+        );
+        let Step::File { new, .. } = &out.steps[0] else {
+            unreachable!()
+        };
+        assert!(
+            new.contains("server = \"https://registry-1.docker.io\"\n"),
+            "{new}"
+        );
+        assert!(new.contains("[host.\"https://mirror.corp.example\"]\n  capabilities = [\"pull\", \"resolve\"]\n"), "{new}");
+        assert!(new.contains("[host.\"https://10.1.2.3:5000\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = \"mirror-2-ca.crt\"\n  skip_verify = true\n"), "{new}");
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+    }
+
+    #[test]
+    fn a_configured_node_plans_nothing_and_a_foreign_hosts_toml_is_a_finding() {
+        let s = spec(&config(&ca()));
+        let mut b = Facts::builder(Family::Al2);
+        for r in &s.registries {
+            for (file, text) in files(r) {
+                b = b.file(path(r, &file), &text);
+            }
+        }
+        assert!(run(&ASPECT, &s, &b.build()).steps.is_empty());
+        let foreign = Facts::builder(Family::Al2)
+            .file(
+                "/etc/containerd/certs.d/docker.io/hosts.toml",
+                "server = \"https://x\"\n",
+            )
+            .build();
+        let out = run(&ASPECT, &s, &foreign);
+        assert!(
+            out.findings
+                .0
+                .iter()
+                .any(|f| f.field == "registries.\"docker.io\""
+                    && f.message.contains("not written by eks-nodeinit")),
+            "{:?}",
+            out.findings
+        );
+        assert!(!out.steps.iter().any(|s| matches!(s, Step::File { path, .. } if path.starts_with("/etc/containerd/certs.d/docker.io"))));
+    }
+}

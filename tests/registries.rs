@@ -1,0 +1,237 @@
+//! Registry mirrors and CAs against real parts, all started here on loopback: Debian's
+//! `docker-registry` serving TLS from a CA the test makes, holding an image the test pushes over
+//! the registry API, and Debian's `containerd` with `ctr`, which reads the agent's
+//! `certs.d/<registry>/hosts.toml` files (`--hosts-dir`, the same loader as CRI's
+//! `config_path`). docker.io pulls through the mirror the agent configured and trusts the CA it
+//! wrote beside the hosts.toml; the registry itself is trusted through its own CA; without the
+//! agent's files both pulls fail.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{free_port, manifest_dir, sample_root, Proc};
+use serde_json::json;
+
+/// The tools, or (outside CI) a reason to skip.
+fn have_tools() -> bool {
+    let missing: Vec<&str> = ["containerd", "ctr", "docker-registry", "openssl"]
+        .into_iter()
+        .filter(|t| Command::new(t).arg("--version").output().is_err())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{missing:?} required in CI (make deps)"
+    );
+    eprintln!("SKIP: {missing:?} not installed (run `make deps`)");
+    false
+}
+
+fn sh(c: &mut Command) -> String {
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{c:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A CA and a server certificate for 127.0.0.1: (ca.crt, server.crt, server.key).
+fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let p = |n: &str| dir.join(n);
+    let req = ["req", "-newkey", "rsa:2048", "-nodes", "-subj"];
+    sh(Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=registry test CA",
+            "-keyout",
+        ])
+        .arg(p("ca.key"))
+        .arg("-out")
+        .arg(p("ca.crt")));
+    sh(Command::new("openssl")
+        .args(req)
+        .arg("/CN=127.0.0.1")
+        .arg("-keyout")
+        .arg(p("srv.key"))
+        .arg("-out")
+        .arg(p("srv.csr")));
+    std::fs::write(
+        p("ext"),
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    sh(Command::new("openssl")
+        .args(["x509", "-req", "-days", "1", "-CAcreateserial", "-in"])
+        .arg(p("srv.csr"))
+        .arg("-CA")
+        .arg(p("ca.crt"))
+        .arg("-CAkey")
+        .arg(p("ca.key"))
+        .arg("-extfile")
+        .arg(p("ext"))
+        .arg("-out")
+        .arg(p("srv.crt")));
+    (p("ca.crt"), p("srv.crt"), p("srv.key"))
+}
+
+fn wait_for(what: &str, ok: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{what} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `c` started with its output in `log`.
+fn logged(mut c: Command, log: &Path) -> Proc {
+    let f = std::fs::File::create(log).unwrap();
+    Proc(
+        c.stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The registry on 127.0.0.1:`port` with TLS, its request log in `dir/registry.log`.
+fn registry(dir: &Path, port: u16, crt: &Path, key: &Path) -> Proc {
+    let cfg = dir.join("registry.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {}\n    key: {}\n",
+            dir.join("data").display(),
+            crt.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new("docker-registry");
+    c.arg("serve").arg(&cfg);
+    let p = logged(c, &dir.join("registry.log"));
+    wait_for("docker-registry", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    p
+}
+
+/// containerd with its state under `dir`, the CRI plugin off (ctr pulls through the same hosts
+/// loader); returns it and its socket.
+fn containerd(dir: &Path) -> (Proc, PathBuf) {
+    let sock = dir.join("containerd.sock");
+    let cfg = dir.join("containerd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version = 2\nroot = \"{}\"\nstate = \"{}\"\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = \"{}\"\n",
+            dir.join("root").display(),
+            dir.join("state").display(),
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new("containerd");
+    c.arg("--config").arg(&cfg);
+    let p = logged(c, &dir.join("containerd.log"));
+    wait_for("containerd", || sock.exists());
+    (p, sock)
+}
+
+/// `ctr images pull` of `image` with the hosts under `hosts_dir`: success, and what it said.
+fn pull(sock: &Path, hosts_dir: &Path, image: &str) -> (bool, String) {
+    let out = Command::new("ctr")
+        .arg("--address")
+        .arg(sock)
+        .args(["images", "pull", "--snapshotter", "native", "--hosts-dir"])
+        .arg(hosts_dir)
+        .arg(image)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
+}
+
+#[test]
+fn containerd_pulls_through_the_mirror_and_trusts_the_cas_the_agent_wrote() {
+    if !have_tools() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let (ca, crt, key) = certificates(w);
+    let port = free_port();
+    let _registry = registry(w, port, &crt, &key);
+    let base = format!("https://127.0.0.1:{port}");
+    sh(Command::new("python3")
+        .arg(manifest_dir().join("tests/registry/push_image.py"))
+        .args([base.as_str(), "library/tiny", "1"])
+        .arg(&ca));
+    let (_containerd, sock) = containerd(w);
+
+    // The agent, on an AL2023 sample node: the mirror for docker.io and the registry's own CA.
+    let root = sample_root("al2023-root");
+    let r = root.path();
+    let pem = std::fs::read_to_string(&ca).unwrap();
+    let own = format!("127.0.0.1:{port}");
+    let cfg = common::config_with(r, "config.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["registries"] = json!({
+            "docker.io": {"mirrors": [{"url": base, "ca": pem}]},
+            own.clone(): {"ca": pem},
+        });
+    });
+    let hosts_dir = r.join("etc/containerd/certs.d");
+    let docker_io = "docker.io/library/tiny:1";
+    let direct = format!("{own}/library/tiny:1");
+
+    // Without the agent's files neither pull works.
+    std::fs::create_dir_all(&hosts_dir).unwrap();
+    for image in [docker_io, direct.as_str()] {
+        let (ok, said) = pull(&sock, &hosts_dir, image);
+        assert!(!ok, "{image} pulled without the agent's files: {said}");
+    }
+
+    let out = common::init_with(r, &cfg, &common::example("metadata.json"), &[]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    for image in [docker_io, direct.as_str()] {
+        let (ok, said) = pull(&sock, &hosts_dir, image);
+        assert!(ok, "{image}: {said}");
+    }
+    // docker.io's pull went to the mirror (the registry sees containerd's ns=docker.io).
+    let log = std::fs::read_to_string(w.join("registry.log")).unwrap();
+    assert!(
+        log.contains("/v2/library/tiny/manifests/1?ns=docker.io"),
+        "the mirror was not asked: {log}"
+    );
+    // A rerun plans nothing for the registries.
+    let again = common::init_with(r, &cfg, &common::example("metadata.json"), &["--dry-run"]);
+    assert!(
+        !common::stdout(&again).contains("containerd registry hosts"),
+        "{}",
+        common::stdout(&again)
+    );
+}
