@@ -89,17 +89,15 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
 async fn complete(c: &Completer, job: &LaunchHookJob) -> Result<Completed, CompleteError> {
     let deadline = Instant::now() + c.deadline;
     let mut api = AutoScaling::new(&job.region).await;
-    let group = match &job.group {
-        Some(g) => Ok(g.clone()),
-        None => api.group_of(&job.instance_id, c.policy, deadline).await,
-    };
-    let r = match group {
-        Ok(g) => {
-            api.complete(&job.hook, &g, &job.instance_id, c.policy, deadline)
-                .await
-        }
-        Err(e) => Err(e),
-    };
+    let r = async {
+        let group = match &job.group {
+            Some(g) => g.clone(),
+            None => api.group_of(&job.instance_id, c.policy, deadline).await?,
+        };
+        api.complete(&job.hook, &group, &job.instance_id, c.policy, deadline)
+            .await
+    }
+    .await;
     let calls = api.calls;
     tracing::info!(
         complete_lifecycle_action = calls.complete_lifecycle_action,

@@ -375,6 +375,7 @@ mod tests {
     /// process outlived that task: test-aarch64 failed on it under qemu).
     #[tokio::test]
     async fn a_dry_run_makes_no_ec2_client_ready_and_a_run_that_applies_does() {
+        let _one_at_a_time = crate::tagging::READY_TESTS.lock().await;
         std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
         std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
         let dir = tempfile::tempdir().unwrap();

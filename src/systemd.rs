@@ -145,18 +145,37 @@ pub async fn active_state(conn: &zbus::Connection, unit: &str) -> Result<String,
         .map_err(|e| err(e.to_string()))?;
     let path: zbus::zvariant::OwnedObjectPath =
         reply.body().deserialize().map_err(|e| err(e.to_string()))?;
+    let v = get(
+        conn,
+        "org.freedesktop.systemd1",
+        path.as_str(),
+        "org.freedesktop.systemd1.Unit",
+        "ActiveState",
+    )
+    .await
+    .map_err(err)?;
+    String::try_from(v).map_err(|e| err(format!("not a string: {e}")))
+}
+
+/// One property through `org.freedesktop.DBus.Properties.Get` (no property cache).
+async fn get(
+    conn: &zbus::Connection,
+    service: &str,
+    path: &str,
+    interface: &str,
+    property: &str,
+) -> Result<OwnedValue, String> {
     let reply = conn
         .call_method(
-            Some("org.freedesktop.systemd1"),
-            path.as_str(),
+            Some(service),
+            path,
             Some("org.freedesktop.DBus.Properties"),
             "Get",
-            &("org.freedesktop.systemd1.Unit", "ActiveState"),
+            &(interface, property),
         )
         .await
-        .map_err(|e| err(e.to_string()))?;
-    let v: OwnedValue = reply.body().deserialize().map_err(|e| err(e.to_string()))?;
-    String::try_from(v).map_err(|e| err(format!("not a string: {e}")))
+        .map_err(|e| e.to_string())?;
+    reply.body().deserialize().map_err(|e| e.to_string())
 }
 
 /// Read a `u64` property (no property cache).
@@ -169,16 +188,8 @@ pub(crate) async fn read_property(
         property: c.property,
         message,
     };
-    let reply = conn
-        .call_method(
-            Some(c.service),
-            c.path,
-            Some("org.freedesktop.DBus.Properties"),
-            "Get",
-            &(c.interface, c.property),
-        )
+    let v = get(conn, c.service, c.path, c.interface, c.property)
         .await
-        .map_err(|e| err(e.to_string()))?;
-    let v: OwnedValue = reply.body().deserialize().map_err(|e| err(e.to_string()))?;
+        .map_err(err)?;
     u64::try_from(v).map_err(|e| err(format!("not a u64: {e}")))
 }

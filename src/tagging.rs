@@ -40,6 +40,11 @@ pub struct Job {
 type ReadyClient = (String, Option<String>, tokio::task::JoinHandle<Ec2>);
 static READY: std::sync::Mutex<Option<ReadyClient>> = std::sync::Mutex::new(None);
 
+/// Held by each unit test that makes a client ready and looks at the one slot, so that two
+/// such tests in parallel do not take or replace each other's client.
+#[cfg(test)]
+pub(crate) static READY_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Start making the EC2 client ready (its config and the role's credentials) while the node is
 /// read, planned and staged, off the path to the tag call. Reads only; changes nothing.
 pub(crate) fn prepare_client(region: &str, endpoint: Option<&str>) {
@@ -426,6 +431,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_made_ready_is_taken_once_and_only_for_its_region_and_endpoint() {
+        let _one_at_a_time = READY_TESTS.lock().await;
         // Static credentials: the default chain stops at the environment, never asks IMDS.
         std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
         std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");

@@ -13,6 +13,7 @@ use crate::facts::{Facts, Family};
 use crate::lifecycle::{
     meaning, CompleteAfter, LaunchHookJob, Meaning, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
+use crate::metadata::Metadata;
 use crate::spec::Spec;
 use crate::step::{Step, UnitStart};
 
@@ -36,9 +37,9 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     }
 }
 
-/// The job this run leaves, or why there is none (a warning).
-fn job(spec: &Spec, facts: &Facts, hook: &str) -> Result<LaunchHookJob, String> {
-    let md = facts.instance.as_ref().ok_or_else(String::new)?;
+/// The job this run leaves, or why there is none (a warning). Planning without the instance
+/// (its facts not read) leaves none and says nothing.
+fn job(spec: &Spec, md: &Metadata, hook: &str, facts: &Facts) -> Result<LaunchHookJob, String> {
     let Some(state) = md.target_lifecycle_state.as_deref() else {
         return Err(format!("{FIELD} is `{hook}`, but the instance is in no Auto Scaling group (IMDS has no target lifecycle state): there is no hook to complete"));
     };
@@ -65,12 +66,12 @@ fn job(spec: &Spec, facts: &Facts, hook: &str) -> Result<LaunchHookJob, String> 
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
-    let (Some(hook), Some(_)) = (&spec.launch_hook, facts.family()) else {
+    let (Some(hook), Some(_), Some(md)) = (&spec.launch_hook, facts.family(), &facts.instance)
+    else {
         return;
     };
-    let job = match job(spec, facts, hook) {
+    let job = match job(spec, md, hook, facts) {
         Ok(j) => j,
-        Err(why) if why.is_empty() => return,
         Err(why) => {
             out.warnings.push(why);
             return;
@@ -119,7 +120,6 @@ fn plan(i: &Input, out: &mut Out) {
 mod tests {
     use super::super::testing::{run, spec};
     use super::*;
-    use crate::metadata::Metadata;
 
     const CONFIG: &str =
         r#"{"cluster":{"name":"c"},"lifecycle":{"completeLaunchHook":"eks-node-ready"}}"#;

@@ -22,6 +22,9 @@ pub const CERTS_D: &str = "/etc/containerd/certs.d";
 /// The first line of every `hosts.toml` the agent writes.
 pub const HEADER: &str = "# Written by eks-nodeinit from its config";
 
+/// The registry's own CA, beside its hosts.toml.
+const REGISTRY_CA: &str = "ca.crt";
+
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "registries",
     reads,
@@ -32,7 +35,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
 fn files(r: &RegistrySpec) -> Vec<(String, String)> {
     let mut out = vec![("hosts.toml".to_string(), hosts_toml(r))];
     if let Some(ca) = &r.ca {
-        out.push(("ca.crt".into(), ca.clone()));
+        out.push((REGISTRY_CA.into(), ca.clone()));
     }
     for (i, m) in r.mirrors.iter().enumerate() {
         if let Some(ca) = &m.ca {
@@ -68,22 +71,13 @@ pub(crate) fn hosts_toml(r: &RegistrySpec) -> String {
         "{HEADER} (registries.\"{}\"); rewritten on every run.\n# Do not edit: change the config instead.\nserver = \"{}\"\n",
         r.name, r.server
     );
-    if r.ca.is_some() {
-        t.push_str("ca = \"ca.crt\"\n");
-    }
-    if r.skip_verify {
-        t.push_str("skip_verify = true\n");
-    }
+    let own_ca = r.ca.as_ref().map(|_| REGISTRY_CA.to_string());
+    tls(&mut t, "", own_ca.as_deref(), r.skip_verify);
     if r.mirrors.is_empty() {
         // containerd 1.6 refuses a hosts.toml without a host table ("invalid `host` tree"): the
         // registry itself once more, as its only host.
         let _ = writeln!(t, "\n[host.\"{}\"]", r.server);
-        if r.ca.is_some() {
-            t.push_str("  ca = \"ca.crt\"\n");
-        }
-        if r.skip_verify {
-            t.push_str("  skip_verify = true\n");
-        }
+        tls(&mut t, "  ", own_ca.as_deref(), r.skip_verify);
     }
     for (i, m) in r.mirrors.iter().enumerate() {
         let _ = write!(
@@ -91,14 +85,20 @@ pub(crate) fn hosts_toml(r: &RegistrySpec) -> String {
             "\n[host.\"{}\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
             m.url
         );
-        if m.ca.is_some() {
-            let _ = writeln!(t, "  ca = \"{}\"", mirror_ca(i));
-        }
-        if m.skip_verify {
-            t.push_str("  skip_verify = true\n");
-        }
+        let ca = m.ca.as_ref().map(|_| mirror_ca(i));
+        tls(&mut t, "  ", ca.as_deref(), m.skip_verify);
     }
     t
+}
+
+/// A host's `ca` (the file beside the hosts.toml) and `skip_verify` lines.
+fn tls(t: &mut String, indent: &str, ca_file: Option<&str>, skip_verify: bool) {
+    if let Some(f) = ca_file {
+        let _ = writeln!(t, "{indent}ca = \"{f}\"");
+    }
+    if skip_verify {
+        let _ = writeln!(t, "{indent}skip_verify = true");
+    }
 }
 
 fn plan(i: &Input, out: &mut Out) {

@@ -48,7 +48,7 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     };
     let Some(s) = held(spec, facts) else {
-        warn_joining_while_warmed(spec, facts, out);
+        warn_joining_while_not_serving(spec, facts, out);
         release_if_held_earlier(facts, family, out);
         return;
     };
@@ -99,7 +99,7 @@ fn release_if_held_earlier(facts: &Facts, family: Family, out: &mut Out) {
 }
 
 /// An instance not in service whose hold is turned off: the node joins now.
-fn warn_joining_while_warmed(spec: &Spec, facts: &Facts, out: &mut Out) {
+fn warn_joining_while_not_serving(spec: &Spec, facts: &Facts, out: &mut Out) {
     let Some(s) = state(facts).filter(|s| holds(s)) else {
         return;
     };

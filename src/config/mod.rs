@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::text::{escaped, printable, serde_message};
 
 pub use lifecycle::{LifecycleSettings, WarmPool};
-pub use registries::RegistrySettings;
+pub use registries::{MirrorDetail, RegistrySettings};
 
 /// Where the agent reads its configuration when `--config` is not given.
 pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";

@@ -66,26 +66,12 @@ pub(super) enum KubeReservedSetting {
     Quantities(std::collections::BTreeMap<String, String>),
 }
 
-/// The schema of one of `registries.<name>.mirrors` (checked field by field by the spec).
+/// The schema of one of `registries.<name>.mirrors` (checked one by one by the spec).
 #[allow(dead_code)]
 #[derive(schemars::JsonSchema)]
 #[serde(untagged)]
 pub(super) enum MirrorSetting {
     /// `https://host[:port][/path]`.
     Url(String),
-    Detailed(MirrorDetail),
-}
-
-#[allow(dead_code)]
-#[derive(schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(super) struct MirrorDetail {
-    /// `https://host[:port][/path]`; `http://` only with `insecure`.
-    url: String,
-    /// PEM certificates the mirror's server certificate is checked against.
-    ca: Option<String>,
-    /// Do not verify the mirror's server certificate (a warning every run).
-    skip_verify: Option<bool>,
-    /// Allow an `http://` URL.
-    insecure: Option<bool>,
+    Detailed(super::registries::MirrorDetail),
 }

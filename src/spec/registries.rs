@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::config::RegistrySettings;
+use crate::config::{MirrorDetail, RegistrySettings};
 use crate::findings::Findings;
 use crate::text::printable;
 
@@ -134,55 +134,33 @@ fn check_ca(ca: Option<&str>, field: &str, f: &mut Findings) -> Option<String> {
     .map(|_| ca.to_string())
 }
 
-/// A mirror: a URL, or `{ url, ca, skipVerify, insecure }`.
+/// A mirror: a URL, or a [`MirrorDetail`] (serde names an unknown or missing field).
 fn mirror(v: &Value, field: &str, f: &mut Findings) -> Option<MirrorSpec> {
-    let (url, ca, skip_verify, insecure) = match v {
-        Value::String(u) => (u.as_str(), None, false, false),
-        Value::Object(m) => {
-            if let Some(k) = m
-                .keys()
-                .find(|k| !["url", "ca", "skipVerify", "insecure"].contains(&k.as_str()))
-            {
-                f.push(
-                    field,
-                    format!(
-                        "unknown field `{}`: a mirror has `url`, `ca`, `skipVerify`, `insecure`",
-                        printable(k)
-                    ),
-                );
-                return None;
-            }
-            let text = |k: &str| m.get(k).and_then(Value::as_str);
-            let flag = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
-            let types_ok = m.get("url").is_some_and(Value::is_string)
-                && m.get("ca").map_or(true, Value::is_string)
-                && ["skipVerify", "insecure"]
-                    .iter()
-                    .all(|k| m.get(*k).map_or(true, Value::is_boolean));
-            if !types_ok {
-                f.push(field, "a mirror object is `{ \"url\": string, \"ca\": string, \"skipVerify\": bool, \"insecure\": bool }` (`url` required)");
-                return None;
-            }
-            (
-                text("url").unwrap_or_default(),
-                text("ca"),
-                flag("skipVerify"),
-                flag("insecure"),
-            )
-        }
+    let m = match v {
+        Value::String(url) => MirrorDetail {
+            url: url.clone(),
+            ca: None,
+            skip_verify: false,
+            insecure: false,
+        },
+        Value::Object(_) => f.check(
+            field,
+            serde_json::from_value::<MirrorDetail>(v.clone())
+                .map_err(|e| crate::text::serde_message(&e)),
+        )?,
         _ => {
             f.push(field, "a mirror is a URL string or an object with `url`");
             return None;
         }
     };
-    let url = f.check(format!("{field}.url"), check_url(url, insecure));
+    let url = f.check(format!("{field}.url"), check_url(&m.url, m.insecure));
     let before = f.0.len();
-    let ca = check_ca(ca, &format!("{field}.ca"), f);
+    let ca = check_ca(m.ca.as_deref(), &format!("{field}.ca"), f);
     (f.0.len() == before).then_some(())?;
     Some(MirrorSpec {
         url: url?,
         ca,
-        skip_verify,
+        skip_verify: m.skip_verify,
     })
 }
 
