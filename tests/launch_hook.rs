@@ -50,9 +50,7 @@ fn asg() -> Option<Asg> {
 
 async fn group_with_hook(url: &str) -> String {
     let conf = common::moto_sdk_config(url, REGION).await;
-    let ec2 = aws_sdk_ec2::Client::new(&conf);
-    let images = ec2.describe_images().send().await.unwrap();
-    let image = images.images()[0].image_id().unwrap().to_string();
+    let image = common::first_image(&aws_sdk_ec2::Client::new(&conf)).await;
     let a = aws_sdk_autoscaling::Client::new(&conf);
     a.create_launch_configuration()
         .launch_configuration_name("nodes")

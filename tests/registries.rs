@@ -215,7 +215,7 @@ fn containerd_pulls_through_the_mirror_and_trusts_the_cas_the_agent_wrote() {
         assert!(!ok, "{image} pulled without the agent's files: {said}");
     }
 
-    let out = common::init_with(r, &cfg, &common::example("metadata.json"), &[]);
+    let out = common::init(r, &cfg, &[]);
     assert!(out.status.success(), "{}", common::stderr(&out));
     for image in [docker_io, direct.as_str()] {
         let (ok, said) = pull(&sock, &hosts_dir, image);
@@ -228,7 +228,8 @@ fn containerd_pulls_through_the_mirror_and_trusts_the_cas_the_agent_wrote() {
         "the mirror was not asked: {log}"
     );
     // A rerun plans nothing for the registries.
-    let again = common::init_with(r, &cfg, &common::example("metadata.json"), &["--dry-run"]);
+    let again = common::init(r, &cfg, &["--dry-run"]);
+    assert!(again.status.success(), "{}", common::stderr(&again));
     assert!(
         !common::stdout(&again).contains("containerd registry hosts"),
         "{}",

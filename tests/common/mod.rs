@@ -412,10 +412,15 @@ pub async fn ec2_client(url: &str, region: &str) -> aws_sdk_ec2::Client {
     aws_sdk_ec2::Client::new(&moto_sdk_config(url, region).await)
 }
 
+/// moto's first image.
+pub async fn first_image(ec2: &aws_sdk_ec2::Client) -> String {
+    let images = ec2.describe_images().send().await.unwrap();
+    images.images()[0].image_id().unwrap().to_string()
+}
+
 /// One run-instances instance from moto's first image: (instance id, private IPv4).
 pub async fn run_instance(ec2: &aws_sdk_ec2::Client) -> (String, String) {
-    let images = ec2.describe_images().send().await.unwrap();
-    let image = images.images()[0].image_id().unwrap().to_string();
+    let image = first_image(ec2).await;
     let ran = ec2
         .run_instances()
         .image_id(image)

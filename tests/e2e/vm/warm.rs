@@ -13,6 +13,7 @@
 
 use crate::common::imds_server::ImdsServer;
 use crate::{Run, Scenario};
+use eks_nodeinit::aspects::{logind, nodeconfig, sysctls};
 use eks_nodeinit::lifecycle::{Hold, HOLD_MARKER, IMDS_PATH};
 use eks_nodeinit::report::REPORT_PATH;
 
@@ -90,6 +91,23 @@ fn check_stopped(sc: &Scenario, run: &Run) {
         r1["handoff"].as_str().unwrap_or("").starts_with("held"),
         "[{name}] {r1:#}"
     );
+    // The held boot prepared the node: every step done, the files in place.
+    let steps = r1["steps"].as_array().cloned().unwrap_or_default();
+    assert!(!steps.is_empty(), "[{name}] nothing prepared: {r1:#}");
+    for st in &steps {
+        let outcome = st["outcome"].as_str().unwrap_or("");
+        assert!(outcome.starts_with("done"), "[{name}] {st}");
+    }
+    for path in [
+        sysctls::PERSIST_PATH,
+        logind::DROPIN_PATH,
+        nodeconfig::DROPIN,
+    ] {
+        assert!(
+            run.get(1, &format!("file:{path}")).is_some(),
+            "[{name}] boot 1: no {path}"
+        );
+    }
     assert_eq!(
         run.get(1, &format!("file:{DONE}")),
         None,
