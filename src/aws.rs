@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use crate::aws_proxy::Proxy;
 use crate::retry::{self, Failure, RetryPolicy, Verdict};
 
 /// The SDK config for `region`: the default credential chain (the instance role on a node), the
-/// SDK's own retries off, 2 s to connect and 5 s per attempt. Each client adds its endpoint.
-pub(crate) async fn sdk_config(region: &str) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
+/// SDK's own retries off, 2 s to connect and 5 s per attempt, through `proxy` when there is one.
+/// Each client adds its endpoint.
+pub(crate) async fn sdk_config(region: &str, proxy: Option<&Proxy>) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_string()))
         .retry_config(aws_config::retry::RetryConfig::disabled())
         .timeout_config(
@@ -21,9 +23,11 @@ pub(crate) async fn sdk_config(region: &str) -> aws_config::SdkConfig {
                 .connect_timeout(Duration::from_secs(2))
                 .operation_attempt_timeout(Duration::from_secs(5))
                 .build(),
-        )
-        .load()
-        .await
+        );
+    if let Some(p) = proxy {
+        loader = loader.http_client(crate::aws_proxy::client(p));
+    }
+    loader.load().await
 }
 
 /// What one failed call means for the next one.

@@ -88,7 +88,9 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
 /// The calls: the group asked of Auto Scaling when the run did not know it, then the completion.
 async fn complete(c: &Completer, job: &LaunchHookJob) -> Result<Completed, CompleteError> {
     let deadline = Instant::now() + c.deadline;
-    let mut api = AutoScaling::new(&job.region).await;
+    // The agent's run gave this unit the proxy's environment in a drop-in, as it did kubelet's.
+    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
+    let mut api = AutoScaling::new(&job.region, proxy.as_ref()).await;
     let r = async {
         let group = match &job.group {
             Some(g) => g.clone(),

@@ -56,8 +56,12 @@ pub(crate) fn warm_up() -> tokio::task::JoinHandle<()> {
 
 /// The SDK config for EC2 in `region` ([`aws::sdk_config`]) with the endpoint `endpoint`, else
 /// the SDK's `AWS_ENDPOINT_URL_EC2` / default.
-async fn sdk_config(region: &str, endpoint: Option<&str>) -> aws_config::SdkConfig {
-    let conf = aws::sdk_config(region).await;
+async fn sdk_config(
+    region: &str,
+    endpoint: Option<&str>,
+    proxy: Option<&aws::Proxy>,
+) -> aws_config::SdkConfig {
+    let conf = aws::sdk_config(region, proxy).await;
     match endpoint {
         Some(ep) => conf.into_builder().endpoint_url(ep).build(),
         None => conf,
@@ -68,8 +72,8 @@ impl Ec2 {
     /// A client for `region` with the SDK's default credential chain (the instance role on a
     /// node). The endpoint is `endpoint`, else the SDK's `AWS_ENDPOINT_URL_EC2` / default.
     /// The SDK's own retries are off: the agent's policy decides.
-    pub async fn new(region: &str, endpoint: Option<&str>) -> Self {
-        Ec2::from_conf(&sdk_config(region, endpoint).await)
+    pub async fn new(region: &str, endpoint: Option<&str>, proxy: Option<&aws::Proxy>) -> Self {
+        Ec2::from_conf(&sdk_config(region, endpoint, proxy).await)
     }
 
     fn from_conf(conf: &aws_config::SdkConfig) -> Ec2 {
@@ -83,9 +87,13 @@ impl Ec2 {
     /// from IMDS on a node), so that its first call does neither. When the credentials cannot be
     /// resolved yet the client keeps the SDK's provider chain: its calls resolve them and report
     /// a failure as usual.
-    pub(crate) async fn ready(region: &str, endpoint: Option<&str>) -> Ec2 {
+    pub(crate) async fn ready(
+        region: &str,
+        endpoint: Option<&str>,
+        proxy: Option<&aws::Proxy>,
+    ) -> Ec2 {
         use aws_sdk_ec2::config::{ProvideCredentials, SharedCredentialsProvider};
-        let conf = sdk_config(region, endpoint).await;
+        let conf = sdk_config(region, endpoint, proxy).await;
         let Some(provider) = conf.credentials_provider() else {
             return Ec2::from_conf(&conf);
         };

@@ -183,6 +183,9 @@ enum Change {
         step: String,
         unit: String,
     },
+    Reload {
+        step: String,
+    },
 }
 
 /// The first phase: write and fsync every file's new content beside it and open every live
@@ -242,6 +245,9 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                 step: step.describe(),
                 unit: u.unit.clone(),
             }),
+            Step::ReloadUnits { .. } => after_files.push(Change::Reload {
+                step: step.describe(),
+            }),
             // The hold's marker is a file step of its own; the hold itself runs nothing.
             Step::Tag { .. } | Step::Nodeadm(_) | Step::HoldHandoff(_) => {}
         }
@@ -284,6 +290,7 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
                 (step, Outcome::Done)
             }
             Change::StartUnit { step, unit } => (step, start_unit(bus, &unit, report).await),
+            Change::Reload { step } => (step, reload(bus, report).await),
         };
         report.steps.push(StepOutcome { step, outcome });
     }
@@ -334,6 +341,28 @@ async fn start_unit(bus: &Bus, unit: &str, report: &mut Report) -> Outcome {
         }
         Err(e) => {
             let msg = format!("{unit} not started: {e}");
+            tracing::warn!("{msg}");
+            report.warnings.push(msg.clone());
+            Outcome::Skipped(msg)
+        }
+    }
+}
+
+/// Have systemd reload its units; never fails the run (the drop-ins are in place for the next
+/// boot, and AL2's bootstrap.sh reloads too), but a failure is a warning naming the units that
+/// may start without them.
+async fn reload(bus: &Bus, report: &mut Report) -> Outcome {
+    let r = match connect(bus).await {
+        Ok(conn) => systemd::reload(&conn).await.map_err(|e| e.to_string()),
+        Err(why) => Err(why),
+    };
+    match r {
+        Ok(()) => {
+            tracing::info!("systemd reloaded its units");
+            Outcome::Done
+        }
+        Err(e) => {
+            let msg = format!("systemd did not reload its units ({e}): units started before the next reload or boot run without the drop-ins written now");
             tracing::warn!("{msg}");
             report.warnings.push(msg.clone());
             Outcome::Skipped(msg)

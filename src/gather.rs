@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use crate::aspects::{Reads, REGISTRY};
+use crate::aws::Proxy;
 use crate::config::HandoffMode;
 use crate::discovery::{self, ClusterFact};
 use crate::ec2::Ec2;
@@ -35,7 +35,11 @@ pub async fn facts(
     if apply && tagging_likely(spec, &tags) {
         // The EC2 client and the role's credentials are made ready while the node is read,
         // planned and staged: reads only, off the path to the tag call.
-        crate::tagging::prepare_client(&md.region, spec.tagging.ec2_endpoint.as_deref());
+        crate::tagging::prepare_client(
+            &md.region,
+            spec.tagging.ec2_endpoint.as_deref(),
+            spec.agent_proxy(&md.region),
+        );
     }
     let mut facts = node(root, spec, Some(md), tags).with_cluster(cluster);
     let computed = matches!(
@@ -73,7 +77,13 @@ pub async fn beyond_table(
         };
     }
     let deadline = tokio::time::Instant::now() + spec.tagging.sync_budget;
-    let mut ec2 = Ec2::new(&md.region, spec.tagging.ec2_endpoint.as_deref()).await;
+    let proxy = spec.agent_proxy(&md.region);
+    let mut ec2 = Ec2::new(
+        &md.region,
+        spec.tagging.ec2_endpoint.as_deref(),
+        proxy.as_ref(),
+    )
+    .await;
     let shown = crate::text::printable(t);
     match ec2
         .describe_instance_type(t, RetryPolicy::default(), deadline)
@@ -302,27 +312,31 @@ pub async fn instance(
                     other.map(|(_, user_data)| user_data),
                 ),
             };
-            let (md, cluster) = tokio::join!(
+            let (md, cluster, vpc) = tokio::join!(
                 imds::fetch(
                     &client,
                     spec.imds.deadline,
                     user_data.as_ref().map(Option::as_deref)
                 ),
                 discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
+                async {
+                    match spec.proxy {
+                        Some(_) => imds::vpc_cidr_blocks(&client, spec.imds.deadline).await,
+                        None => Ok(None),
+                    }
+                },
             );
-            (md?, cluster)
+            let mut md = md?;
+            md.vpc_cidr_blocks = vpc?;
+            (md, cluster)
         }
     };
     tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
     let tags = match md.tags.clone() {
         Some(t) => InstanceTags::Known(t),
         None if metadata_file.is_none() && spec.tagging.enabled => {
-            describe_tags(
-                &md,
-                spec.tagging.ec2_endpoint.as_deref(),
-                spec.tagging.sync_budget,
-            )
-            .await
+            let proxy = spec.agent_proxy(&md.region);
+            describe_tags(&md, spec, proxy.as_ref()).await
         }
         None => InstanceTags::Unknown,
     };
@@ -340,9 +354,9 @@ fn asg_name(md: &Metadata, tags: &InstanceTags) -> Option<String> {
     md.autoscaling_group_name.clone().or(from_tags)
 }
 
-async fn describe_tags(md: &Metadata, endpoint: Option<&str>, budget: Duration) -> InstanceTags {
-    let deadline = tokio::time::Instant::now() + budget;
-    let mut ec2 = Ec2::new(&md.region, endpoint).await;
+async fn describe_tags(md: &Metadata, spec: &Spec, proxy: Option<&Proxy>) -> InstanceTags {
+    let deadline = tokio::time::Instant::now() + spec.tagging.sync_budget;
+    let mut ec2 = Ec2::new(&md.region, spec.tagging.ec2_endpoint.as_deref(), proxy).await;
     match ec2
         .describe_tags(&md.instance_id, RetryPolicy::default(), deadline)
         .await

@@ -372,6 +372,8 @@ pub async fn fetch(
             // Derived from the tags, once, where they are known (gather).
             autoscaling_group_name: None,
             target_lifecycle_state: lifecycle?.as_deref().and_then(crate::lifecycle::parse),
+            // Read beside this, only for a config with a proxy (gather).
+            vpc_cidr_blocks: None,
             tags,
         })
     };
@@ -420,6 +422,43 @@ pub async fn region(client: &ImdsClient, deadline: Duration) -> Result<String, S
             md("placement/region"),
             deadline.as_millis()
         )),
+    }
+}
+
+/// The VPC's CIDR blocks (IPv4, then IPv6 when the VPC has any), as IMDS gives them for the
+/// primary interface (`mac`, then `network/interfaces/macs/<mac>/vpc-ipv4-cidr-blocks` and
+/// `vpc-ipv6-cidr-blocks`): read only when the config has a proxy (they go into NO_PROXY).
+/// `None` when IMDS serves no interface or no IPv4 blocks.
+pub async fn vpc_cidr_blocks(
+    client: &ImdsClient,
+    deadline: Duration,
+) -> Result<Option<Vec<String>>, ImdsError> {
+    let work = async {
+        let Some(mac) = client.get(&md("mac")).await? else {
+            return Ok(None);
+        };
+        let base = format!("network/interfaces/macs/{}", mac.trim());
+        let (v4, v6) = tokio::join!(
+            client.get(&md(&format!("{base}/vpc-ipv4-cidr-blocks"))),
+            client.get(&md(&format!("{base}/vpc-ipv6-cidr-blocks"))),
+        );
+        let Some(v4) = v4? else {
+            return Ok(None);
+        };
+        let lines = |t: &str| -> Vec<String> {
+            t.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        let mut all = lines(&v4);
+        all.extend(v6?.as_deref().map(lines).unwrap_or_default());
+        Ok(Some(all))
+    };
+    match tokio::time::timeout(deadline, work).await {
+        Ok(r) => r,
+        Err(_) => Err(deadline_error(client, deadline)),
     }
 }
 

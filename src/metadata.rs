@@ -26,6 +26,10 @@ pub struct Metadata {
     /// ([`crate::lifecycle`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_lifecycle_state: Option<String>,
+    /// The VPC's CIDR blocks (IMDS `network/interfaces/macs/<mac>/vpc-ipv4-cidr-blocks`, then
+    /// `vpc-ipv6-cidr-blocks`): read only for a config with a proxy, whose NO_PROXY has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpc_cidr_blocks: Option<Vec<String>>,
     /// Instance tags as IMDS shows them when instance-metadata tags are on; `None` when off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,

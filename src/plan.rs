@@ -355,6 +355,12 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
         Step::StartUnit(u) => {
             let _ = writeln!(o, "\n[{n}] start {} over D-Bus: {}", u.unit, u.why);
         }
+        Step::ReloadUnits { why } => {
+            let _ = writeln!(
+                o,
+                "\n[{n}] reload systemd's units over D-Bus (Manager.Reload): {why}"
+            );
+        }
     }
 }
 

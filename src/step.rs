@@ -16,6 +16,8 @@ pub struct TagHow {
     /// Every tag as read before planning (unknown: tagging reads them first).
     pub known: InstanceTags,
     pub policy: TaggingSpec,
+    /// The proxy for the agent's AWS calls, if the config has one.
+    pub proxy: Option<crate::aws::Proxy>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -66,6 +68,10 @@ pub enum Step {
     /// Queue a start of a packaged unit over D-Bus (without waiting for it), for a run that
     /// systemd did not start through the agent's unit.
     StartUnit(UnitStart),
+    /// Have systemd reload its units (D-Bus `Manager.Reload`, what `systemctl daemon-reload`
+    /// asks), so that the drop-ins this run wrote apply to the units started after it.
+    #[serde(rename_all = "camelCase")]
+    ReloadUnits { why: String },
 }
 
 impl Step {
@@ -78,6 +84,7 @@ impl Step {
                 | Step::NotifyLogind { .. }
                 | Step::Tag { .. }
                 | Step::ReleaseHold(_)
+                | Step::ReloadUnits { .. }
         )
     }
 
@@ -95,6 +102,7 @@ impl Step {
             Step::HoldHandoff(h) => format!("hold the hand-off ({})", h.state),
             Step::ReleaseHold(_) => "release the warm-pool hold".into(),
             Step::StartUnit(u) => format!("start {}", u.unit),
+            Step::ReloadUnits { .. } => "reload systemd's units".into(),
         }
     }
 }

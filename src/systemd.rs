@@ -39,6 +39,11 @@ pub enum SystemdError {
         #[source]
         source: zbus::Error,
     },
+    #[error("systemd refused to reload its units over D-Bus (Manager.Reload): {source}")]
+    Reload {
+        #[source]
+        source: zbus::Error,
+    },
     #[error("cannot read {property} from {service}: {message}")]
     Read {
         service: &'static str,
@@ -123,6 +128,21 @@ pub async fn queue(conn: &zbus::Connection, unit: &str, job: Job) -> Result<(), 
         unit: unit.to_string(),
         source,
     })
+}
+
+/// Have systemd's manager reload every unit file and drop-in (`Manager.Reload`); returns once
+/// the reload is done (systemd answers after it).
+pub async fn reload(conn: &zbus::Connection) -> Result<(), SystemdError> {
+    conn.call_method(
+        Some("org.freedesktop.systemd1"),
+        "/org/freedesktop/systemd1",
+        Some("org.freedesktop.systemd1.Manager"),
+        "Reload",
+        &(),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| SystemdError::Reload { source })
 }
 
 /// A unit's `ActiveState` (`active`, `activating`, `inactive`, `failed`, …), the unit loaded by

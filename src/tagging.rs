@@ -33,6 +33,10 @@ pub struct Job {
     /// Tags already known (IMDS tags or an earlier DescribeTags); unknown: read them first.
     pub known: InstanceTags,
     pub policy: RetryPolicy,
+    /// The proxy for the calls (the config's `proxy`): its URLs may hold credentials, so a job
+    /// goes to the background process on its standard input, never in its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<crate::aws::Proxy>,
 }
 
 /// A client made ready beside the rest of the run ([`prepare_client`]), for the job in this
@@ -47,11 +51,15 @@ pub(crate) static READY_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::cons
 
 /// Start making the EC2 client ready (its config and the role's credentials) while the node is
 /// read, planned and staged, off the path to the tag call. Reads only; changes nothing.
-pub(crate) fn prepare_client(region: &str, endpoint: Option<&str>) {
+pub(crate) fn prepare_client(
+    region: &str,
+    endpoint: Option<&str>,
+    proxy: Option<crate::aws::Proxy>,
+) {
     let (r, e) = (region.to_string(), endpoint.map(String::from));
     let task = tokio::spawn({
         let (r, e) = (r.clone(), e.clone());
-        async move { Ec2::ready(&r, e.as_deref()).await }
+        async move { Ec2::ready(&r, e.as_deref(), proxy.as_ref()).await }
     });
     if let Ok(mut slot) = READY.lock() {
         *slot = Some((r, e, task));
@@ -74,13 +82,13 @@ pub(crate) fn take_ready(
 }
 
 /// The client made ready for this region and endpoint, else a new one.
-async fn client(region: &str, endpoint: Option<&str>) -> Ec2 {
+async fn client(region: &str, endpoint: Option<&str>, proxy: Option<&crate::aws::Proxy>) -> Ec2 {
     if let Some(task) = take_ready(region, endpoint) {
         if let Ok(ec2) = task.await {
             return ec2;
         }
     }
-    Ec2::new(region, endpoint).await
+    Ec2::new(region, endpoint, proxy).await
 }
 
 impl Job {
@@ -99,7 +107,7 @@ impl Job {
 
     /// Build a client and make the tag hold the value, until `deadline`.
     async fn run(&self, deadline: Instant) -> (Result<TagOutcome, TagError>, Calls) {
-        let mut ec2 = client(&self.region, self.endpoint.as_deref()).await;
+        let mut ec2 = client(&self.region, self.endpoint.as_deref(), self.proxy.as_ref()).await;
         let r = ensure_tag(
             &mut ec2,
             &self.instance_id,
@@ -265,6 +273,7 @@ impl Session {
                     value: value.clone(),
                     known: how.known.clone(),
                     policy: Default::default(),
+                    proxy: how.proxy.clone(),
                 },
                 how.policy.clone(),
             )),
@@ -436,7 +445,7 @@ mod tests {
         std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
         std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
         let ep = Some("http://127.0.0.1:9");
-        prepare_client("eu-west-1", ep);
+        prepare_client("eu-west-1", ep, None);
         assert!(take_ready("us-east-1", ep).is_none(), "another region");
         assert!(take_ready("eu-west-1", None).is_none(), "another endpoint");
         let task = take_ready("eu-west-1", ep).expect("the client made ready");

@@ -34,7 +34,7 @@ async fn ec2(s: &Ec2Server) -> Ec2 {
         std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
         std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
     }
-    Ec2::new("eu-west-1", Some(&s.url())).await
+    Ec2::new("eu-west-1", Some(&s.url()), None).await
 }
 
 /// A server that answers CreateTags with these errors first.
@@ -60,6 +60,7 @@ fn job(s: &Ec2Server) -> eks_nodeinit::tagging::Job {
         value: "v".into(),
         known: InstanceTags::Known(BTreeMap::new()),
         policy: fast(),
+        proxy: None,
     }
 }
 

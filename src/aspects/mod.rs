@@ -19,6 +19,7 @@ pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
 pub mod pod_capacity;
+pub mod proxy;
 pub mod registries;
 pub mod sysctls;
 pub mod warm_pool;
@@ -49,6 +50,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     kubelet_config::ASPECT,
     logind::ASPECT,
     registries::ASPECT,
+    proxy::ASPECT,
     bootstrap::ASPECT,
     nodeconfig::ASPECT,
     warm_pool::ASPECT,

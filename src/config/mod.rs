@@ -6,6 +6,7 @@
 //! what the node should be.
 
 mod lifecycle;
+mod proxy;
 mod registries;
 mod schema;
 
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::text::{escaped, printable, serde_message};
 
 pub use lifecycle::{LifecycleSettings, WarmPool};
+pub use proxy::ProxySettings;
 pub use registries::{MirrorDetail, RegistrySettings};
 
 /// Where the agent reads its configuration when `--config` is not given.
@@ -87,6 +89,10 @@ pub struct Config {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub registries: BTreeMap<String, RegistrySettings>,
+    /// The HTTP proxy for containerd, kubelet, nodeadm (AL2023), sandbox-image (AL2) and the
+    /// agent's own AWS calls, with a computed NO_PROXY.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxySettings>,
 }
 
 /// Versions of the config document this agent reads.

@@ -249,7 +249,7 @@ where
             tracing::info!("cluster values from the discovery cache {CACHE}: no lookup");
             (answer, true, Calls::default())
         }
-        None => match lookup(d, &spec.cluster.name, &missing, region).await {
+        None => match lookup(spec, d, &missing, region).await {
             Ok((answer, calls)) => (answer, false, calls),
             Err(outcome) => {
                 fact.outcome = outcome;
@@ -283,8 +283,8 @@ impl ClusterFact {
 /// Ask each source in turn, after the spread, until one gives a complete, valid answer; the
 /// failure's outcome says why each gave none.
 async fn lookup<R>(
+    spec: &spec::Spec,
     d: &DiscoverySpec,
-    cluster: &str,
     missing: &[Value],
     region: R,
 ) -> Result<(Answer, Calls), Outcome>
@@ -303,7 +303,8 @@ where
         tracing::info!(?wait, "spreading the first discovery call");
         tokio::time::sleep(wait).await;
     }
-    let clients = Clients::new(&region, d).await;
+    let clients = Clients::new(&region, d, spec.agent_proxy(&region).as_ref()).await;
+    let cluster = spec.cluster.name.as_str();
     let mut reasons = Vec::new();
     for source in &d.sources {
         let shown = source.describe(cluster);
@@ -351,8 +352,8 @@ struct Clients {
 }
 
 impl Clients {
-    async fn new(region: &str, d: &DiscoverySpec) -> Clients {
-        let conf = aws::sdk_config(region).await;
+    async fn new(region: &str, d: &DiscoverySpec, proxy: Option<&aws::Proxy>) -> Clients {
+        let conf = aws::sdk_config(region, proxy).await;
         let mut ssm = aws_sdk_ssm::config::Builder::from(&conf);
         if let Some(ep) = &d.ssm_endpoint {
             ssm = ssm.endpoint_url(ep);

@@ -12,6 +12,7 @@ pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
 pub mod pod_capacity;
+pub mod proxy;
 pub mod registration;
 pub mod registries;
 pub mod sysctls;
@@ -44,6 +45,16 @@ pub struct Spec {
     pub launch_hook: Option<String>,
     /// Container registries' `hosts.toml`, in name order (`registries`).
     pub registries: Vec<registries::RegistrySpec>,
+    /// The HTTP proxy and the config's NO_PROXY entries (`proxy`).
+    pub proxy: Option<proxy::ProxySpec>,
+}
+
+impl Spec {
+    /// The proxy for the agent's own AWS calls in `region`, if the config has one.
+    pub fn agent_proxy(&self, region: &str) -> Option<crate::aws::Proxy> {
+        let cidr = self.cluster.cidr.as_ref().map(|c| c.text.as_str());
+        self.proxy.as_ref().map(|p| p.for_agent(region, cidr))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -119,6 +130,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
             .is_some()
         }),
         registries: registries::spec(&c.registries, &mut f),
+        proxy: proxy::spec(c.proxy.as_ref(), &mut f),
     };
     (spec, f)
 }

@@ -64,7 +64,7 @@ fn server_of(name: &str) -> String {
 }
 
 /// `host[:port]`: DNS labels or an IPv4 address, a port from 1 to 65535.
-fn check_host_port(s: &str) -> bool {
+pub(super) fn check_host_port(s: &str) -> bool {
     let (host, port) = match s.rsplit_once(':') {
         Some((h, p)) => (h, Some(p)),
         None => (s, None),

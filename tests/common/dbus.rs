@@ -124,6 +124,10 @@ impl Manager {
     async fn restart_unit(&self, name: String, mode: String) -> zbus::fdo::Result<OwnedObjectPath> {
         self.record("RestartUnit", name, mode)
     }
+    async fn reload(&self) -> zbus::fdo::Result<()> {
+        self.record("Reload", String::new(), String::new())
+            .map(|_| ())
+    }
 }
 
 /// Serve the stand-in manager as org.freedesktop.systemd1 on `address`; every call is

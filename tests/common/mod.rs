@@ -303,6 +303,12 @@ pub fn start_moto_with(env: &[(&str, &str)]) -> Option<Moto> {
 /// moto's server started by `python3 <args>` (a module or a script that runs moto.server's main
 /// with an action moto lacks: tests/moto/), with extra environment.
 pub fn start_moto_as(args: &[&str], env: &[(&str, &str)]) -> Option<Moto> {
+    start_moto_at("127.0.0.1", args, env)
+}
+
+/// moto as [`start_moto_as`] on another loopback address (`127.0.0.2`: a host that a NO_PROXY
+/// naming `127.0.0.1` does not cover).
+pub fn start_moto_at(host: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Moto> {
     let have = Command::new("python3")
         .args(["-c", "import moto.server"])
         .output()
@@ -319,14 +325,14 @@ pub fn start_moto_as(args: &[&str], env: &[(&str, &str)]) -> Option<Moto> {
     let port = free_port();
     let child = Command::new("python3")
         .args(args)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-H", host, "-p", &port.to_string()])
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let t = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while std::net::TcpStream::connect((host, port)).is_err() {
         assert!(
             t.elapsed() < std::time::Duration::from_secs(30),
             "moto did not start"
@@ -335,7 +341,7 @@ pub fn start_moto_as(args: &[&str], env: &[(&str, &str)]) -> Option<Moto> {
     }
     Some(Moto {
         _child: Proc(child),
-        url: format!("http://127.0.0.1:{port}"),
+        url: format!("http://{host}:{port}"),
     })
 }
 

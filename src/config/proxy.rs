@@ -1,0 +1,22 @@
+//! The `proxy` section: the HTTP proxy every boot-time client uses, and the hosts reached without
+//! it (docs/private-networks.md).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxySettings {
+    /// The proxy for `https://` requests: `http://[user:password@]host[:port]` (or `https://`
+    /// to reach the proxy over TLS). Credentials are secrets: redacted in plans, logs and the
+    /// report, and the drop-ins holding them are mode 0600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https: Option<String>,
+    /// The proxy for `http://` requests, in the same form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+    /// Hosts, domains (`.corp.example`), IP addresses and CIDR blocks reached without the
+    /// proxy, added after the computed ones (loopback, IMDS, the VPC's CIDR blocks, the service
+    /// CIDR, `.internal` and the Region's EC2 domain).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_proxy: Vec<String>,
+}

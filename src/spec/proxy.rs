@@ -1,0 +1,270 @@
+//! The `proxy` section checked, and the one NO_PROXY every boot-time client gets: what must
+//! never go through a proxy on an EKS node (docs/private-networks.md says why each entry is
+//! there). Credentials in a proxy URL are secrets: never echoed, redacted wherever shown.
+
+use crate::config::ProxySettings;
+use crate::findings::Findings;
+use crate::text::printable;
+
+/// The proxies, checked. At least one of `http` and `https` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxySpec {
+    pub http: Option<ProxyUrl>,
+    pub https: Option<ProxyUrl>,
+    /// The config's own NO_PROXY entries, after the computed ones.
+    pub no_proxy: Vec<String>,
+}
+
+/// A proxy URL: `http[s]://[userinfo@]host[:port]`, without a trailing `/`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProxyUrl {
+    pub url: String,
+    /// `user:password` as written (percent-encoded): a secret.
+    pub userinfo: Option<String>,
+}
+
+impl std::fmt::Debug for ProxyUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown())
+    }
+}
+
+impl ProxyUrl {
+    /// The URL with its credentials replaced by `***`, for messages and logs.
+    pub fn shown(&self) -> String {
+        match &self.userinfo {
+            Some(u) => self.url.replacen(&format!("{u}@"), "***@", 1),
+            None => self.url.clone(),
+        }
+    }
+}
+
+/// What the computed NO_PROXY is made from beside the config: the Region, the VPC's CIDR
+/// blocks (IMDS) and the cluster's service CIDR (configured or discovered), each when known.
+#[derive(Debug, Clone, Copy)]
+pub struct NoProxyInputs<'a> {
+    pub region: &'a str,
+    pub vpc_cidrs: &'a [String],
+    pub service_cidr: Option<&'a str>,
+}
+
+/// Never through a proxy, first in every NO_PROXY: loopback, then IMDS (IPv4 and IPv6; Go's
+/// NO_PROXY parser reads an IPv6 address without brackets, and one in brackets without a port
+/// as a domain that never matches).
+pub const ALWAYS_DIRECT: &[&str] = &[
+    "localhost",
+    "127.0.0.1",
+    "::1",
+    "169.254.169.254",
+    "fd00:ec2::254",
+];
+
+impl ProxySpec {
+    /// The NO_PROXY list: loopback and IMDS, the VPC's CIDR blocks, the service CIDR, `.internal`
+    /// and the Region's EC2 domain, then the config's entries; each once, in that order.
+    pub fn no_proxy_list(&self, n: NoProxyInputs) -> Vec<String> {
+        let mut all: Vec<String> = ALWAYS_DIRECT.iter().map(|s| s.to_string()).collect();
+        all.extend(n.vpc_cidrs.iter().filter(|c| is_cidr(c)).cloned());
+        all.extend(n.service_cidr.filter(|c| is_cidr(c)).map(String::from));
+        all.push(".internal".into());
+        if check_entry(n.region).is_ok() && !n.region.is_empty() {
+            all.push(ec2_domain(n.region));
+        }
+        all.extend(self.no_proxy.iter().cloned());
+        let mut seen = std::collections::BTreeSet::new();
+        all.retain(|e| seen.insert(e.to_ascii_lowercase()));
+        all
+    }
+
+    /// The credentials of each proxy, as written: what every rendering redacts.
+    pub fn secrets(&self) -> Vec<String> {
+        [&self.http, &self.https]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.userinfo.clone())
+            .collect()
+    }
+
+    /// The agent's own AWS calls: the same proxies, and the NO_PROXY known before them (no VPC
+    /// blocks or discovered service CIDR: those calls name hosts, not addresses).
+    pub fn for_agent(&self, region: &str, service_cidr: Option<&str>) -> crate::aws::Proxy {
+        crate::aws::Proxy {
+            http: self.http.as_ref().map(|p| p.url.clone()),
+            https: self.https.as_ref().map(|p| p.url.clone()),
+            no_proxy: self
+                .no_proxy_list(NoProxyInputs {
+                    region,
+                    vpc_cidrs: &[],
+                    service_cidr,
+                })
+                .join(","),
+        }
+    }
+}
+
+/// The private DNS domain of EC2 instances in `region`: `ec2.internal` in us-east-1, else
+/// `<region>.compute.internal`.
+fn ec2_domain(region: &str) -> String {
+    match region {
+        "us-east-1" => ".ec2.internal".into(),
+        r => format!(".{r}.compute.internal"),
+    }
+}
+
+/// `a.b.c.d/n` or an IPv6 block: what may go into a NO_PROXY from IMDS or the cluster.
+pub(crate) fn is_cidr(s: &str) -> bool {
+    let Some((ip, bits)) = s.split_once('/') else {
+        return false;
+    };
+    let max = match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => 32,
+        Ok(std::net::IpAddr::V6(_)) => 128,
+        Err(_) => return false,
+    };
+    !bits.is_empty()
+        && bits.len() <= 3
+        && bits.bytes().all(|b| b.is_ascii_digit())
+        && bits.parse::<u8>().is_ok_and(|b| b <= max)
+}
+
+/// The section checked; `None` (with findings) when any part fails.
+pub(crate) fn spec(c: Option<&ProxySettings>, f: &mut Findings) -> Option<ProxySpec> {
+    let c = c?;
+    let before = f.0.len();
+    let http = c
+        .http
+        .as_deref()
+        .and_then(|u| f.check("proxy.http", check_url(u)));
+    let https = c
+        .https
+        .as_deref()
+        .and_then(|u| f.check("proxy.https", check_url(u)));
+    if c.http.is_none() && c.https.is_none() {
+        f.push(
+            "proxy",
+            "give `https` (and `http`) as `http://host:port`: a NO_PROXY alone configures nothing",
+        );
+    }
+    for (i, e) in c.no_proxy.iter().enumerate() {
+        f.check(format!("proxy.noProxy[{i}]"), check_entry(e));
+    }
+    (f.0.len() == before).then(|| ProxySpec {
+        http,
+        https,
+        no_proxy: c.no_proxy.clone(),
+    })
+}
+
+/// RFC 3986 userinfo: unreserved, sub-delims, `:` and percent-encoded octets.
+fn userinfo_ok(u: &str) -> bool {
+    let b = u.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if b.len() > i + 2
+                && b[i + 1].is_ascii_hexdigit()
+                && b[i + 2].is_ascii_hexdigit() =>
+            {
+                i += 3
+            }
+            c if c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:".contains(&c) => i += 1,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// `host[:port]` or `[IPv6][:port]`.
+fn host_port_ok(hp: &str) -> bool {
+    let Some(v6) = hp.strip_prefix('[') else {
+        return super::registries::check_host_port(hp);
+    };
+    let Some((addr, rest)) = v6.split_once(']') else {
+        return false;
+    };
+    let port_ok = match rest.strip_prefix(':') {
+        None => rest.is_empty(),
+        Some(p) => {
+            !p.is_empty()
+                && p.bytes().all(|c| c.is_ascii_digit())
+                && p.parse::<u16>().is_ok_and(|n| n > 0)
+        }
+    };
+    addr.parse::<std::net::Ipv6Addr>().is_ok() && port_ok
+}
+
+/// A proxy URL: the scheme `http` or `https`, a host, an optional port and credentials, no path.
+/// A message never shows the credentials.
+fn check_url(url: &str) -> Result<ProxyUrl, String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!(
+            "`{}` has no scheme: a proxy URL is `http://host:port` (or `https://`)",
+            printable(&hide_userinfo(url))
+        ));
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, host_port) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let shown = printable(&match userinfo {
+        Some(_) => format!("{scheme}://***@{host_port}{tail}"),
+        None => url.to_string(),
+    });
+    if scheme != "http" && scheme != "https" {
+        return Err(format!(
+            "`{shown}` has the scheme `{}`: a proxy URL is `http://` or `https://` (the scheme is how the agent reaches the proxy)",
+            printable(scheme)
+        ));
+    }
+    if !tail.is_empty() && tail != "/" {
+        return Err(format!(
+            "`{shown}` has a path, query or fragment: a proxy URL is `{scheme}://host[:port]` alone"
+        ));
+    }
+    if userinfo.is_some_and(|u| u.is_empty() || !userinfo_ok(u)) {
+        return Err(format!(
+            "`{shown}`: the credentials are not `user:password` as a URL holds them (percent-encode `@`, `/`, `%`, spaces and quotes)"
+        ));
+    }
+    if !host_port_ok(host_port) {
+        return Err(format!(
+            "`{shown}` does not name a host: `{scheme}://host[:port]`, the host a DNS name or an IP address (`[…]` for IPv6), the port 1 to 65535"
+        ));
+    }
+    Ok(ProxyUrl {
+        url: format!("{scheme}://{authority}"),
+        userinfo: userinfo.map(String::from),
+    })
+}
+
+/// A URL without anything before its last `@` (for a message about a URL that did not parse).
+fn hide_userinfo(s: &str) -> String {
+    match s.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => s.to_string(),
+    }
+}
+
+/// One NO_PROXY entry: a host or domain (`.corp.example`, `*.corp.example`), an IP address, a
+/// CIDR block, any of them with `:port`, or `*`; nothing a unit file or a comma-separated list
+/// would split or quote.
+fn check_entry(e: &str) -> Result<(), String> {
+    let ok = !e.is_empty()
+        && e.len() <= 255
+        && e.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(b, b'.' | b'-' | b'_' | b':' | b'*' | b'/' | b'[' | b']')
+        });
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "`{}` is not a NO_PROXY entry: a host, a domain (`.corp.example`), an IP address or a CIDR block (`10.0.0.0/8`), one per list item",
+        printable(e)
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,240 @@
+//! The HTTP proxy (`proxy`) against real peers started here: a real forward proxy (Debian's
+//! tinyproxy, with Basic auth) on 127.0.0.1, moto on 127.0.0.2 (a host the NO_PROXY does not
+//! name) serving Parameter Store and EC2, the suite's strict IMDSv2 server on 127.0.0.1 (which
+//! the NO_PROXY names), and a real dbus-daemon carrying a stand-in for systemd's manager. One
+//! `init` on an AL2023 root: the agent's discovery and tagging calls reach moto through the
+//! proxy, one proxied request per call the report counts; IMDS is read directly; each unit's
+//! drop-in holds the proxy and the NO_PROXY with the VPC's blocks from IMDS, mode 0600; systemd
+//! is told to reload once; the credentials show nowhere; a rerun plans nothing.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::dbus::{serve_manager, start_bus};
+use common::imds_server::{ImdsServer, State};
+use common::*;
+use serde_json::{json, Value};
+
+const CLUSTER: &str = "prod-eu";
+const REGION: &str = "eu-west-1";
+const USER: &str = "svc";
+/// In the config percent-encoded (`%2D`): the proxy sees it only if the agent decodes it.
+const PASSWORD: &str = "s3cr3t-pw";
+const MAC: &str = "0e:aa:bb:cc:dd:ee";
+const VPC: &str = "10.0.0.0/16\n10.1.0.0/16";
+
+/// tinyproxy in the foreground with Basic auth, logging each request to a file: (the process,
+/// its port, the log).
+fn tinyproxy(dir: &Path) -> Option<(Proc, u16, PathBuf)> {
+    if Command::new("tinyproxy").arg("-v").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tinyproxy is required in CI (make deps)"
+        );
+        eprintln!("SKIP: tinyproxy not installed (run `make deps`)");
+        return None;
+    }
+    let port = free_port();
+    let conf = dir.join("tinyproxy.conf");
+    std::fs::write(
+        &conf,
+        format!("Port {port}\nListen 127.0.0.1\nAllow 127.0.0.1\nLogLevel Connect\nBasicAuth {USER} {PASSWORD}\n"),
+    )
+    .unwrap();
+    let log = dir.join("tinyproxy.log");
+    let child = Command::new("tinyproxy")
+        .arg("-d")
+        .arg("-c")
+        .arg(&conf)
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t.elapsed().as_secs() < 10, "tinyproxy did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Some((Proc(child), port, log))
+}
+
+/// The requests tinyproxy forwarded: each `GET http://host:port/path HTTP/1.1` line's target.
+fn proxied(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once("Request (file descriptor ").map(|(_, r)| r))
+        .filter_map(|r| r.split_once("): ").map(|(_, req)| req.to_string()))
+        .collect()
+}
+
+/// The strict IMDS for moto's instance, its VPC's CIDR blocks on its primary interface.
+fn imds(id: &str, ip: &str) -> ImdsServer {
+    let mut s = State::default();
+    for (k, v) in [
+        ("instance-id", id),
+        ("local-ipv4", ip),
+        ("instance-type", "m6i.large"),
+        ("placement/region", REGION),
+        ("placement/availability-zone", "eu-west-1a"),
+        ("mac", MAC),
+    ] {
+        s.data.insert(k.into(), v.into());
+    }
+    s.data.insert(
+        format!("network/interfaces/macs/{MAC}/vpc-ipv4-cidr-blocks"),
+        VPC.into(),
+    );
+    ImdsServer::start_with(s)
+}
+
+fn run_init(root: &Path, cfg: &Path, bus: &str, extra: &[&str]) -> std::process::Output {
+    run(cmd()
+        .arg("init")
+        .args(extra)
+        .args(["--config"])
+        .arg(cfg)
+        .arg("--root")
+        .arg(root)
+        .args(["--system-bus-address", bus]))
+}
+
+#[test]
+fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it() {
+    let Some(moto) = start_moto_at("127.0.0.2", &["-m", "moto.server"], &[]) else {
+        return;
+    };
+    let Some(bus) = start_bus() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_proxy, port, log)) = tinyproxy(dir.path()) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ec2 = rt.block_on(ec2_client(&moto.url, REGION));
+    let (id, ip) = rt.block_on(run_instance(&ec2));
+    let pem = std::fs::read(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap();
+    let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pem);
+    rt.block_on(put_cluster_parameters(
+        &moto.url,
+        &format!("/eks/{CLUSTER}"),
+        "https://k.example",
+        &ca,
+        "172.20.0.0/16",
+    ));
+    let imds = imds(&id, &ip);
+    let calls = serve_manager(&bus.address, &[], &[]);
+
+    let root = sample_root("al2023-root");
+    let url = format!("http://{USER}:s3cr3t%2Dpw@127.0.0.1:{port}");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["cluster"] = json!({"name": CLUSTER, "discovery": {"ssmEndpoint": moto.url}});
+        v["imds"] = json!({"endpoint": imds.url()});
+        v["tagging"] = json!({"ec2Endpoint": moto.url, "syncBudgetMs": 10000});
+        v["proxy"] = json!({"http": url, "https": url, "noProxy": [".corp.example"]});
+    });
+    let out = run_init(root.path(), &cfg, &bus.address, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // Every AWS call went through the proxy to moto, one request per call the report counts;
+    // nothing to IMDS did.
+    let rep = report(root.path());
+    let discovery: u64 = rep["discovery"]["calls"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let tagging: u64 = rep["tagging"]["calls"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(rep["tagging"]["result"]["outcome"], "created");
+    // GetParametersByPath; CreateTags (the tags were read before planning: one DescribeTags,
+    // IMDS tags being off).
+    assert_eq!((discovery, tagging), (1, 1), "{rep}");
+    let requests = proxied(&log);
+    let moto_host = moto.url.trim_start_matches("http://");
+    assert_eq!(
+        requests.len() as u64,
+        discovery + 1 + tagging,
+        "{requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.starts_with(&format!("POST http://{moto_host}/"))),
+        "{requests:?}"
+    );
+    assert!(requests.iter().all(|r| !r.contains(&imds.addr.to_string())));
+    let tags = rt.block_on(instance_tags(&ec2, &id)).unwrap();
+    assert_eq!(
+        tags.get("Name"),
+        Some(&format!("scaler-{}", ip.replace('.', "x")))
+    );
+    let paths = imds.state.lock().unwrap().paths.clone();
+    assert!(
+        paths.iter().any(|p| p.ends_with("vpc-ipv4-cidr-blocks")),
+        "{paths:?}"
+    );
+
+    // Each unit that fetches at boot has the drop-in, 0600, with the VPC's blocks and the
+    // discovered service CIDR in its NO_PROXY; then one reload, after the files.
+    let no_proxy = "localhost,127.0.0.1,::1,169.254.169.254,fd00:ec2::254,10.0.0.0/16,10.1.0.0/16,172.20.0.0/16,.internal,.eu-west-1.compute.internal,.corp.example";
+    for unit in ["containerd", "kubelet", "nodeadm-config", "nodeadm-run"] {
+        let p = root.path().join(format!(
+            "etc/systemd/system/{unit}.service.d/60-eks-nodeinit-proxy.conf"
+        ));
+        let text = std::fs::read_to_string(&p).unwrap();
+        let escaped = url.replace('%', "%%");
+        assert!(
+            text.contains(&format!(
+                "Environment=\"HTTPS_PROXY={escaped}\" \"https_proxy={escaped}\"\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "Environment=\"NO_PROXY={no_proxy}\" \"no_proxy={no_proxy}\"\n"
+            )),
+            "{text}"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    let reloads: Vec<_> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.0 == "Reload")
+        .cloned()
+        .collect();
+    assert_eq!(reloads.len(), 1, "{:?}", calls.lock().unwrap());
+    assert_unprinted(
+        &out,
+        root.path(),
+        &[PASSWORD, "s3cr3t%2Dpw", "s3cr3t%%2Dpw"],
+    );
+
+    // A rerun plans nothing.
+    let before = requests.len();
+    let out = run_init(
+        root.path(),
+        &cfg,
+        &bus.address,
+        &["--dry-run", "--output", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 0, "{plan}");
+    assert_unprinted(&out, root.path(), &[PASSWORD, "s3cr3t%2Dpw"]);
+    // The discovery cache answers; the tags, invisible in IMDS, are read once more (through the
+    // proxy) and hold the Name already.
+    assert_eq!(proxied(&log).len(), before + 1, "{:?}", proxied(&log));
+}
