@@ -17,7 +17,7 @@ pub struct TagHow {
     pub known: InstanceTags,
     pub policy: TaggingSpec,
     /// The proxy for the agent's AWS calls, if the config has one.
-    pub proxy: Option<crate::aws::Proxy>,
+    pub proxy: Option<crate::aws_proxy::Proxy>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -136,3 +136,63 @@ fn the_schema_refuses_what_the_parser_refuses() {
         "{e:?}"
     );
 }
+
+#[test]
+fn the_proxied_user_data_of_each_family_plans_the_proxy_for_its_units() {
+    use eks_nodeinit::userdata::{agent_config, Where};
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("md.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(example("metadata.json")).unwrap()).unwrap();
+    m["vpcCidrBlocks"] = serde_json::json!(["10.0.0.0/16"]);
+    std::fs::write(&md, m.to_string()).unwrap();
+    for (f, at, root, units) in [
+        (
+            "cloud-init/al2023-proxied.mime",
+            Where::Part(1),
+            "al2023-root",
+            &["containerd", "kubelet", "nodeadm-config", "nodeadm-run"][..],
+        ),
+        (
+            "cloud-init/al2-proxied.json",
+            Where::Whole,
+            "al2-root",
+            &["containerd", "kubelet", "sandbox-image"][..],
+        ),
+    ] {
+        let text = std::fs::read_to_string(example(f)).unwrap();
+        let found = agent_config(text.as_bytes()).unwrap().unwrap();
+        assert_eq!(found.at, at, "{f}");
+        validate(&found.text, f);
+        let cfg = dir.path().join("c.json");
+        std::fs::write(&cfg, &found.text).unwrap();
+        let out = init_with(
+            &example(root),
+            &cfg,
+            &md,
+            &["--dry-run", "--output", "json"],
+        );
+        assert!(out.status.success(), "{f}: {}", stderr(&out));
+        let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let dropins: Vec<String> = plan["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["path"].as_str())
+            .filter(|p| p.ends_with("60-eks-nodeinit-proxy.conf"))
+            .map(String::from)
+            .collect();
+        let want: Vec<String> = units
+            .iter()
+            .map(|u| format!("/etc/systemd/system/{u}.service.d/60-eks-nodeinit-proxy.conf"))
+            .collect();
+        assert_eq!(dropins, want, "{f}");
+        assert!(step_kinds(&plan).contains(&"reloadUnits"), "{f}");
+        assert_eq!(
+            plan["warnings"].as_array().map(Vec::len),
+            Some(0),
+            "{f}: {}",
+            plan["warnings"]
+        );
+    }
+}

@@ -238,3 +238,65 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
     // proxy) and hold the Name already.
     assert_eq!(proxied(&log).len(), before + 1, "{:?}", proxied(&log));
 }
+
+#[test]
+fn a_reload_systemd_refuses_is_a_warning_and_the_drop_ins_stay() {
+    // A bus without systemd's manager: the Reload call fails.
+    let Some(bus) = start_bus() else { return };
+    let root = sample_root("al2-root");
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["proxy"] = json!({"https": "http://proxy.corp:3128"});
+    });
+    let md = root.path().join("md.json");
+    let mut m: Value =
+        serde_json::from_str(&std::fs::read_to_string(example("metadata.json")).unwrap()).unwrap();
+    m["vpcCidrBlocks"] = json!(["10.0.0.0/16"]);
+    std::fs::write(&md, m.to_string()).unwrap();
+    recording_bootstrap(root.path());
+    let out = init_with(
+        root.path(),
+        &cfg,
+        &md,
+        &["--system-bus-address", &bus.address],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = report(root.path());
+    let step = rep["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "reload systemd's units")
+        .unwrap()
+        .clone();
+    assert!(
+        step["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("skipped: systemd did not reload its units"),
+        "{step}"
+    );
+    assert!(
+        rep["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("did not reload")),
+        "{rep}"
+    );
+    for unit in ["containerd", "kubelet", "sandbox-image"] {
+        let p = root.path().join(format!(
+            "etc/systemd/system/{unit}.service.d/60-eks-nodeinit-proxy.conf"
+        ));
+        assert!(std::fs::read_to_string(&p)
+            .unwrap()
+            .contains("HTTPS_PROXY=http://proxy.corp:3128"));
+    }
+    assert!(
+        !root
+            .path()
+            .join("etc/systemd/system/nodeadm-run.service.d")
+            .exists(),
+        "AL2: no nodeadm units"
+    );
+}

@@ -487,3 +487,31 @@ fn a_launch_hook_name_auto_scaling_would_refuse_is_a_named_error() {
     });
     assert!(ok.is_empty(), "{ok:?}");
 }
+
+#[test]
+fn a_bad_proxy_is_a_named_error_that_never_shows_the_password() {
+    for (url, needle) in [
+        ("socks5://svc:hunter2@proxy.corp:1080", "scheme `socks5`"),
+        ("http://svc:hunter2@proxy.corp:3128/path", "has a path"),
+        ("svc:hunter2@proxy.corp:3128", "no scheme"),
+    ] {
+        let f = findings(|v| v["proxy"] = serde_json::json!({"https": url}));
+        assert_one(&f, "proxy.https", needle);
+        assert!(f.iter().all(|x| !x.contains("hunter2")), "{f:?}");
+    }
+    // The whole command: exit 3, the field named, nothing on the node changed.
+    let root = common::sample_root("al2023-root");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["proxy"] = serde_json::json!({"https": "http://svc:hunter2@proxy.corp:3128/p", "noProxy": ["a b"]});
+    });
+    let before = common::snapshot(root.path());
+    let out = common::init(root.path(), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("proxy.https") && err.contains("proxy.noProxy[0]"),
+        "{err}"
+    );
+    common::assert_unprinted(&out, root.path(), &["hunter2"]);
+    assert_eq!(common::snapshot(root.path()), before, "nothing changed");
+}

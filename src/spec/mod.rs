@@ -51,7 +51,7 @@ pub struct Spec {
 
 impl Spec {
     /// The proxy for the agent's own AWS calls in `region`, if the config has one.
-    pub fn agent_proxy(&self, region: &str) -> Option<crate::aws::Proxy> {
+    pub fn agent_proxy(&self, region: &str) -> Option<crate::aws_proxy::Proxy> {
         let cidr = self.cluster.cidr.as_ref().map(|c| c.text.as_str());
         self.proxy.as_ref().map(|p| p.for_agent(region, cidr))
     }
