@@ -74,7 +74,7 @@ async fn run(n: usize, spread_sec: u64) -> Row {
                 value: format!("scaler-10x0x{}x{}", i / 256, i % 256),
                 known: InstanceTags::Known(BTreeMap::new()),
                 policy: policy(),
-                proxy: None,
+                transport: None,
             };
             let delay = draw_spread(Duration::from_secs(spread_sec));
             // As `init`: the whole foreground part, client included, is bounded by the budget.

@@ -40,9 +40,9 @@ pub enum Completed {
 impl AutoScaling {
     /// A client for `region` with the SDK's default credential chain (the instance role on a
     /// node); the endpoint is `AWS_ENDPOINT_URL_AUTO_SCALING`, else the SDK's default. Through
-    /// `proxy` when there is one.
-    pub async fn new(region: &str, proxy: Option<&aws::Proxy>) -> AutoScaling {
-        let conf = aws::sdk_config(region, proxy).await;
+    /// `transport` when there is one.
+    pub async fn new(region: &str, transport: Option<&aws::Transport>) -> AutoScaling {
+        let conf = aws::sdk_config(region, transport).await;
         AutoScaling {
             client: aws_sdk_autoscaling::Client::new(&conf),
             calls: Calls::default(),

@@ -8,13 +8,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use crate::aws_proxy::Proxy;
+pub use crate::aws_http::{Proxy, Transport};
 use crate::retry::{self, Failure, RetryPolicy, Verdict};
 
 /// The SDK config for `region`: the default credential chain (the instance role on a node), the
-/// SDK's own retries off, 2 s to connect and 5 s per attempt, through `proxy` when there is one.
+/// SDK's own retries off, 2 s to connect and 5 s per attempt, through `transport` (a proxy, CA bundles) when there is one.
 /// Each client adds its endpoint.
-pub(crate) async fn sdk_config(region: &str, proxy: Option<&Proxy>) -> aws_config::SdkConfig {
+pub(crate) async fn sdk_config(
+    region: &str,
+    transport: Option<&Transport>,
+) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_string()))
         .retry_config(aws_config::retry::RetryConfig::disabled())
@@ -24,8 +27,8 @@ pub(crate) async fn sdk_config(region: &str, proxy: Option<&Proxy>) -> aws_confi
                 .operation_attempt_timeout(Duration::from_secs(5))
                 .build(),
         );
-    if let Some(p) = proxy {
-        loader = loader.http_client(crate::aws_proxy::client(p));
+    if let Some(t) = transport {
+        loader = loader.http_client(crate::aws_http::client(t));
     }
     loader.load().await
 }

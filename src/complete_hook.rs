@@ -89,8 +89,12 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
 async fn complete(c: &Completer, job: &LaunchHookJob) -> Result<Completed, CompleteError> {
     let deadline = Instant::now() + c.deadline;
     // The agent's run gave this unit the proxy's environment in a drop-in, as it did kubelet's.
-    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
-    let mut api = AutoScaling::new(&job.region, proxy.as_ref()).await;
+    let transport =
+        crate::aws::Proxy::from_env(|k| std::env::var(k).ok()).map(|p| crate::aws::Transport {
+            proxy: Some(p),
+            ca_bundles: Vec::new(),
+        });
+    let mut api = AutoScaling::new(&job.region, transport.as_ref()).await;
     let r = async {
         let group = match &job.group {
             Some(g) => g.clone(),

@@ -59,9 +59,9 @@ pub(crate) fn warm_up() -> tokio::task::JoinHandle<()> {
 async fn sdk_config(
     region: &str,
     endpoint: Option<&str>,
-    proxy: Option<&aws::Proxy>,
+    transport: Option<&aws::Transport>,
 ) -> aws_config::SdkConfig {
-    let conf = aws::sdk_config(region, proxy).await;
+    let conf = aws::sdk_config(region, transport).await;
     match endpoint {
         Some(ep) => conf.into_builder().endpoint_url(ep).build(),
         None => conf,
@@ -72,8 +72,12 @@ impl Ec2 {
     /// A client for `region` with the SDK's default credential chain (the instance role on a
     /// node). The endpoint is `endpoint`, else the SDK's `AWS_ENDPOINT_URL_EC2` / default.
     /// The SDK's own retries are off: the agent's policy decides.
-    pub async fn new(region: &str, endpoint: Option<&str>, proxy: Option<&aws::Proxy>) -> Self {
-        Ec2::from_conf(&sdk_config(region, endpoint, proxy).await)
+    pub async fn new(
+        region: &str,
+        endpoint: Option<&str>,
+        transport: Option<&aws::Transport>,
+    ) -> Self {
+        Ec2::from_conf(&sdk_config(region, endpoint, transport).await)
     }
 
     fn from_conf(conf: &aws_config::SdkConfig) -> Ec2 {
@@ -90,10 +94,10 @@ impl Ec2 {
     pub(crate) async fn ready(
         region: &str,
         endpoint: Option<&str>,
-        proxy: Option<&aws::Proxy>,
+        transport: Option<&aws::Transport>,
     ) -> Ec2 {
         use aws_sdk_ec2::config::{ProvideCredentials, SharedCredentialsProvider};
-        let conf = sdk_config(region, endpoint, proxy).await;
+        let conf = sdk_config(region, endpoint, transport).await;
         let Some(provider) = conf.credentials_provider() else {
             return Ec2::from_conf(&conf);
         };

@@ -54,6 +54,8 @@ pub enum ExecError {
     Systemd(Box<systemd::SystemdError>),
     #[error("cannot start {unit}, which the warm-pool hold skipped in this boot: {why}; the node does not join until it runs: `systemctl start {unit}`")]
     NoBus { unit: String, why: String },
+    #[error("the CA trust store was not rebuilt: {tool} {why}; the CA files are in place: run it by hand, then restart containerd")]
+    Trust { tool: String, why: String },
 }
 
 /// Run the plan. On AL2 a successful run does not return: the process becomes bootstrap.sh.
@@ -186,6 +188,10 @@ enum Change {
     Reload {
         step: String,
     },
+    Trust {
+        step: String,
+        rebuild: crate::step::TrustRebuild,
+    },
 }
 
 /// The first phase: write and fsync every file's new content beside it and open every live
@@ -248,6 +254,10 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
             Step::ReloadUnits { .. } => after_files.push(Change::Reload {
                 step: step.describe(),
             }),
+            Step::RebuildTrust(t) => after_files.push(Change::Trust {
+                step: step.describe(),
+                rebuild: t.clone(),
+            }),
             // The hold's marker is a file step of its own; the hold itself runs nothing.
             Step::Tag { .. } | Step::Nodeadm(_) | Step::HoldHandoff(_) => {}
         }
@@ -291,6 +301,13 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
             }
             Change::StartUnit { step, unit } => (step, start_unit(bus, &unit, report).await),
             Change::Reload { step } => (step, reload(bus, report).await),
+            Change::Trust { step, rebuild } => match rebuild.skip {
+                Some(why) => (step, Outcome::Skipped(why)),
+                None => {
+                    rebuild_trust(&rebuild.argv).await?;
+                    (step, Outcome::Done)
+                }
+            },
         };
         report.steps.push(StepOutcome { step, outcome });
     }
@@ -368,6 +385,45 @@ async fn reload(bus: &Bus, report: &mut Report) -> Outcome {
             Outcome::Skipped(msg)
         }
     }
+}
+
+/// Run the trust store's tool (argv, no shell) and wait for it, up to a minute. Its failure fails
+/// the run: containerd and kubelet would start without the CAs the config asks for.
+async fn rebuild_trust(argv: &[String]) -> Result<(), ExecError> {
+    let tool = argv.first().cloned().unwrap_or_default();
+    let err = |why: String| ExecError::Trust {
+        tool: tool.clone(),
+        why,
+    };
+    let child = tokio::process::Command::new(&tool)
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = match tokio::time::timeout(Duration::from_secs(60), child).await {
+        Err(_) => return Err(err("did not finish within 60 s".into())),
+        Ok(Err(e)) => return Err(err(format!("could not be run: {e}"))),
+        Ok(Ok(out)) => out,
+    };
+    if out.status.success() {
+        tracing::info!(tool = %tool, "trust store rebuilt");
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let tail: String = said
+        .trim()
+        .chars()
+        .rev()
+        .take(300)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    Err(err(format!(
+        "failed ({}): {}",
+        out.status,
+        crate::text::printable(&tail)
+    )))
 }
 
 /// Remove this boot's hold marker, then start the unit the hold kept from running (its

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::aspects::{Reads, REGISTRY};
-use crate::aws::Proxy;
+use crate::aws::Transport;
 use crate::config::HandoffMode;
 use crate::discovery::{self, ClusterFact};
 use crate::ec2::Ec2;
@@ -38,7 +38,7 @@ pub async fn facts(
         crate::tagging::prepare_client(
             &md.region,
             spec.tagging.ec2_endpoint.as_deref(),
-            spec.agent_proxy(&md.region),
+            spec.agent_transport(&md.region),
         );
     }
     let mut facts = node(root, spec, Some(md), tags).with_cluster(cluster);
@@ -77,7 +77,7 @@ pub async fn beyond_table(
         };
     }
     let deadline = tokio::time::Instant::now() + spec.tagging.sync_budget;
-    let proxy = spec.agent_proxy(&md.region);
+    let proxy = spec.agent_transport(&md.region);
     let mut ec2 = Ec2::new(
         &md.region,
         spec.tagging.ec2_endpoint.as_deref(),
@@ -335,7 +335,7 @@ pub async fn instance(
     let tags = match md.tags.clone() {
         Some(t) => InstanceTags::Known(t),
         None if metadata_file.is_none() && spec.tagging.enabled => {
-            let proxy = spec.agent_proxy(&md.region);
+            let proxy = spec.agent_transport(&md.region);
             describe_tags(&md, spec, proxy.as_ref()).await
         }
         None => InstanceTags::Unknown,
@@ -354,9 +354,9 @@ fn asg_name(md: &Metadata, tags: &InstanceTags) -> Option<String> {
     md.autoscaling_group_name.clone().or(from_tags)
 }
 
-async fn describe_tags(md: &Metadata, spec: &Spec, proxy: Option<&Proxy>) -> InstanceTags {
+async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>) -> InstanceTags {
     let deadline = tokio::time::Instant::now() + spec.tagging.sync_budget;
-    let mut ec2 = Ec2::new(&md.region, spec.tagging.ec2_endpoint.as_deref(), proxy).await;
+    let mut ec2 = Ec2::new(&md.region, spec.tagging.ec2_endpoint.as_deref(), transport).await;
     match ec2
         .describe_tags(&md.instance_id, RetryPolicy::default(), deadline)
         .await

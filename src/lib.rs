@@ -9,7 +9,7 @@ pub mod aspects;
 pub mod autoscaling;
 pub mod await_service;
 pub mod aws;
-pub(crate) mod aws_proxy;
+pub(crate) mod aws_http;
 pub mod bootstrap_sh;
 pub mod cli;
 pub mod complete_hook;

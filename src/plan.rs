@@ -355,6 +355,16 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
         Step::StartUnit(u) => {
             let _ = writeln!(o, "\n[{n}] start {} over D-Bus: {}", u.unit, u.why);
         }
+        Step::RebuildTrust(t) => {
+            let _ = writeln!(
+                o,
+                "\n[{n}] rebuild the CA trust store: exec {} (no shell)",
+                t.argv.join(" ")
+            );
+            if let Some(why) = &t.skip {
+                let _ = writeln!(o, "      not run: {why}");
+            }
+        }
         Step::ReloadUnits { why } => {
             let _ = writeln!(
                 o,

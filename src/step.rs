@@ -17,7 +17,7 @@ pub struct TagHow {
     pub known: InstanceTags,
     pub policy: TaggingSpec,
     /// The proxy for the agent's AWS calls, if the config has one.
-    pub proxy: Option<crate::aws_proxy::Proxy>,
+    pub transport: Option<Box<crate::aws_http::Transport>>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -72,6 +72,8 @@ pub enum Step {
     /// asks), so that the drop-ins this run wrote apply to the units started after it.
     #[serde(rename_all = "camelCase")]
     ReloadUnits { why: String },
+    /// Rebuild the node's CA trust store from its anchors (exec, no shell).
+    RebuildTrust(TrustRebuild),
 }
 
 impl Step {
@@ -85,6 +87,7 @@ impl Step {
                 | Step::Tag { .. }
                 | Step::ReleaseHold(_)
                 | Step::ReloadUnits { .. }
+                | Step::RebuildTrust(_)
         )
     }
 
@@ -103,6 +106,10 @@ impl Step {
             Step::ReleaseHold(_) => "release the warm-pool hold".into(),
             Step::StartUnit(u) => format!("start {}", u.unit),
             Step::ReloadUnits { .. } => "reload systemd's units".into(),
+            Step::RebuildTrust(t) => format!(
+                "rebuild the trust store ({})",
+                t.argv.first().map_or("", String::as_str)
+            ),
         }
     }
 }
@@ -194,6 +201,16 @@ pub struct HoldRelease {
     /// exec that follows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_unit: Option<String>,
+}
+
+/// The trust store rebuilt by its distribution's tool: the argv (no shell), or why it is not run
+/// here (another `--root` on Amazon Linux, whose tool rebuilds only `/`'s store).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustRebuild {
+    pub argv: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip: Option<String>,
 }
 
 /// A unit started over D-Bus, and why. A start already queued (the agent's unit pulls the unit

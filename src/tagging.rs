@@ -33,10 +33,11 @@ pub struct Job {
     /// Tags already known (IMDS tags or an earlier DescribeTags); unknown: read them first.
     pub known: InstanceTags,
     pub policy: RetryPolicy,
-    /// The proxy for the calls (the config's `proxy`): its URLs may hold credentials, so a job
-    /// goes to the background process on its standard input, never in its arguments.
+    /// How the calls reach AWS (the config's `proxy` and `trust`): a proxy URL may hold
+    /// credentials, so a job goes to the background process on its standard input, never in its
+    /// arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<crate::aws::Proxy>,
+    pub transport: Option<crate::aws::Transport>,
 }
 
 /// A client made ready beside the rest of the run ([`prepare_client`]), for the job in this
@@ -54,12 +55,12 @@ pub(crate) static READY_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::cons
 pub(crate) fn prepare_client(
     region: &str,
     endpoint: Option<&str>,
-    proxy: Option<crate::aws::Proxy>,
+    transport: Option<crate::aws::Transport>,
 ) {
     let (r, e) = (region.to_string(), endpoint.map(String::from));
     let task = tokio::spawn({
         let (r, e) = (r.clone(), e.clone());
-        async move { Ec2::ready(&r, e.as_deref(), proxy.as_ref()).await }
+        async move { Ec2::ready(&r, e.as_deref(), transport.as_ref()).await }
     });
     if let Ok(mut slot) = READY.lock() {
         *slot = Some((r, e, task));
@@ -82,13 +83,17 @@ pub(crate) fn take_ready(
 }
 
 /// The client made ready for this region and endpoint, else a new one.
-async fn client(region: &str, endpoint: Option<&str>, proxy: Option<&crate::aws::Proxy>) -> Ec2 {
+async fn client(
+    region: &str,
+    endpoint: Option<&str>,
+    transport: Option<&crate::aws::Transport>,
+) -> Ec2 {
     if let Some(task) = take_ready(region, endpoint) {
         if let Ok(ec2) = task.await {
             return ec2;
         }
     }
-    Ec2::new(region, endpoint, proxy).await
+    Ec2::new(region, endpoint, transport).await
 }
 
 impl Job {
@@ -107,7 +112,12 @@ impl Job {
 
     /// Build a client and make the tag hold the value, until `deadline`.
     async fn run(&self, deadline: Instant) -> (Result<TagOutcome, TagError>, Calls) {
-        let mut ec2 = client(&self.region, self.endpoint.as_deref(), self.proxy.as_ref()).await;
+        let mut ec2 = client(
+            &self.region,
+            self.endpoint.as_deref(),
+            self.transport.as_ref(),
+        )
+        .await;
         let r = ensure_tag(
             &mut ec2,
             &self.instance_id,
@@ -273,7 +283,7 @@ impl Session {
                     value: value.clone(),
                     known: how.known.clone(),
                     policy: Default::default(),
-                    proxy: how.proxy.clone(),
+                    transport: how.transport.as_deref().cloned(),
                 },
                 how.policy.clone(),
             )),

@@ -60,7 +60,7 @@ fn job(s: &Ec2Server) -> eks_nodeinit::tagging::Job {
         value: "v".into(),
         known: InstanceTags::Known(BTreeMap::new()),
         policy: fast(),
-        proxy: None,
+        transport: None,
     }
 }
 

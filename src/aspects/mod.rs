@@ -22,6 +22,7 @@ pub mod pod_capacity;
 pub mod proxy;
 pub mod registries;
 pub mod sysctls;
+pub mod trust;
 pub mod warm_pool;
 
 /// One node aspect.
@@ -51,6 +52,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     logind::ASPECT,
     registries::ASPECT,
     proxy::ASPECT,
+    trust::ASPECT,
     bootstrap::ASPECT,
     nodeconfig::ASPECT,
     warm_pool::ASPECT,

@@ -72,7 +72,7 @@ fn plan(i: &Input, out: &mut Out) {
                         region: md.region.clone(),
                         known: facts.tags.clone(),
                         policy: spec.tagging.clone(),
-                        proxy: spec.agent_proxy(&md.region),
+                        transport: spec.agent_transport(&md.region).map(Box::new),
                     },
                 }),
             },

@@ -9,6 +9,7 @@ mod lifecycle;
 mod proxy;
 mod registries;
 mod schema;
+mod trust;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -21,6 +22,7 @@ use crate::text::{escaped, printable, serde_message};
 pub use lifecycle::{LifecycleSettings, WarmPool};
 pub use proxy::ProxySettings;
 pub use registries::{MirrorDetail, RegistrySettings};
+pub use trust::TrustSettings;
 
 /// Where the agent reads its configuration when `--config` is not given.
 pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";
@@ -93,6 +95,9 @@ pub struct Config {
     /// agent's own AWS calls, with a computed NO_PROXY.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxySettings>,
+    /// CA certificates for the whole node and the agent's own calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustSettings>,
 }
 
 /// Versions of the config document this agent reads.

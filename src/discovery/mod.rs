@@ -303,7 +303,7 @@ where
         tracing::info!(?wait, "spreading the first discovery call");
         tokio::time::sleep(wait).await;
     }
-    let clients = Clients::new(&region, d, spec.agent_proxy(&region).as_ref()).await;
+    let clients = Clients::new(&region, d, spec.agent_transport(&region).as_ref()).await;
     let cluster = spec.cluster.name.as_str();
     let mut reasons = Vec::new();
     for source in &d.sources {
@@ -352,8 +352,8 @@ struct Clients {
 }
 
 impl Clients {
-    async fn new(region: &str, d: &DiscoverySpec, proxy: Option<&aws::Proxy>) -> Clients {
-        let conf = aws::sdk_config(region, proxy).await;
+    async fn new(region: &str, d: &DiscoverySpec, transport: Option<&aws::Transport>) -> Clients {
+        let conf = aws::sdk_config(region, transport).await;
         let mut ssm = aws_sdk_ssm::config::Builder::from(&conf);
         if let Some(ep) = &d.ssm_endpoint {
             ssm = ssm.endpoint_url(ep);

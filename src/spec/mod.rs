@@ -16,6 +16,7 @@ pub mod proxy;
 pub mod registration;
 pub mod registries;
 pub mod sysctls;
+pub mod trust;
 
 pub(crate) use registration::Registration;
 
@@ -47,13 +48,23 @@ pub struct Spec {
     pub registries: Vec<registries::RegistrySpec>,
     /// The HTTP proxy and the config's NO_PROXY entries (`proxy`).
     pub proxy: Option<proxy::ProxySpec>,
+    /// The CA bundles the node and the agent trust (`trust`).
+    pub trust: Option<trust::TrustSpec>,
 }
 
 impl Spec {
-    /// The proxy for the agent's own AWS calls in `region`, if the config has one.
-    pub fn agent_proxy(&self, region: &str) -> Option<crate::aws_proxy::Proxy> {
+    /// How the agent's own AWS calls in `region` reach AWS: the config's proxy and CA bundles;
+    /// `None` with neither (the SDK's defaults).
+    pub fn agent_transport(&self, region: &str) -> Option<crate::aws_http::Transport> {
         let cidr = self.cluster.cidr.as_ref().map(|c| c.text.as_str());
-        self.proxy.as_ref().map(|p| p.for_agent(region, cidr))
+        let proxy = self.proxy.as_ref().map(|p| p.for_agent(region, cidr));
+        let ca_bundles = self
+            .trust
+            .as_ref()
+            .map(|t| t.bundles.clone())
+            .unwrap_or_default();
+        (proxy.is_some() || !ca_bundles.is_empty())
+            .then_some(crate::aws_http::Transport { proxy, ca_bundles })
     }
 }
 
@@ -131,6 +142,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         }),
         registries: registries::spec(&c.registries, &mut f),
         proxy: proxy::spec(c.proxy.as_ref(), &mut f),
+        trust: trust::spec(c.trust.as_ref(), &mut f),
     };
     (spec, f)
 }

@@ -87,8 +87,8 @@ impl ProxySpec {
 
     /// The agent's own AWS calls: the same proxies, and the NO_PROXY known before them (no VPC
     /// blocks or discovered service CIDR: those calls name hosts, not addresses).
-    pub fn for_agent(&self, region: &str, service_cidr: Option<&str>) -> crate::aws_proxy::Proxy {
-        crate::aws_proxy::Proxy {
+    pub fn for_agent(&self, region: &str, service_cidr: Option<&str>) -> crate::aws_http::Proxy {
+        crate::aws_http::Proxy {
             http: self.http.as_ref().map(|p| p.url.clone()),
             https: self.https.as_ref().map(|p| p.url.clone()),
             no_proxy: self

@@ -1,9 +1,10 @@
-//! The agent's AWS calls through an HTTP proxy: one SDK HTTP client per request scheme, each
-//! with its proxy and the NO_PROXY rules, and a connector that hands each request to the client
-//! of its scheme (the SDK's proxy setting takes one URL per client).
+//! How the agent's AWS calls reach AWS beyond the SDK's defaults: through the config's HTTP proxy
+//! (one SDK HTTP client per request scheme, each with its proxy and the NO_PROXY rules, and a
+//! connector that hands each request to the client of its scheme: the SDK's proxy setting takes
+//! one URL per client), trusting the config's CA bundles beside the platform's roots.
 
 use aws_smithy_http_client::proxy::ProxyConfig;
-use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider, TlsContext, TrustStore};
 use aws_smithy_http_client::Connector;
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
@@ -51,18 +52,41 @@ impl Proxy {
     }
 }
 
-/// The SDK HTTP client for `p`.
-pub(crate) fn client(p: &Proxy) -> SharedHttpClient {
+/// What the agent's AWS clients use beyond the SDK's defaults: a proxy, CA bundles (PEM) to trust
+/// beside the platform's roots.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Transport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<Proxy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ca_bundles: Vec<String>,
+}
+
+/// The SDK HTTP client for `t`.
+pub(crate) fn client(t: &Transport) -> SharedHttpClient {
+    let mut store = TrustStore::default();
+    for b in &t.ca_bundles {
+        store.add_pem_certificate(b.as_bytes());
+    }
+    let tls = TlsContext::builder()
+        .with_trust_store(store)
+        .build()
+        .unwrap_or_default();
+    let (http, https, no_proxy) = match &t.proxy {
+        Some(p) => (p.http.as_deref(), p.https.as_deref(), p.no_proxy.as_str()),
+        None => (None, None, ""),
+    };
     SharedHttpClient::new(ByScheme {
-        http: side(p.http.as_deref(), &p.no_proxy),
-        https: side(p.https.as_deref(), &p.no_proxy),
+        http: side(http, no_proxy, &tls),
+        https: side(https, no_proxy, &tls),
     })
 }
 
 /// The client for one scheme's requests: through `url` unless NO_PROXY names the host; direct
 /// when there is no proxy for this scheme (or its URL is not one the SDK takes: the spec checked
 /// it already).
-fn side(url: Option<&str>, no_proxy: &str) -> SharedHttpClient {
+fn side(url: Option<&str>, no_proxy: &str, tls: &TlsContext) -> SharedHttpClient {
+    let tls = tls.clone();
     let config = url
         .and_then(|u| ProxyConfig::all(u).ok())
         .map_or_else(ProxyConfig::disabled, |c| c.no_proxy(no_proxy));
@@ -73,6 +97,7 @@ fn side(url: Option<&str>, no_proxy: &str) -> SharedHttpClient {
             b.set_sleep_impl(c.sleep_impl());
         }
         b.tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+            .tls_context(tls.clone())
             .proxy_config(config.clone())
             .build()
     })

@@ -1,0 +1,139 @@
+//! CA bundles for the whole node (`trust`): each bundle a file in the distribution's anchor
+//! directory, then the trust store rebuilt by exec of the distribution's tool (no shell), before
+//! containerd and kubelet start. Amazon Linux (AL2, AL2023): `/etc/pki/ca-trust/source/anchors/`
+//! and `update-ca-trust extract`; a Debian-like root: `/usr/local/share/ca-certificates/` (files
+//! must end in `.crt`) and `update-ca-certificates`. Which one is told by the tool found under
+//! the root.
+
+use std::path::Path;
+
+use crate::facts::Family;
+use crate::spec::Spec;
+use crate::step::{Step, TrustRebuild};
+
+use super::{Aspect, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "trust",
+    reads,
+    plan,
+};
+
+/// A distribution's trust store: its tool and its anchor directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Store {
+    pub tool: &'static str,
+    pub anchors: &'static str,
+}
+
+pub const AMAZON: Store = Store {
+    tool: "/usr/bin/update-ca-trust",
+    anchors: "/etc/pki/ca-trust/source/anchors",
+};
+
+pub const DEBIAN: Store = Store {
+    tool: "/usr/sbin/update-ca-certificates",
+    anchors: "/usr/local/share/ca-certificates",
+};
+
+/// The file of bundle `i` (from 0) in `store`'s anchors.
+pub fn anchor(store: Store, i: usize) -> String {
+    format!("{}/eks-nodeinit-ca-{}.crt", store.anchors, i + 1)
+}
+
+fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
+    let Some(t) = &spec.trust else {
+        return;
+    };
+    for store in [AMAZON, DEBIAN] {
+        r.exists.push(store.tool.into());
+        for i in 0..t.bundles.len() {
+            r.file(anchor(store, i));
+        }
+    }
+}
+
+/// How the store is rebuilt: Amazon Linux's tool rebuilds only `/`'s store (its paths are
+/// compiled into p11-kit), so under another root it is not run; Debian's takes the root's
+/// directories.
+fn rebuild(store: Store, root: &Path) -> TrustRebuild {
+    let under = |p: &str| root.join(p.trim_start_matches('/')).display().to_string();
+    let tool = under(store.tool);
+    let is_root = root == Path::new("/");
+    match (store == AMAZON, is_root) {
+        (true, true) => TrustRebuild {
+            argv: vec![tool, "extract".into()],
+            skip: None,
+        },
+        (true, false) => TrustRebuild {
+            argv: vec![tool, "extract".into()],
+            skip: Some(format!(
+                "--root is {}, not /: update-ca-trust rebuilds only /'s store; on the node it runs",
+                root.display()
+            )),
+        },
+        (false, true) => TrustRebuild {
+            argv: vec![tool],
+            skip: None,
+        },
+        (false, false) => {
+            let mut argv = vec![tool];
+            for (opt, dir) in [
+                ("--certsconf", "/etc/ca-certificates.conf"),
+                ("--certsdir", "/usr/share/ca-certificates"),
+                ("--localcertsdir", DEBIAN.anchors),
+                ("--etccertsdir", "/etc/ssl/certs"),
+                ("--hooksdir", "/etc/ca-certificates/update.d"),
+            ] {
+                argv.push(opt.into());
+                argv.push(under(dir));
+            }
+            TrustRebuild { argv, skip: None }
+        }
+    }
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    let Some(t) = &i.spec.trust else {
+        return;
+    };
+    let facts = i.facts;
+    let store = match (
+        facts.exists(Path::new(AMAZON.tool)),
+        facts.exists(Path::new(DEBIAN.tool)),
+    ) {
+        (true, _) => AMAZON,
+        (false, true) => DEBIAN,
+        (false, false) => {
+            out.findings.push("trust", format!("no trust-store tool under {}: neither {} (Amazon Linux) nor {} (Debian family); install ca-certificates or leave `trust` out", facts.root.display(), AMAZON.tool, DEBIAN.tool));
+            return;
+        }
+    };
+    let mut wrote = false;
+    for (n, bundle) in t.bundles.iter().enumerate() {
+        let path = anchor(store, n);
+        let Some(cur) = facts.current_file(&path, "trust", &mut out.findings) else {
+            continue;
+        };
+        let new = format!("{}\n", bundle.trim_end());
+        if cur.content.as_deref() == Some(new.as_str()) {
+            continue;
+        }
+        out.steps.push(Step::File {
+            purpose: format!("CA bundle {} for the node's trust store", n + 1),
+            path: path.into(),
+            old: cur.content,
+            new,
+            mode: 0o644,
+            backup: None,
+        });
+        wrote = true;
+    }
+    if wrote {
+        out.steps
+            .push(Step::RebuildTrust(rebuild(store, &facts.root)));
+    }
+}
+
+#[cfg(test)]
+mod tests;

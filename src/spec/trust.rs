@@ -1,0 +1,96 @@
+//! The `trust` section checked: each bundle PEM certificates, each certificate a CA. Never
+//! echoed (a bundle is not a secret, but it is long and says nothing in a message).
+
+use crate::config::TrustSettings;
+use crate::findings::Findings;
+
+/// The CA bundles, checked, in config order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustSpec {
+    pub bundles: Vec<String>,
+}
+
+pub(crate) fn spec(c: Option<&TrustSettings>, f: &mut Findings) -> Option<TrustSpec> {
+    let c = c?;
+    let before = f.0.len();
+    if c.ca_bundles.is_empty() {
+        f.push(
+            "trust.caBundles",
+            "give at least one PEM bundle of CA certificates, or leave `trust` out",
+        );
+    }
+    for (i, b) in c.ca_bundles.iter().enumerate() {
+        f.check(format!("trust.caBundles[{i}]"), check_bundle(b));
+    }
+    (f.0.len() == before).then(|| TrustSpec {
+        bundles: c.ca_bundles.clone(),
+    })
+}
+
+fn check_bundle(text: &str) -> Result<(), String> {
+    let ders = crate::pem::ders(text).map_err(|why| format!("the value {why}"))?;
+    for (n, der) in ders.iter().enumerate() {
+        match crate::pem::is_ca(der) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(format!(
+                    "certificate {} is not a CA certificate (no basicConstraints CA:TRUE): give the CA that signs the servers, not a server's own certificate",
+                    n + 1
+                ))
+            }
+            Err(why) => return Err(format!("certificate {} {why}", n + 1)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(bundles: &[String]) -> (Option<TrustSpec>, Vec<String>) {
+        let c = TrustSettings {
+            ca_bundles: bundles.to_vec(),
+        };
+        let mut f = Findings::default();
+        let s = spec(Some(&c), &mut f);
+        (s, f.0.iter().map(ToString::to_string).collect())
+    }
+
+    fn read(p: &str) -> String {
+        std::fs::read_to_string(p).unwrap()
+    }
+
+    #[test]
+    fn ca_bundles_pass_and_leaves_v1_and_text_are_named_errors() {
+        let ca = read("tests/fixtures/cluster-ca.pem");
+        let (s, f) = run(&[ca.clone(), format!("{ca}\n{ca}")]);
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(s.unwrap().bundles.len(), 2);
+        for (bundle, want) in [
+            (
+                format!("{ca}\n{}", read("tests/fixtures/leaf-not-ca.pem")),
+                "trust.caBundles[0]: certificate 2 is not a CA certificate",
+            ),
+            (
+                read("tests/fixtures/v1-no-extensions.pem"),
+                "trust.caBundles[0]: certificate 1 is not a CA certificate",
+            ),
+            (
+                "secret-not-pem".to_string(),
+                "trust.caBundles[0]: the value is not PEM certificates",
+            ),
+        ] {
+            let (s, f) = run(&[bundle]);
+            assert!(s.is_none());
+            assert!(f.iter().any(|x| x.starts_with(want)), "{want}: {f:?}");
+            assert!(
+                f.iter()
+                    .all(|x| !x.contains("secret-not-pem") && !x.contains("BEGIN")),
+                "{f:?}"
+            );
+        }
+        let (s, f) = run(&[]);
+        assert!(s.is_none() && f[0].starts_with("trust.caBundles"), "{f:?}");
+    }
+}
