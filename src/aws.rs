@@ -103,6 +103,10 @@ pub(crate) struct SdkFailure {
     pub text: String,
 }
 
+/// The code a failed call gets when the endpoint's TLS certificate is not trusted (a transport
+/// error the SDK gives no code): final, never retried.
+pub(crate) const UNTRUSTED: &str = "UntrustedCertificate";
+
 /// Every SDK crate re-exports these from the same smithy runtime: one type for EC2, SSM, EKS.
 type SdkError<E> = aws_sdk_ec2::error::SdkError<E, aws_sdk_ec2::config::http::HttpResponse>;
 
@@ -112,6 +116,15 @@ impl SdkFailure {
         E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
     {
         use aws_sdk_ec2::error::ProvideErrorMetadata;
+        let text = crate::text::chain(e);
+        if e.code().is_none() && text.contains("invalid peer certificate") {
+            // Not a transient failure: retrying until the deadline cannot make it trusted.
+            return SdkFailure {
+                code: Some(UNTRUSTED.into()),
+                status: None,
+                text: format!("{text}: the endpoint's certificate is not trusted; give its CA in trust.caBundles (docs/private-networks.md)"),
+            };
+        }
         SdkFailure {
             code: e.code().map(String::from),
             status: e.raw_response().map(|r| r.status().as_u16()),

@@ -127,6 +127,13 @@ fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
     let before = snapshot(root.path());
     let out = init(root.path(), &config(false), &[]);
     assert!(!out.status.success(), "{}", stdout(&out));
+    // Not retried until the deadline: an untrusted certificate does not heal; the error says
+    // where the CA goes.
+    let err = stderr(&out);
+    assert!(
+        err.contains("(1 call)") && err.contains("trust.caBundles"),
+        "{err}"
+    );
     let mut after = snapshot(root.path());
     after.remove(Path::new("c.json"));
     let mut before = before;
@@ -183,4 +190,36 @@ fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
     assert!(out.status.success(), "{}", stderr(&out));
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(plan["changes"], 0, "{plan}");
+}
+
+#[test]
+fn a_trust_tool_that_fails_fails_the_run_and_says_what_to_do() {
+    let root = sample_root("al2023-root");
+    std::fs::create_dir_all(root.path().join("usr/sbin")).unwrap();
+    let tool = root.path().join(&TOOL[1..]);
+    std::fs::write(
+        &tool,
+        "#!/bin/sh\necho 'cannot write /etc/ssl/certs: read-only' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ca = std::fs::read_to_string(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap();
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["trust"] = json!({"caBundles": [ca]});
+    });
+    let out = init(root.path(), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("the CA trust store was not rebuilt"), "{err}");
+    assert!(
+        err.contains("cannot write /etc/ssl/certs: read-only"),
+        "{err}"
+    );
+    assert!(err.contains("run it by hand"), "{err}");
+    assert!(root
+        .path()
+        .join("usr/local/share/ca-certificates/eks-nodeinit-ca-1.crt")
+        .exists());
 }

@@ -121,6 +121,7 @@ fn plan(i: &Input, out: &mut Out) {
             continue;
         }
         warn_skip_verify(r, out);
+        warn_ecr_mirror(r, out);
         for (file, new) in files(r) {
             let p = path(r, &file);
             let Some(cur) = facts.current_file(&p, &field, &mut out.findings) else {
@@ -151,6 +152,32 @@ fn warn_skip_verify(r: &RegistrySpec, out: &mut Out) {
         out.warnings.push(format!(
             "registries.\"{}\": containerd does not verify the certificate of mirror {}",
             r.name, m.url
+        ));
+    }
+}
+
+/// Whether `url`'s host is a private Amazon ECR registry (`<account>.dkr.ecr.<region>.amazonaws.com`,
+/// the FIPS and China partitions' forms too).
+pub(crate) fn is_private_ecr(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    let labels: Vec<&str> = host.split('.').collect();
+    labels.len() >= 6
+        && labels[0].len() == 12
+        && labels[0].bytes().all(|b| b.is_ascii_digit())
+        && labels[1] == "dkr"
+        && labels[2].starts_with("ecr")
+        && (host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn"))
+}
+
+/// A mirror on private ECR (a pull-through cache) is reached without credentials: kubelet asks
+/// its credential provider for the image's own registry, and the AMIs' provider matches ECR
+/// names only (docs/private-networks.md).
+fn warn_ecr_mirror(r: &RegistrySpec, out: &mut Out) {
+    for m in r.mirrors.iter().filter(|m| is_private_ecr(&m.url)) {
+        out.warnings.push(format!(
+            "registries.\"{}\": mirror {} is a private Amazon ECR registry: kubelet gets credentials for the image's own registry ({}), not for the mirror, so containerd reaches ECR without a token and ECR refuses it (HTTP 401); name the pull-through cache's image itself (<account>.dkr.ecr.<region>.amazonaws.com/<prefix>/…), which the AMI's credential provider covers (docs/private-networks.md)",
+            r.name, m.url, r.name
         ));
     }
 }
@@ -243,5 +270,41 @@ mod tests {
             out.findings
         );
         assert!(!out.steps.iter().any(|s| matches!(s, Step::File { path, .. } if path.starts_with("/etc/containerd/certs.d/docker.io"))));
+    }
+
+    #[test]
+    fn an_ecr_mirror_is_a_warning_that_says_what_works() {
+        for (url, ecr) in [
+            (
+                "https://123456789012.dkr.ecr.eu-west-1.amazonaws.com/docker-hub",
+                true,
+            ),
+            (
+                "https://123456789012.dkr.ecr-fips.us-east-1.amazonaws.com",
+                true,
+            ),
+            (
+                "https://123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn:443/q",
+                true,
+            ),
+            ("https://public.ecr.aws", false),
+            ("https://mirror.corp.example/123456789012.dkr.ecr", false),
+            ("https://12345.dkr.ecr.eu-west-1.amazonaws.com", false),
+        ] {
+            assert_eq!(is_private_ecr(url), ecr, "{url}");
+        }
+        let s = spec(
+            r#"{"cluster": {"name": "c"}, "registries": {"docker.io": {"mirrors": ["https://123456789012.dkr.ecr.eu-west-1.amazonaws.com/docker-hub"]}}}"#,
+        );
+        let r = &s.registries[0];
+        let facts = Facts::builder(Family::Al2023)
+            .absent(files(r).into_iter().map(|(f, _)| path(r, &f)))
+            .build();
+        let out = run(&ASPECT, &s, &facts);
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+        assert!(
+            out.warnings[0].contains("HTTP 401")
+                && out.warnings[0].contains("pull-through cache's image itself")
+        );
     }
 }
