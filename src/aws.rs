@@ -117,7 +117,7 @@ impl SdkFailure {
     {
         use aws_sdk_ec2::error::ProvideErrorMetadata;
         let text = crate::text::chain(e);
-        if e.code().is_none() && text.contains("invalid peer certificate") {
+        if e.code().is_none() && text.contains("invalid peer certificate: UnknownIssuer") {
             // Not a transient failure: retrying until the deadline cannot make it trusted.
             return SdkFailure {
                 code: Some(UNTRUSTED.into()),

@@ -54,6 +54,8 @@ pub enum ExecError {
     Systemd(Box<systemd::SystemdError>),
     #[error("cannot start {unit}, which the warm-pool hold skipped in this boot: {why}; the node does not join until it runs: `systemctl start {unit}`")]
     NoBus { unit: String, why: String },
+    #[error("systemd did not reload its units ({why}): nodeadm-config.service would start without the proxy drop-ins written now; run `systemctl daemon-reload` and restart nodeadm-config.service")]
+    Reload { why: String },
     #[error("the CA trust store was not rebuilt: {tool} {why}; the CA files are in place: run it by hand, then restart containerd")]
     Trust { tool: String, why: String },
 }
@@ -91,7 +93,7 @@ pub(crate) async fn execute(
         }
     };
     let tagging = Session::start(plan);
-    if let Err(e) = apply(prepared.changes, bus, &mut report).await {
+    if let Err(e) = apply(root, prepared.changes, bus, &mut report).await {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
     }
     let tag_failure = match tagging {
@@ -187,6 +189,7 @@ enum Change {
     },
     Reload {
         step: String,
+        required: bool,
     },
     Trust {
         step: String,
@@ -251,8 +254,9 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                 step: step.describe(),
                 unit: u.unit.clone(),
             }),
-            Step::ReloadUnits { .. } => after_files.push(Change::Reload {
+            Step::ReloadUnits { required, .. } => after_files.push(Change::Reload {
                 step: step.describe(),
+                required: *required,
             }),
             Step::RebuildTrust(t) => after_files.push(Change::Trust {
                 step: step.describe(),
@@ -268,7 +272,12 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
 }
 
 /// The second phase: rename the staged files into place, set the live sysctls, tell logind.
-async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(), ExecError> {
+async fn apply(
+    root: &Path,
+    changes: Vec<Change>,
+    bus: &Bus,
+    report: &mut Report,
+) -> Result<(), ExecError> {
     for c in changes {
         let (step, outcome) = match c {
             Change::Files { step, staged } => {
@@ -300,11 +309,14 @@ async fn apply(changes: Vec<Change>, bus: &Bus, report: &mut Report) -> Result<(
                 (step, Outcome::Done)
             }
             Change::StartUnit { step, unit } => (step, start_unit(bus, &unit, report).await),
-            Change::Reload { step } => (step, reload(bus, report).await),
+            Change::Reload { step, required } => (step, reload(bus, required, report).await?),
             Change::Trust { step, rebuild } => match rebuild.skip {
                 Some(why) => (step, Outcome::Skipped(why)),
                 None => {
                     rebuild_trust(&rebuild.argv).await?;
+                    if let Some((path, content)) = &rebuild.record {
+                        fsutil::write_atomic(&under(root, path), content.as_bytes(), 0o644)?;
+                    }
                     (step, Outcome::Done)
                 }
             },
@@ -365,26 +377,29 @@ async fn start_unit(bus: &Bus, unit: &str, report: &mut Report) -> Outcome {
     }
 }
 
-/// Have systemd reload its units; never fails the run (the drop-ins are in place for the next
-/// boot, and AL2's bootstrap.sh reloads too), but a failure is a warning naming the units that
-/// may start without them.
-async fn reload(bus: &Bus, report: &mut Report) -> Outcome {
-    let r = match connect(bus).await {
-        Ok(conn) => systemd::reload(&conn).await.map_err(|e| e.to_string()),
-        Err(why) => Err(why),
+/// Have systemd reload its units. A failure fails the run when `required` (AL2023: nodeadm's
+/// config phase starts right after the agent); else (AL2, whose bootstrap.sh reloads too) it is
+/// a warning naming what it means. Under another root with no bus asked for, nothing is told.
+async fn reload(bus: &Bus, required: bool, report: &mut Report) -> Result<Outcome, ExecError> {
+    let r = match (bus, connect(bus).await) {
+        // Another root than /, and no bus asked for: nothing to tell.
+        (Bus::Skip(why), _) => return Ok(Outcome::Skipped(why.clone())),
+        (_, Ok(conn)) => systemd::reload(&conn).await.map_err(|e| e.to_string()),
+        (_, Err(why)) => Err(why),
     };
-    match r {
+    Ok(match r {
         Ok(()) => {
             tracing::info!("systemd reloaded its units");
             Outcome::Done
         }
+        Err(e) if required => return Err(ExecError::Reload { why: e }),
         Err(e) => {
             let msg = format!("systemd did not reload its units ({e}): units started before the next reload or boot run without the drop-ins written now");
             tracing::warn!("{msg}");
             report.warnings.push(msg.clone());
             Outcome::Skipped(msg)
         }
-    }
+    })
 }
 
 /// Run the trust store's tool (argv, no shell) and wait for it, up to a minute. Its failure fails

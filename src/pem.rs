@@ -45,6 +45,23 @@ pub(crate) fn ders(text: &str) -> Result<Vec<Vec<u8>>, String> {
     }
 }
 
+/// `text`'s certificates re-encoded as PEM, 64 base64 characters a line, each block ended by a
+/// newline: what the node's trust store and the SDK's PEM reader get, whatever the config's
+/// indentation or line lengths. `None` when `text` is not PEM certificates.
+pub(crate) fn canonical(text: &str) -> Option<String> {
+    let mut out = String::new();
+    for der in ders(text).ok()? {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+    }
+    Some(out)
+}
+
 /// Whether a DER certificate is a CA certificate: its basicConstraints extension (2.5.29.19)
 /// says `cA` TRUE. A certificate without the extension (X.509 v1, or a server's) is not one.
 /// `Err` when the DER is not a certificate's structure. Reads only what it needs, bounds

@@ -284,6 +284,32 @@ fn flag_text(v: &serde_json::Value) -> String {
     }
 }
 
+/// A file step: what it creates or updates, why, its mode, and the unified diff.
+fn render_file(o: &mut String, n: usize, s: &Step) {
+    let Step::File {
+        purpose,
+        path,
+        old,
+        new,
+        mode,
+        backup,
+    } = s
+    else {
+        return;
+    };
+    let what = if old.is_some() { "update" } else { "create" };
+    let _ = write!(
+        o,
+        "\n[{n}] {what} {} ({purpose}; mode {mode:04o}",
+        path.display()
+    );
+    if let Some(b) = backup {
+        let _ = write!(o, "; original kept as {}", b.display());
+    }
+    let _ = writeln!(o, ")");
+    o.push_str(&unified_diff(path, old.as_deref(), new));
+}
+
 /// One step of the text plan, numbered `n`.
 fn render_step(o: &mut String, n: usize, s: &Step) {
     match s {
@@ -304,26 +330,7 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
         Step::Sysctl { key, old, new, .. } => {
             let _ = writeln!(o, "\n[{n}] sysctl {key}: {old} -> {new}");
         }
-        Step::File {
-            purpose,
-            path,
-            old,
-            new,
-            mode,
-            backup,
-        } => {
-            let what = if old.is_some() { "update" } else { "create" };
-            let _ = write!(
-                o,
-                "\n[{n}] {what} {} ({purpose}; mode {mode:04o}",
-                path.display()
-            );
-            if let Some(b) = backup {
-                let _ = write!(o, "; original kept as {}", b.display());
-            }
-            let _ = writeln!(o, ")");
-            o.push_str(&unified_diff(path, old.as_deref(), new));
-        }
+        Step::File { .. } => render_file(o, n, s),
         Step::NotifyLogind {
             inhibit_delay_max_usec,
         } => {
@@ -365,7 +372,7 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
                 let _ = writeln!(o, "      not run: {why}");
             }
         }
-        Step::ReloadUnits { why } => {
+        Step::ReloadUnits { why, .. } => {
             let _ = writeln!(
                 o,
                 "\n[{n}] reload systemd's units over D-Bus (Manager.Reload): {why}"

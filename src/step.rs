@@ -70,8 +70,10 @@ pub enum Step {
     StartUnit(UnitStart),
     /// Have systemd reload its units (D-Bus `Manager.Reload`, what `systemctl daemon-reload`
     /// asks), so that the drop-ins this run wrote apply to the units started after it.
+    /// `required`: a failure fails the run (AL2023: nodeadm-config.service starts right after
+    /// the agent; on AL2 bootstrap.sh reloads again).
     #[serde(rename_all = "camelCase")]
-    ReloadUnits { why: String },
+    ReloadUnits { why: String, required: bool },
     /// Rebuild the node's CA trust store from its anchors (exec, no shell).
     RebuildTrust(TrustRebuild),
 }
@@ -211,6 +213,10 @@ pub struct TrustRebuild {
     pub argv: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skip: Option<String>,
+    /// Written (node path, content) once the tool succeeded: a rerun after a failed or
+    /// interrupted rebuild finds it missing or different and rebuilds again.
+    #[serde(skip)]
+    pub record: Option<(PathBuf, String)>,
 }
 
 /// A unit started over D-Bus, and why. A start already queued (the agent's unit pulls the unit

@@ -47,6 +47,28 @@ pub(crate) fn serde_message(e: &serde_json::Error) -> String {
     escaped(m)
 }
 
+/// `m` with every `"…"` it quotes replaced by `(value not shown)`: a message about a value that
+/// may be a secret.
+pub(crate) fn without_quoted(m: &str) -> String {
+    let mut out = String::new();
+    let mut rest = m;
+    while let Some(start) = rest.find('"') {
+        out.push_str(&rest[..start]);
+        match rest[start + 1..].find('"') {
+            Some(end) => {
+                out.push_str("(value not shown)");
+                rest = &rest[start + 1 + end + 1..];
+            }
+            None => {
+                out.push_str("(value not shown)");
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The first character of `s` that no argument of kubelet or bootstrap.sh may hold: a control
 /// character, a Unicode space, line or paragraph separator other than the ASCII space (systemd
 /// splits `$VAR` arguments on ASCII whitespace only, so `--a=1\u{a0}--b=2` reaches kubelet as one

@@ -10,7 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use common::dbus::{serve_manager, start_bus};
 use common::imds_server::{ImdsServer, State};
@@ -70,7 +70,10 @@ fn proxied(log: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The strict IMDS for moto's instance, its VPC's CIDR blocks on its primary interface.
+const ROLE: &str = "node-role";
+
+/// The strict IMDS for moto's instance: its VPC's CIDR blocks on its primary interface, and the
+/// instance role's credentials (the SDK's credential chain reads them, as on a node).
 fn imds(id: &str, ip: &str) -> ImdsServer {
     let mut s = State::default();
     for (k, v) in [
@@ -87,11 +90,24 @@ fn imds(id: &str, ip: &str) -> ImdsServer {
         format!("network/interfaces/macs/{MAC}/vpc-ipv4-cidr-blocks"),
         VPC.into(),
     );
+    s.data.insert(
+        format!("iam/security-credentials/{ROLE}"),
+        json!({"Code": "Success", "LastUpdated": "2026-11-25T00:00:00Z", "Type": "AWS-HMAC",
+               "AccessKeyId": "ASIAPROXYTEST", "SecretAccessKey": "role-secret",
+               "Token": "role-token", "Expiration": "2099-01-01T00:00:00Z"})
+        .to_string(),
+    );
     ImdsServer::start_with(s)
 }
 
-fn run_init(root: &Path, cfg: &Path, bus: &str, extra: &[&str]) -> std::process::Output {
+/// `init` with the instance role's credentials from the SDK's chain (IMDS), not the
+/// environment's keys.
+fn run_init(root: &Path, cfg: &Path, imds: &ImdsServer, bus: &str, extra: &[&str]) -> Output {
     run(cmd()
+        .env_remove("AWS_EC2_METADATA_DISABLED")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url())
         .arg("init")
         .args(extra)
         .args(["--config"])
@@ -99,6 +115,11 @@ fn run_init(root: &Path, cfg: &Path, bus: &str, extra: &[&str]) -> std::process:
         .arg("--root")
         .arg(root)
         .args(["--system-bus-address", bus]))
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 #[test]
@@ -129,34 +150,54 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
     let root = sample_root("al2023-root");
     let url = format!("http://{USER}:s3cr3t%2Dpw@127.0.0.1:{port}");
     let cfg = config_with(root.path(), "c.json", |v| {
-        v["cluster"] = json!({"name": CLUSTER, "discovery": {"ssmEndpoint": moto.url}});
+        v["cluster"] =
+            json!({"name": CLUSTER, "discovery": {"ssmEndpoint": moto.url, "cache": false}});
         v["imds"] = json!({"endpoint": imds.url()});
         v["tagging"] = json!({"ec2Endpoint": moto.url, "syncBudgetMs": 10000});
         v["proxy"] = json!({"http": url, "https": url, "noProxy": [".corp.example"]});
     });
-    let out = run_init(root.path(), &cfg, &bus.address, &[]);
+    let secrets = [PASSWORD, "s3cr3t%2Dpw"];
+    // The plan shows every file and the NO_PROXY, never the credentials, as text and as JSON.
+    for output in ["text", "json"] {
+        let out = run_init(
+            root.path(),
+            &cfg,
+            &imds,
+            &bus.address,
+            &["--dry-run", "--output", output],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("/etc/eks-nodeinit/proxy.env"),
+            "{}",
+            stdout(&out)
+        );
+        assert!(stdout(&out).contains("<redacted"), "{}", stdout(&out));
+        assert_unprinted(&out, root.path(), &secrets);
+    }
+    let before = proxied(&log).len();
+    let out = run_init(root.path(), &cfg, &imds, &bus.address, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
 
     // Every AWS call went through the proxy to moto, one request per call the report counts;
-    // nothing to IMDS did.
+    // the credential chain's IMDS calls did not.
     let rep = report(root.path());
-    let discovery: u64 = rep["discovery"]["calls"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
-    let tagging: u64 = rep["tagging"]["calls"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    let sum = |v: &Value| -> u64 {
+        v.as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum()
+    };
+    let (discovery, tagging) = (
+        sum(&rep["discovery"]["calls"]),
+        sum(&rep["tagging"]["calls"]),
+    );
     assert_eq!(rep["tagging"]["result"]["outcome"], "created");
     // GetParametersByPath; CreateTags (the tags were read before planning: one DescribeTags,
     // IMDS tags being off).
     assert_eq!((discovery, tagging), (1, 1), "{rep}");
-    let requests = proxied(&log);
+    let requests: Vec<String> = proxied(&log).into_iter().skip(before).collect();
     let moto_host = moto.url.trim_start_matches("http://");
     assert_eq!(
         requests.len() as u64,
@@ -169,31 +210,48 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             .all(|r| r.starts_with(&format!("POST http://{moto_host}/"))),
         "{requests:?}"
     );
-    assert!(requests.iter().all(|r| !r.contains(&imds.addr.to_string())));
+    let imds_paths = imds.state.lock().unwrap().paths.clone();
+    assert!(
+        imds_paths
+            .iter()
+            .any(|p| p.ends_with("vpc-ipv4-cidr-blocks")),
+        "{imds_paths:?}"
+    );
+    assert!(
+        imds_paths
+            .iter()
+            .any(|p| p.ends_with(&format!("iam/security-credentials/{ROLE}"))),
+        "the SDK's credential chain read the role from IMDS: {imds_paths:?}"
+    );
+    let all = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !all.contains(&imds.addr.to_string()),
+        "IMDS never through the proxy: {all}"
+    );
     let tags = rt.block_on(instance_tags(&ec2, &id)).unwrap();
     assert_eq!(
         tags.get("Name"),
         Some(&format!("scaler-{}", ip.replace('.', "x")))
     );
-    let paths = imds.state.lock().unwrap().paths.clone();
-    assert!(
-        paths.iter().any(|p| p.ends_with("vpc-ipv4-cidr-blocks")),
-        "{paths:?}"
-    );
 
-    // Each unit that fetches at boot has the drop-in, 0600, with the VPC's blocks and the
-    // discovered service CIDR in its NO_PROXY; then one reload, after the files.
+    // The credentials in one 0600 file; each unit's drop-in names it and holds the NO_PROXY with
+    // the VPC's blocks and the discovered service CIDR; then one reload.
+    let env = root.path().join("etc/eks-nodeinit/proxy.env");
+    assert_eq!(mode(&env), 0o600);
+    let env_text = std::fs::read_to_string(&env).unwrap();
+    assert!(
+        env_text.contains(&format!("HTTPS_PROXY='{url}'\n"))
+            && env_text.contains(&format!("http_proxy='{url}'\n")),
+        "{env_text}"
+    );
     let no_proxy = "localhost,127.0.0.1,::1,169.254.169.254,fd00:ec2::254,10.0.0.0/16,10.1.0.0/16,172.20.0.0/16,.internal,.eu-west-1.compute.internal,.corp.example";
     for unit in ["containerd", "kubelet", "nodeadm-config", "nodeadm-run"] {
         let p = root.path().join(format!(
             "etc/systemd/system/{unit}.service.d/60-eks-nodeinit-proxy.conf"
         ));
         let text = std::fs::read_to_string(&p).unwrap();
-        let escaped = url.replace('%', "%%");
         assert!(
-            text.contains(&format!(
-                "Environment=\"HTTPS_PROXY={escaped}\" \"https_proxy={escaped}\"\n"
-            )),
+            text.contains("EnvironmentFile=/etc/eks-nodeinit/proxy.env\n"),
             "{text}"
         );
         assert!(
@@ -202,48 +260,37 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             )),
             "{text}"
         );
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o600
+        assert!(
+            !text.contains("s3cr3t"),
+            "no credentials where systemd shows them: {text}"
         );
     }
-    let reloads: Vec<_> = calls
+    let reloads = calls
         .lock()
         .unwrap()
         .iter()
         .filter(|c| c.0 == "Reload")
-        .cloned()
-        .collect();
-    assert_eq!(reloads.len(), 1, "{:?}", calls.lock().unwrap());
-    assert_unprinted(
-        &out,
-        root.path(),
-        &[PASSWORD, "s3cr3t%2Dpw", "s3cr3t%%2Dpw"],
-    );
+        .count();
+    assert_eq!(reloads, 1, "{:?}", calls.lock().unwrap());
+    assert_unprinted(&out, root.path(), &secrets);
 
     // A rerun plans nothing.
-    let before = requests.len();
     let out = run_init(
         root.path(),
         &cfg,
+        &imds,
         &bus.address,
         &["--dry-run", "--output", "json"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(plan["changes"], 0, "{plan}");
-    assert_unprinted(&out, root.path(), &[PASSWORD, "s3cr3t%2Dpw"]);
-    // The discovery cache answers; the tags, invisible in IMDS, are read once more (through the
-    // proxy) and hold the Name already.
-    assert_eq!(proxied(&log).len(), before + 1, "{:?}", proxied(&log));
+    assert_unprinted(&out, root.path(), &secrets);
 }
 
-#[test]
-fn a_reload_systemd_refuses_is_a_warning_and_the_drop_ins_stay() {
-    // A bus without systemd's manager: the Reload call fails.
-    let Some(bus) = start_bus() else { return };
-    let root = sample_root("al2-root");
+/// An AL2 or AL2023 root with a proxy (no credentials) and no tagging, its metadata with the VPC.
+fn plain_node(root_name: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let root = sample_root(root_name);
     let cfg = config_with(root.path(), "c.json", |v| {
         v["tagging"] = json!({"enabled": false});
         v["proxy"] = json!({"https": "http://proxy.corp:3128"});
@@ -253,6 +300,14 @@ fn a_reload_systemd_refuses_is_a_warning_and_the_drop_ins_stay() {
         serde_json::from_str(&std::fs::read_to_string(example("metadata.json")).unwrap()).unwrap();
     m["vpcCidrBlocks"] = json!(["10.0.0.0/16"]);
     std::fs::write(&md, m.to_string()).unwrap();
+    (root, cfg, md)
+}
+
+#[test]
+fn on_al2_a_reload_systemd_refuses_is_a_warning_and_the_drop_ins_stay() {
+    let Some(bus) = start_bus() else { return };
+    let calls = serve_manager(&bus.address, &["Reload"], &[]);
+    let (root, cfg, md) = plain_node("al2-root");
     recording_bootstrap(root.path());
     let out = init_with(
         root.path(),
@@ -261,6 +316,15 @@ fn a_reload_systemd_refuses_is_a_warning_and_the_drop_ins_stay() {
         &["--system-bus-address", &bus.address],
     );
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.0 == "Reload")
+            .count(),
+        1
+    );
     let rep = report(root.path());
     let step = rep["steps"]
         .as_array()
@@ -291,12 +355,40 @@ fn a_reload_systemd_refuses_is_a_warning_and_the_drop_ins_stay() {
         assert!(std::fs::read_to_string(&p)
             .unwrap()
             .contains("HTTPS_PROXY=http://proxy.corp:3128"));
+        assert_eq!(
+            mode(&p),
+            0o644,
+            "no credentials: a drop-in as systemd's own"
+        );
     }
+    assert!(
+        !root.path().join("etc/eks-nodeinit/proxy.env").exists(),
+        "no credentials, no env file"
+    );
     assert!(
         !root
             .path()
             .join("etc/systemd/system/nodeadm-run.service.d")
             .exists(),
         "AL2: no nodeadm units"
+    );
+}
+
+#[test]
+fn on_al2023_a_reload_systemd_refuses_fails_the_run_and_says_what_to_do() {
+    let Some(bus) = start_bus() else { return };
+    serve_manager(&bus.address, &["Reload"], &[]);
+    let (root, cfg, md) = plain_node("al2023-root");
+    let out = init_with(
+        root.path(),
+        &cfg,
+        &md,
+        &["--system-bus-address", &bus.address],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("systemd did not reload its units") && err.contains("systemctl daemon-reload"),
+        "{err}"
     );
 }

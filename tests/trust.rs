@@ -180,6 +180,12 @@ fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
         Some(json!("done")),
         "{rep}"
     );
+    let record =
+        std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/trust-rebuilt")).unwrap();
+    assert!(
+        record.contains("update-ca-certificates sha256:"),
+        "{record}"
+    );
 
     // A rerun (the discovery cache answers) plans nothing.
     let out = init(
@@ -222,4 +228,10 @@ fn a_trust_tool_that_fails_fails_the_run_and_says_what_to_do() {
         .path()
         .join("usr/local/share/ca-certificates/eks-nodeinit-ca-1.crt")
         .exists());
+    // Not recorded as rebuilt: a rerun plans the rebuild again (and only that).
+    let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 1, "{plan}");
+    assert_eq!(step_kinds(&plan)[0], "rebuildTrust", "{plan}");
 }

@@ -3,11 +3,12 @@
 //! reload its units (D-Bus `Manager.Reload`) before any of them starts. containerd and kubelet on
 //! both families; `sandbox-image.service` on AL2 (it pulls the pause image from ECR);
 //! `nodeadm-config.service` and `nodeadm-run.service` on AL2023 (nodeadm calls EC2); the
-//! launch-hook unit when the agent completes a hook. The drop-ins are mode 0600: a proxy URL's
-//! credentials are secrets, redacted in every rendering.
+//! launch-hook unit when the agent completes a hook. A proxy URL's credentials are secrets: they
+//! go to one environment file (mode 0600) the drop-ins name, never into a unit's `Environment=`
+//! (which systemd shows any local user), and are redacted in every rendering.
 
 use crate::facts::Family;
-use crate::spec::proxy::{is_cidr, NoProxyInputs, ProxySpec};
+use crate::spec::proxy::{is_cidr, NoProxyInputs, ProxySpec, ProxyUrl};
 use crate::spec::Spec;
 use crate::step::Step;
 use crate::text::printable;
@@ -48,6 +49,7 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
         Some(f) => vec![f],
         None => vec![Family::Al2, Family::Al2023],
     };
+    r.file(ENV_FILE);
     for f in families {
         for u in units(spec, f) {
             r.file(dropin(u));
@@ -55,33 +57,64 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     }
 }
 
-/// systemd reads `%` as a specifier in `Environment=`: written `%%`.
-fn unit_escaped(v: &str) -> String {
-    v.replace('%', "%%")
+/// The proxy URLs that hold credentials, for the units' `EnvironmentFile=`: systemd shows every
+/// unit's `Environment=` values to any local user over D-Bus (`systemctl show -p Environment`),
+/// never an environment file's content.
+pub const ENV_FILE: &str = "/etc/eks-nodeinit/proxy.env";
+
+/// Each proxy variable and its URL, upper case first (Go reads the upper first, curl and many
+/// tools only the lower).
+fn vars(p: &ProxySpec) -> Vec<(&'static str, &ProxyUrl)> {
+    let mut v = Vec::new();
+    if let Some(u) = &p.https {
+        v.extend([("HTTPS_PROXY", u), ("https_proxy", u)]);
+    }
+    if let Some(u) = &p.http {
+        v.extend([("HTTP_PROXY", u), ("http_proxy", u)]);
+    }
+    v
 }
 
-/// The drop-in: each variable in upper and lower case (Go reads the upper first, curl and many
-/// tools only the lower), in double quotes (the values hold no quote, backslash or space: the
-/// spec checked them).
+fn with_credentials(p: &ProxySpec) -> bool {
+    vars(p).iter().any(|(_, u)| u.userinfo.is_some())
+}
+
+/// The drop-in: the URLs without credentials and the NO_PROXY as `Environment=`, in double
+/// quotes (no value holds a quote, backslash, `%` or space: the spec checked them), and the
+/// environment file when a URL has credentials.
 pub fn render(p: &ProxySpec, no_proxy: &[String]) -> String {
     let mut s = String::from(
         "# Written by eks-nodeinit from its config's `proxy` (docs/private-networks.md).\n[Service]\n",
     );
-    let mut var = |name: &str, value: &str| {
-        let v = unit_escaped(value);
-        s.push_str(&format!(
-            "Environment=\"{name}={v}\" \"{}={v}\"\n",
-            name.to_ascii_lowercase()
-        ));
-    };
-    if let Some(u) = &p.https {
-        var("HTTPS_PROXY", &u.url);
+    for (name, u) in vars(p).into_iter().filter(|(_, u)| u.userinfo.is_none()) {
+        s.push_str(&format!("Environment=\"{name}={}\"\n", u.url));
     }
-    if let Some(u) = &p.http {
-        var("HTTP_PROXY", &u.url);
+    if with_credentials(p) {
+        s.push_str(&format!("EnvironmentFile={ENV_FILE}\n"));
     }
-    var("NO_PROXY", &no_proxy.join(","));
+    let list = no_proxy.join(",");
+    s.push_str(&format!(
+        "Environment=\"NO_PROXY={list}\" \"no_proxy={list}\"\n"
+    ));
     s
+}
+
+/// The environment file: the URLs with credentials, single-quoted (systemd reads them
+/// literally; the spec refused `'` in credentials).
+pub fn render_env(p: &ProxySpec) -> String {
+    let mut s = String::from("# Written by eks-nodeinit from its config's `proxy`: the proxy URLs that hold credentials\n# (mode 0600), read by the units' drop-ins (docs/private-networks.md).\n");
+    for (name, u) in vars(p).into_iter().filter(|(_, u)| u.userinfo.is_some()) {
+        s.push_str(&format!("{name}='{}'\n", u.url));
+    }
+    s
+}
+
+/// The credentials a file holds as `scheme://USERINFO@`, for redacting its old content.
+fn credentials_in(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.split_once("://").map(|(_, r)| r))
+        .filter_map(|r| r.rsplit_once('@').map(|(u, _)| format!("{u}@")))
+        .collect()
 }
 
 /// The NO_PROXY for this node, with a warning for each input it lacks.
@@ -120,33 +153,50 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     };
     let list = no_proxy(i, p, out);
+    out.secrets
+        .extend(p.secrets().into_iter().map(|s| format!("{s}@")));
+    let mut files = Vec::new();
+    if with_credentials(p) {
+        files.push((
+            ENV_FILE.to_string(),
+            "proxy credentials for the units".to_string(),
+            render_env(p),
+            0o600,
+        ));
+    }
     let text = render(p, &list);
-    for s in p.secrets() {
-        out.secrets.push(format!("{}@", unit_escaped(&s)));
-        out.secrets.push(format!("{s}@"));
+    for unit in units(i.spec, family) {
+        files.push((
+            dropin(unit),
+            format!("proxy environment for {unit}"),
+            text.clone(),
+            0o644,
+        ));
     }
     let mut wrote = false;
-    for unit in units(i.spec, family) {
-        let path = dropin(unit);
+    for (path, purpose, new, mode) in files {
         let Some(cur) = i.facts.current_file(&path, "proxy", &mut out.findings) else {
             continue;
         };
-        if let Some(mode) = cur
-            .mode
-            .filter(|m| *m & 0o077 != 0 && !p.secrets().is_empty())
-        {
-            out.findings.push("proxy", format!("{path} exists with mode {mode:04o} and would hold the proxy's credentials: the agent keeps a file's mode, so remove it or make it 0600"));
+        out.secrets.extend(
+            cur.content
+                .as_deref()
+                .map(credentials_in)
+                .unwrap_or_default(),
+        );
+        if let Some(m) = cur.mode.filter(|m| mode == 0o600 && *m & 0o077 != 0) {
+            out.findings.push("proxy", format!("{path} exists with mode {m:04o} and would hold the proxy's credentials: the agent keeps a file's mode, so remove it or make it 0600"));
             continue;
         }
-        if cur.content.as_deref() == Some(text.as_str()) {
+        if cur.content.as_deref() == Some(new.as_str()) {
             continue;
         }
         out.steps.push(Step::File {
-            purpose: format!("proxy environment for {unit}"),
+            purpose,
             path: path.into(),
             old: cur.content,
-            new: text.clone(),
-            mode: 0o600,
+            new,
+            mode,
             backup: None,
         });
         wrote = true;
@@ -154,6 +204,7 @@ fn plan(i: &Input, out: &mut Out) {
     if wrote {
         out.steps.push(Step::ReloadUnits {
             why: "the proxy drop-ins apply to units started after a reload".into(),
+            required: family == Family::Al2023,
         });
     }
 }

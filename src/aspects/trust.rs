@@ -41,10 +41,25 @@ pub fn anchor(store: Store, i: usize) -> String {
     format!("{}/eks-nodeinit-ca-{}.crt", store.anchors, i + 1)
 }
 
+/// What a successful rebuild leaves: the tool and a digest of the bundles it rebuilt with.
+pub const RECORD: &str = "/var/lib/eks-nodeinit/trust-rebuilt";
+
+fn record(store: Store, bundles: &[String]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for b in bundles {
+        h.update(b.as_bytes());
+        h.update([0]);
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{} sha256:{hex}\n", store.tool)
+}
+
 fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     let Some(t) = &spec.trust else {
         return;
     };
+    r.file(RECORD);
     for store in [AMAZON, DEBIAN] {
         r.exists.push(store.tool.into());
         for i in 0..t.bundles.len() {
@@ -64,6 +79,7 @@ fn rebuild(store: Store, root: &Path) -> TrustRebuild {
         (true, true) => TrustRebuild {
             argv: vec![tool, "extract".into()],
             skip: None,
+            record: None,
         },
         (true, false) => TrustRebuild {
             argv: vec![tool, "extract".into()],
@@ -71,10 +87,12 @@ fn rebuild(store: Store, root: &Path) -> TrustRebuild {
                 "--root is {}, not /: update-ca-trust rebuilds only /'s store; on the node it runs",
                 root.display()
             )),
+            record: None,
         },
         (false, true) => TrustRebuild {
             argv: vec![tool],
             skip: None,
+            record: None,
         },
         (false, false) => {
             let mut argv = vec![tool];
@@ -88,7 +106,11 @@ fn rebuild(store: Store, root: &Path) -> TrustRebuild {
                 argv.push(opt.into());
                 argv.push(under(dir));
             }
-            TrustRebuild { argv, skip: None }
+            TrustRebuild {
+                argv,
+                skip: None,
+                record: None,
+            }
         }
     }
 }
@@ -115,7 +137,7 @@ fn plan(i: &Input, out: &mut Out) {
         let Some(cur) = facts.current_file(&path, "trust", &mut out.findings) else {
             continue;
         };
-        let new = format!("{}\n", bundle.trim_end());
+        let new = bundle.clone();
         if cur.content.as_deref() == Some(new.as_str()) {
             continue;
         }
@@ -129,9 +151,18 @@ fn plan(i: &Input, out: &mut Out) {
         });
         wrote = true;
     }
-    if wrote {
-        out.steps
-            .push(Step::RebuildTrust(rebuild(store, &facts.root)));
+    let mut step = rebuild(store, &facts.root);
+    let want = record(store, &t.bundles);
+    let recorded = facts
+        .current_file(RECORD, "trust", &mut out.findings)
+        .is_some_and(|c| c.content.as_deref() == Some(want.as_str()));
+    // A rebuild that will run is recorded; one that failed or never finished is planned again.
+    let runs = step.skip.is_none();
+    if wrote || (runs && !recorded) {
+        if runs {
+            step.record = Some((RECORD.into(), want));
+        }
+        out.steps.push(Step::RebuildTrust(step));
     }
 }
 

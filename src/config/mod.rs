@@ -551,12 +551,16 @@ pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
                     message: serde_message(&inner),
                 })
             } else {
+                let mut message = serde_message(&inner);
+                if field.starts_with("proxy") {
+                    // A proxy URL may hold credentials: serde quotes the value it refused.
+                    message = crate::text::without_quoted(&message);
+                }
                 Err(ConfigError::Field {
                     path: path.to_string(),
                     field,
                     message: format!(
-                        "{} (line {}, column {})",
-                        serde_message(&inner),
+                        "{message} (line {}, column {})",
                         inner.line(),
                         inner.column()
                     ),

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxySettings {
     /// The proxy for `https://` requests: `http://[user:password@]host[:port]` (or `https://`
-    /// to reach the proxy over TLS). Credentials are secrets: redacted in plans, logs and the
-    /// report, and the drop-ins holding them are mode 0600.
+    /// to reach the proxy over TLS). Credentials (percent-encoded, no `'`) are secrets: kept in
+    /// /etc/eks-nodeinit/proxy.env (mode 0600), never in a unit's `Environment=`, and redacted
+    /// in plans and the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub https: Option<String>,
     /// The proxy for `http://` requests, in the same form.

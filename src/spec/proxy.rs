@@ -67,7 +67,7 @@ impl ProxySpec {
         all.extend(n.vpc_cidrs.iter().filter(|c| is_cidr(c)).cloned());
         all.extend(n.service_cidr.filter(|c| is_cidr(c)).map(String::from));
         all.push(".internal".into());
-        if check_entry(n.region).is_ok() && !n.region.is_empty() {
+        if check_entry(n.region).is_ok() {
             all.push(ec2_domain(n.region));
         }
         all.extend(self.no_proxy.iter().cloned());
@@ -145,17 +145,20 @@ pub(crate) fn spec(c: Option<&ProxySettings>, f: &mut Findings) -> Option<ProxyS
             "give `https` (and `http`) as `http://host:port`: a NO_PROXY alone configures nothing",
         );
     }
-    for (i, e) in c.no_proxy.iter().enumerate() {
-        f.check(format!("proxy.noProxy[{i}]"), check_entry(e));
-    }
-    (f.0.len() == before).then(|| ProxySpec {
+    let no_proxy: Vec<String> = c
+        .no_proxy
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| f.check(format!("proxy.noProxy[{i}]"), check_entry(e)))
+        .collect();
+    (f.0.len() == before).then_some(ProxySpec {
         http,
         https,
-        no_proxy: c.no_proxy.clone(),
+        no_proxy,
     })
 }
 
-/// RFC 3986 userinfo: unreserved, sub-delims, `:` and percent-encoded octets.
+/// RFC 3986 userinfo: unreserved, sub-delims but `'`, `:` and percent-encoded octets.
 fn userinfo_ok(u: &str) -> bool {
     let b = u.as_bytes();
     let mut i = 0;
@@ -167,7 +170,9 @@ fn userinfo_ok(u: &str) -> bool {
             {
                 i += 3
             }
-            c if c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:".contains(&c) => i += 1,
+            // RFC 3986's sub-delims but `'`: the credentials are written single-quoted in an
+            // environment file (percent-encode a quote as %27).
+            c if c.is_ascii_alphanumeric() || b"-._~!$&()*+,;=:".contains(&c) => i += 1,
             _ => return false,
         }
     }
@@ -194,38 +199,35 @@ fn host_port_ok(hp: &str) -> bool {
 }
 
 /// A proxy URL: the scheme `http` or `https`, a host, an optional port and credentials, no path.
-/// A message never shows the credentials.
+/// A message never shows the credentials: everything between the scheme and the last `@` of the
+/// value is hidden, wherever the value would have them.
 fn check_url(url: &str) -> Result<ProxyUrl, String> {
+    let shown = printable(&hide_userinfo(url));
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(format!(
-            "`{}` has no scheme: a proxy URL is `http://host:port` (or `https://`)",
-            printable(&hide_userinfo(url))
+            "`{shown}` has no scheme: a proxy URL is `http://host:port` (or `https://`)"
         ));
     };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (userinfo, host_port) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let shown = printable(&match userinfo {
-        Some(_) => format!("{scheme}://***@{host_port}{tail}"),
-        None => url.to_string(),
-    });
     if scheme != "http" && scheme != "https" {
         return Err(format!(
             "`{shown}` has the scheme `{}`: a proxy URL is `http://` or `https://` (the scheme is how the agent reaches the proxy)",
             printable(scheme)
         ));
     }
+    let (userinfo, host_part) = match rest.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, rest),
+    };
+    if userinfo.is_some_and(|u| u.is_empty() || !userinfo_ok(u)) {
+        return Err(format!(
+            "`{shown}`: the credentials are not `user:password` as a URL holds them (percent-encode `@`, `/`, `?`, `#`, `%`, quotes and spaces)"
+        ));
+    }
+    let end = host_part.find(['/', '?', '#']).unwrap_or(host_part.len());
+    let (host_port, tail) = host_part.split_at(end);
     if !tail.is_empty() && tail != "/" {
         return Err(format!(
             "`{shown}` has a path, query or fragment: a proxy URL is `{scheme}://host[:port]` alone"
-        ));
-    }
-    if userinfo.is_some_and(|u| u.is_empty() || !userinfo_ok(u)) {
-        return Err(format!(
-            "`{shown}`: the credentials are not `user:password` as a URL holds them (percent-encode `@`, `/`, `%`, spaces and quotes)"
         ));
     }
     if !host_port_ok(host_port) {
@@ -234,36 +236,64 @@ fn check_url(url: &str) -> Result<ProxyUrl, String> {
         ));
     }
     Ok(ProxyUrl {
-        url: format!("{scheme}://{authority}"),
+        url: match userinfo {
+            Some(u) => format!("{scheme}://{u}@{host_port}"),
+            None => format!("{scheme}://{host_port}"),
+        },
         userinfo: userinfo.map(String::from),
     })
 }
 
-/// A URL without anything before its last `@` (for a message about a URL that did not parse).
+/// A value with everything between its scheme (or its start) and its last `@` replaced by `***`.
 fn hide_userinfo(s: &str) -> String {
-    match s.rsplit_once('@') {
-        Some((_, host)) => format!("***@{host}"),
-        None => s.to_string(),
+    let Some((before, host)) = s.rsplit_once('@') else {
+        return s.to_string();
+    };
+    match before.split_once("://") {
+        Some((scheme, _)) => format!("{scheme}://***@{host}"),
+        None => format!("***@{host}"),
     }
 }
 
-/// One NO_PROXY entry: a host or domain (`.corp.example`, `*.corp.example`), an IP address, a
-/// CIDR block, any of them with `:port`, or `*`; nothing a unit file or a comma-separated list
-/// would split or quote.
-fn check_entry(e: &str) -> Result<(), String> {
-    let ok = !e.is_empty()
+/// One NO_PROXY entry, as every client on the node reads it the same way: a host or domain
+/// (`.corp.example`; `*.corp.example` is written `.corp.example`, which Go reads alike and the
+/// agent's own client understands), an IP address or a CIDR block, or `*`. No port (the agent's
+/// client never matches one) and no brackets (Go reads `[fd00::1]` as a domain that matches
+/// nothing): nothing a unit file or a comma-separated list would split or quote.
+fn check_entry(e: &str) -> Result<String, String> {
+    let shown = printable(e);
+    let charset = !e.is_empty()
         && e.len() <= 255
         && e.bytes().all(|b| {
             b.is_ascii_alphanumeric()
                 || matches!(b, b'.' | b'-' | b'_' | b':' | b'*' | b'/' | b'[' | b']')
         });
-    if ok {
-        return Ok(());
+    if !charset {
+        return Err(format!(
+            "`{shown}` is not a NO_PROXY entry: a host, a domain (`.corp.example`), an IP address or a CIDR block (`10.0.0.0/8`), one per list item"
+        ));
     }
-    Err(format!(
-        "`{}` is not a NO_PROXY entry: a host, a domain (`.corp.example`), an IP address or a CIDR block (`10.0.0.0/8`), one per list item",
-        printable(e)
-    ))
+    if e.contains(['[', ']']) {
+        return Err(format!(
+            "`{shown}`: write an IPv6 address without brackets (`fd00:ec2::254`); Go reads a bracketed one as a name that matches nothing"
+        ));
+    }
+    let ip_like = e.parse::<std::net::IpAddr>().is_ok() || is_cidr(e);
+    if e.contains(':') && !ip_like {
+        return Err(format!(
+            "`{shown}` has a port: a NO_PROXY entry applies to every port (the agent's own client matches no entry with a port)"
+        ));
+    }
+    if e == "*" {
+        return Ok(e.into());
+    }
+    let leading_wildcard = e.starts_with("*.") && e.matches('*').count() == 1;
+    if e.contains('*') && !leading_wildcard {
+        return Err(format!(
+            "`{shown}`: `*` is the whole entry (no proxy at all) or a leading `*.` (`*.corp.example`)"
+        ));
+    }
+    Ok(e.strip_prefix('*').unwrap_or(e).to_string())
 }
 
 #[cfg(test)]

@@ -22,14 +22,27 @@ pub(crate) fn spec(c: Option<&TrustSettings>, f: &mut Findings) -> Option<TrustS
     for (i, b) in c.ca_bundles.iter().enumerate() {
         f.check(format!("trust.caBundles[{i}]"), check_bundle(b));
     }
+    // Each bundle as PEM every reader takes (it parsed above).
     (f.0.len() == before).then(|| TrustSpec {
-        bundles: c.ca_bundles.clone(),
+        bundles: c
+            .ca_bundles
+            .iter()
+            .filter_map(|b| crate::pem::canonical(b))
+            .collect(),
     })
 }
 
 fn check_bundle(text: &str) -> Result<(), String> {
     let ders = crate::pem::ders(text).map_err(|why| format!("the value {why}"))?;
     for (n, der) in ders.iter().enumerate() {
+        // As the SDK's TLS stack adds it to its roots (it panics on one it cannot parse).
+        let mut roots = rustls::RootCertStore::empty();
+        if let Err(e) = roots.add(rustls::pki_types::CertificateDer::from(der.clone())) {
+            return Err(format!(
+                "certificate {} cannot be a TLS trust anchor ({e}): give DER-encoded X.509 certificates",
+                n + 1
+            ));
+        }
         match crate::pem::is_ca(der) {
             Ok(true) => {}
             Ok(false) => {
@@ -92,5 +105,25 @@ mod tests {
         }
         let (s, f) = run(&[]);
         assert!(s.is_none() && f[0].starts_with("trust.caBundles"), "{f:?}");
+        // Indented, with long lines: accepted, and kept as PEM every reader takes.
+        let b64: String = ca.lines().filter(|l| !l.starts_with("-----")).collect();
+        let messy = format!("  -----BEGIN CERTIFICATE-----\n  {b64}\n  -----END CERTIFICATE-----");
+        let (s, f) = run(&[messy]);
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(s.unwrap().bundles[0], ca);
+        // A DER length in a non-minimal form (BER): refused, as the SDK's reader would panic.
+        let der = crate::pem::ders(&ca).unwrap().remove(0);
+        let len = usize::from(der[2]) << 8 | usize::from(der[3]);
+        assert_eq!(der[1], 0x82, "a two-byte length");
+        let mut ber = vec![0x30, 0x83, 0x00, der[2], der[3]];
+        ber.extend_from_slice(&der[4..]);
+        assert_eq!(ber.len(), len + 5);
+        let pem = format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &ber)
+        );
+        let (s, f) = run(&[pem]);
+        assert!(s.is_none(), "{f:?}");
+        assert!(f[0].contains("cannot be a TLS trust anchor"), "{f:?}");
     }
 }

@@ -124,8 +124,9 @@ impl Manager {
     async fn restart_unit(&self, name: String, mode: String) -> zbus::fdo::Result<OwnedObjectPath> {
         self.record("RestartUnit", name, mode)
     }
+    /// Refused when `refuse` names `Reload`.
     async fn reload(&self) -> zbus::fdo::Result<()> {
-        self.record("Reload", String::new(), String::new())
+        self.record("Reload", "Reload".into(), String::new())
             .map(|_| ())
     }
 }

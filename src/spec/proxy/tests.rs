@@ -86,6 +86,46 @@ fn bad_urls_and_entries_are_named_errors_that_never_echo_credentials() {
             "proxy.noProxy[0]",
             "not a NO_PROXY entry",
         ),
+        (
+            r#"{"https": "http://svc:sec/ret@proxy.corp:3128"}"#,
+            "proxy.https",
+            "credentials",
+        ),
+        (
+            r#"{"https": "http://svc:sec#ret@proxy.corp:3128"}"#,
+            "proxy.https",
+            "credentials",
+        ),
+        (
+            r#"{"https": "http://svc:sec?ret@proxy.corp:3128"}"#,
+            "proxy.https",
+            "credentials",
+        ),
+        (
+            r#"{"https": "http://svc:sec'ret@proxy.corp:3128"}"#,
+            "proxy.https",
+            "credentials",
+        ),
+        (
+            r#"{"https": "ftp://svc:secret@proxy.corp"}"#,
+            "proxy.https",
+            "scheme `ftp`",
+        ),
+        (
+            r#"{"https": "http://p.corp", "noProxy": ["[fd00::1]"]}"#,
+            "proxy.noProxy[0]",
+            "without brackets",
+        ),
+        (
+            r#"{"https": "http://p.corp", "noProxy": ["git.corp:443"]}"#,
+            "proxy.noProxy[0]",
+            "has a port",
+        ),
+        (
+            r#"{"https": "http://p.corp", "noProxy": ["a*.corp"]}"#,
+            "proxy.noProxy[0]",
+            "leading `*.`",
+        ),
         (r#"{"noProxy": [".corp"]}"#, "proxy", "give `https`"),
     ] {
         let (s, f) = run(json);
@@ -100,9 +140,10 @@ fn bad_urls_and_entries_are_named_errors_that_never_echo_credentials() {
 
 #[test]
 fn no_proxy_computed_in_order_once_each_with_the_regions_domain() {
-    let (s, _) = run(
-        r#"{"https": "http://p.corp:3128", "noProxy": [".corp.example", "10.0.0.0/16", "LOCALHOST"]}"#,
+    let (s, f) = run(
+        r#"{"https": "http://p.corp:3128", "noProxy": ["*.corp.example", "10.0.0.0/16", "LOCALHOST", "fd00::1", "*"]}"#,
     );
+    assert!(f.is_empty(), "{f:?}");
     let list = s.unwrap().no_proxy_list(NoProxyInputs {
         region: "eu-west-1",
         vpc_cidrs: &[
@@ -114,7 +155,7 @@ fn no_proxy_computed_in_order_once_each_with_the_regions_domain() {
     });
     assert_eq!(
         list.join(","),
-        "localhost,127.0.0.1,::1,169.254.169.254,fd00:ec2::254,10.0.0.0/16,2600:1f14::/56,172.20.0.0/16,.internal,.eu-west-1.compute.internal,.corp.example"
+        "localhost,127.0.0.1,::1,169.254.169.254,fd00:ec2::254,10.0.0.0/16,2600:1f14::/56,172.20.0.0/16,.internal,.eu-west-1.compute.internal,.corp.example,fd00::1,*"
     );
     assert_eq!(ec2_domain("us-east-1"), ".ec2.internal");
 }
