@@ -195,12 +195,24 @@ enum Change {
         step: String,
         rebuild: crate::step::TrustRebuild,
     },
+    /// A record of earlier work that this run's changes make stale, removed before any of them.
+    Forget {
+        path: PathBuf,
+    },
 }
 
 /// The first phase: write and fsync every file's new content beside it and open every live
 /// sysctl. Nothing the node reads has changed when this returns, whether it failed or not.
 fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
     let mut changes = Vec::new();
+    // The trust store's rebuild record goes before the anchors change: a run stopped between
+    // them and the rebuild finds no record, and plans the rebuild again.
+    changes.extend(plan.steps.iter().find_map(|s| match s {
+        Step::RebuildTrust(t) => t.record.as_ref().map(|(path, _)| Change::Forget {
+            path: under(root, path),
+        }),
+        _ => None,
+    }));
     let mut after_files = Vec::new();
     let mut handoff = None;
     for step in &plan.steps {
@@ -309,6 +321,10 @@ async fn apply(
                 (step, Outcome::Done)
             }
             Change::StartUnit { step, unit } => (step, start_unit(bus, &unit, report).await),
+            Change::Forget { path } => {
+                fsutil::remove(&path)?;
+                continue;
+            }
             Change::Reload { step, required } => (step, reload(bus, required, report).await?),
             Change::Trust { step, rebuild } => match rebuild.skip {
                 Some(why) => (step, Outcome::Skipped(why)),

@@ -47,25 +47,36 @@ pub(crate) fn serde_message(e: &serde_json::Error) -> String {
     escaped(m)
 }
 
-/// `m` with every `"…"` it quotes replaced by `(value not shown)`: a message about a value that
-/// may be a secret.
+/// `m` with every `"…"` it quotes (serde's quoting: `\"` inside is part of the value) and every
+/// `` `…` `` holding an `@` replaced by `(value not shown)`: a message about a value that may be
+/// a secret (a URL with credentials).
 pub(crate) fn without_quoted(m: &str) -> String {
     let mut out = String::new();
-    let mut rest = m;
-    while let Some(start) = rest.find('"') {
-        out.push_str(&rest[..start]);
-        match rest[start + 1..].find('"') {
-            Some(end) => {
-                out.push_str("(value not shown)");
-                rest = &rest[start + 1 + end + 1..];
-            }
-            None => {
-                out.push_str("(value not shown)");
-                rest = "";
+    let mut chars = m.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c != '"' && c != '`' {
+            out.push(c);
+            continue;
+        }
+        let mut end = None;
+        let mut escaped = false;
+        for (j, d) in chars.by_ref() {
+            match d {
+                '\\' if c == '"' && !escaped => escaped = true,
+                d if d == c && !escaped => {
+                    end = Some(j);
+                    break;
+                }
+                _ => escaped = false,
             }
         }
+        let span = &m[i..end.map_or(m.len(), |j| j + 1)];
+        if c == '"' || span.contains('@') {
+            out.push_str("(value not shown)");
+        } else {
+            out.push_str(span);
+        }
     }
-    out.push_str(rest);
     out
 }
 

@@ -203,18 +203,28 @@ fn a_trust_tool_that_fails_fails_the_run_and_says_what_to_do() {
     let root = sample_root("al2023-root");
     std::fs::create_dir_all(root.path().join("usr/sbin")).unwrap();
     let tool = root.path().join(&TOOL[1..]);
-    std::fs::write(
-        &tool,
-        "#!/bin/sh\necho 'cannot write /etc/ssl/certs: read-only' >&2\nexit 1\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let install = |script: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&tool, script).unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
     let ca = std::fs::read_to_string(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap();
     let cfg = config_with(root.path(), "c.json", |v| {
         v["tagging"] = json!({"enabled": false});
         v["trust"] = json!({"caBundles": [ca]});
     });
+    // A first run whose rebuild succeeded left its record; then the anchor is lost and the
+    // tool fails: that record must not stand for the failed rebuild.
+    install("#!/bin/sh\nexit 0\n");
+    assert!(init(root.path(), &cfg, &[]).status.success());
+    let record = root.path().join("var/lib/eks-nodeinit/trust-rebuilt");
+    assert!(record.exists());
+    let anchor = root
+        .path()
+        .join("usr/local/share/ca-certificates/eks-nodeinit-ca-1.crt");
+    std::fs::remove_file(&anchor).unwrap();
+    std::fs::remove_file(root.path().join("var/lib/eks-nodeinit/done")).ok();
+    install("#!/bin/sh\necho 'cannot write /etc/ssl/certs: read-only' >&2\nexit 1\n");
     let out = init(root.path(), &cfg, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
@@ -224,10 +234,11 @@ fn a_trust_tool_that_fails_fails_the_run_and_says_what_to_do() {
         "{err}"
     );
     assert!(err.contains("run it by hand"), "{err}");
-    assert!(root
-        .path()
-        .join("usr/local/share/ca-certificates/eks-nodeinit-ca-1.crt")
-        .exists());
+    assert!(anchor.exists());
+    assert!(
+        !record.exists(),
+        "the stale record was removed before the anchors changed"
+    );
     // Not recorded as rebuilt: a rerun plans the rebuild again (and only that).
     let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -499,7 +499,19 @@ fn a_bad_proxy_is_a_named_error_that_never_shows_the_password() {
         assert_one(&f, "proxy.https", needle);
         assert!(f.iter().all(|x| !x.contains("hunter2")), "{f:?}");
     }
-    // A URL where the section belongs: serde would quote it in its message.
+    // A URL where the section belongs (serde quotes it in its message, a `"` inside escaped),
+    // or as a key (in the path, and backticked in serde's message).
+    for proxy in [
+        serde_json::json!("http://svc:hunter2@proxy.corp:3128"),
+        serde_json::json!("http://svc:hun\"ter2@proxy.corp:3128"),
+        serde_json::json!({"http://svc:hunter2@proxy.corp:3128": 1}),
+    ] {
+        let root = common::sample_root("al2023-root");
+        let cfg = common::config_with(root.path(), "c.json", |v| v["proxy"] = proxy);
+        let out = common::init(root.path(), &cfg, &["--dry-run"]);
+        assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+        common::assert_unprinted(&out, root.path(), &["hunter2", "ter2", "svc:"]);
+    }
     let root = common::sample_root("al2023-root");
     let cfg = common::config_with(root.path(), "c.json", |v| {
         v["proxy"] = serde_json::json!("http://svc:hunter2@proxy.corp:3128");

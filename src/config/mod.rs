@@ -552,9 +552,14 @@ pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
                 })
             } else {
                 let mut message = serde_message(&inner);
+                let mut field = field;
                 if field.starts_with("proxy") {
-                    // A proxy URL may hold credentials: serde quotes the value it refused.
+                    // A proxy URL may hold credentials: serde quotes the value it refused, and
+                    // a URL given as a key is in the path and the message.
                     message = crate::text::without_quoted(&message);
+                    if field.contains('@') {
+                        field = "proxy".into();
+                    }
                 }
                 Err(ConfigError::Field {
                     path: path.to_string(),

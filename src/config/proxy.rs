@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
+#[derive(Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProxySettings {
     /// The proxy for `https://` requests: `http://[user:password@]host[:port]` (or `https://`
@@ -20,4 +20,15 @@ pub struct ProxySettings {
     /// CIDR, `.internal` and the Region's EC2 domain).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub no_proxy: Vec<String>,
+}
+
+/// Without the URLs: they may hold credentials.
+impl std::fmt::Debug for ProxySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxySettings")
+            .field("https", &self.https.as_ref().map(|_| "…"))
+            .field("http", &self.http.as_ref().map(|_| "…"))
+            .field("no_proxy", &self.no_proxy)
+            .finish()
+    }
 }
