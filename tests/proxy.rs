@@ -24,16 +24,12 @@ const USER: &str = "svc";
 const PASSWORD: &str = "s3cr3t-pw";
 const MAC: &str = "0e:aa:bb:cc:dd:ee";
 const VPC: &str = "10.0.0.0/16\n10.1.0.0/16";
+const VPC6: &str = "2600:1f14:abc:de00::/56";
 
 /// tinyproxy in the foreground with Basic auth, logging each request to a file: (the process,
 /// its port, the log).
 fn tinyproxy(dir: &Path) -> Option<(Proc, u16, PathBuf)> {
-    if Command::new("tinyproxy").arg("-v").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tinyproxy is required in CI (make deps)"
-        );
-        eprintln!("SKIP: tinyproxy not installed (run `make deps`)");
+    if !peer_present(&missing_commands(&["tinyproxy"])) {
         return None;
     }
     let port = free_port();
@@ -89,6 +85,10 @@ fn imds(id: &str, ip: &str) -> ImdsServer {
     s.data.insert(
         format!("network/interfaces/macs/{MAC}/vpc-ipv4-cidr-blocks"),
         VPC.into(),
+    );
+    s.data.insert(
+        format!("network/interfaces/macs/{MAC}/vpc-ipv6-cidr-blocks"),
+        VPC6.into(),
     );
     s.data.insert(
         format!("iam/security-credentials/{ROLE}"),
@@ -244,7 +244,7 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             && env_text.contains(&format!("http_proxy='{url}'\n")),
         "{env_text}"
     );
-    let no_proxy = "localhost,127.0.0.1,::1,169.254.169.254,fd00:ec2::254,10.0.0.0/16,10.1.0.0/16,172.20.0.0/16,.internal,.eu-west-1.compute.internal,.corp.example";
+    let no_proxy = "localhost,127.0.0.1,::1,169.254.169.254,fd00:ec2::254,10.0.0.0/16,10.1.0.0/16,2600:1f14:abc:de00::/56,172.20.0.0/16,.internal,.eu-west-1.compute.internal,.corp.example";
     for unit in ["containerd", "kubelet", "nodeadm-config", "nodeadm-run"] {
         let p = root.path().join(format!(
             "etc/systemd/system/{unit}.service.d/60-eks-nodeinit-proxy.conf"

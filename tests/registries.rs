@@ -18,19 +18,12 @@ use serde_json::json;
 
 /// The tools, or (outside CI) a reason to skip.
 fn have_tools() -> bool {
-    let missing: Vec<&str> = ["containerd", "ctr", "docker-registry", "openssl"]
-        .into_iter()
-        .filter(|t| Command::new(t).arg("--version").output().is_err())
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{missing:?} required in CI (make deps)"
-    );
-    eprintln!("SKIP: {missing:?} not installed (run `make deps`)");
-    false
+    common::peer_present(&common::missing_commands(&[
+        "containerd",
+        "ctr",
+        "docker-registry",
+        "openssl",
+    ]))
 }
 
 fn wait_for(what: &str, ok: impl Fn() -> bool) {

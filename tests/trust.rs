@@ -18,15 +18,11 @@ const CLUSTER: &str = "prod-eu";
 const TOOL: &str = "/usr/sbin/update-ca-certificates";
 
 fn have_tools() -> bool {
-    let ok = Path::new(TOOL).exists() && Command::new("openssl").arg("version").output().is_ok();
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "openssl and ca-certificates are required in CI (make deps)"
-        );
-        eprintln!("SKIP: openssl or {TOOL} missing (run `make deps`)");
+    let mut missing = missing_commands(&["openssl"]);
+    if !Path::new(TOOL).exists() {
+        missing.push(TOOL);
     }
-    ok
+    peer_present(&missing)
 }
 
 /// An SDK config for the test's own calls to moto over TLS, trusting only `ca`.

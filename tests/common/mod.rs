@@ -282,6 +282,29 @@ impl Drop for Proc {
     }
 }
 
+/// Whether a peer the suite starts is installed: true, else a note and false on a developer box;
+/// in CI its absence fails the test. `missing` names what is not there (empty: all present).
+pub fn peer_present(missing: &[&str]) -> bool {
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{missing:?} required in CI (make deps)"
+    );
+    eprintln!("SKIP: {missing:?} not installed (run `make deps`)");
+    false
+}
+
+/// The commands of `tools` that cannot be run (`<tool> --version` fails to start).
+pub fn missing_commands<'a>(tools: &[&'a str]) -> Vec<&'a str> {
+    tools
+        .iter()
+        .copied()
+        .filter(|t| Command::new(t).arg("--version").output().is_err())
+        .collect()
+}
+
 /// A TCP port free on 127.0.0.1 at the time of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -315,12 +338,7 @@ pub fn start_moto_at(host: &str, args: &[&str], env: &[(&str, &str)]) -> Option<
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    if !have {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "moto[server] is required in CI (make deps)"
-        );
-        eprintln!("SKIP: moto[server] not installed (run `make deps`)");
+    if !peer_present(if have { &[] } else { &["moto[server]"] }) {
         return None;
     }
     let port = free_port();
