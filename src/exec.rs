@@ -397,11 +397,13 @@ async fn start_unit(bus: &Bus, unit: &str, report: &mut Report) -> Outcome {
 /// config phase starts right after the agent); else (AL2, whose bootstrap.sh reloads too) it is
 /// a warning naming what it means. Under another root with no bus asked for, nothing is told.
 async fn reload(bus: &Bus, required: bool, report: &mut Report) -> Result<Outcome, ExecError> {
-    let r = match (bus, connect(bus).await) {
-        // Another root than /, and no bus asked for: nothing to tell.
-        (Bus::Skip(why), _) => return Ok(Outcome::Skipped(why.clone())),
-        (_, Ok(conn)) => systemd::reload(&conn).await.map_err(|e| e.to_string()),
-        (_, Err(why)) => Err(why),
+    // Another root than /, and no bus asked for: nothing to tell.
+    if let Bus::Skip(why) = bus {
+        return Ok(Outcome::Skipped(why.clone()));
+    }
+    let r = match connect(bus).await {
+        Ok(conn) => systemd::reload(&conn).await.map_err(|e| e.to_string()),
+        Err(why) => Err(why),
     };
     Ok(match r {
         Ok(()) => {
