@@ -10,7 +10,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use common::dbus::{serve_manager, start_bus};
 use common::imds_server::{ImdsServer, State};
@@ -26,44 +26,13 @@ const MAC: &str = "0e:aa:bb:cc:dd:ee";
 const VPC: &str = "10.0.0.0/16\n10.1.0.0/16";
 const VPC6: &str = "2600:1f14:abc:de00::/56";
 
-/// tinyproxy in the foreground with Basic auth, logging each request to a file: (the process,
-/// its port, the log).
+/// tinyproxy with Basic auth: (the process, its port, the log), or None to skip.
 fn tinyproxy(dir: &Path) -> Option<(Proc, u16, PathBuf)> {
     if !peer_present(&missing_commands(&["tinyproxy"])) {
         return None;
     }
-    let port = free_port();
-    let conf = dir.join("tinyproxy.conf");
-    std::fs::write(
-        &conf,
-        format!("Port {port}\nListen 127.0.0.1\nAllow 127.0.0.1\nLogLevel Connect\nBasicAuth {USER} {PASSWORD}\n"),
-    )
-    .unwrap();
-    let log = dir.join("tinyproxy.log");
-    let child = Command::new("tinyproxy")
-        .arg("-d")
-        .arg("-c")
-        .arg(&conf)
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed().as_secs() < 10, "tinyproxy did not start");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    Some((Proc(child), port, log))
-}
-
-/// The requests tinyproxy forwarded: each `GET http://host:port/path HTTP/1.1` line's target.
-fn proxied(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once("Request (file descriptor ").map(|(_, r)| r))
-        .filter_map(|r| r.split_once("): ").map(|(_, req)| req.to_string()))
-        .collect()
+    let auth = format!("BasicAuth {USER} {PASSWORD}\n");
+    Some(common::peers::tinyproxy(dir, &auth, None))
 }
 
 const ROLE: &str = "node-role";
@@ -175,7 +144,7 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
         assert!(stdout(&out).contains("<redacted"), "{}", stdout(&out));
         assert_unprinted(&out, root.path(), &secrets);
     }
-    let before = proxied(&log).len();
+    let before = common::peers::proxied(&log).len();
     let out = run_init(root.path(), &cfg, &imds, &bus.address, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
 
@@ -197,7 +166,10 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
     // GetParametersByPath; CreateTags (the tags were read before planning: one DescribeTags,
     // IMDS tags being off).
     assert_eq!((discovery, tagging), (1, 1), "{rep}");
-    let requests: Vec<String> = proxied(&log).into_iter().skip(before).collect();
+    let requests: Vec<String> = common::peers::proxied(&log)
+        .into_iter()
+        .skip(before)
+        .collect();
     let moto_host = moto.url.trim_start_matches("http://");
     assert_eq!(
         requests.len() as u64,

@@ -10,10 +10,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::tls::{certificates, sh};
-use common::{free_port, manifest_dir, sample_root, Proc};
+use common::peers::{logged, push_image, registry, wait_for};
+use common::tls::certificates;
+use common::{free_port, sample_root, Proc};
 use serde_json::json;
 
 /// The tools, or (outside CI) a reason to skip.
@@ -24,51 +24,6 @@ fn have_tools() -> bool {
         "docker-registry",
         "openssl",
     ]))
-}
-
-fn wait_for(what: &str, ok: impl Fn() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "{what} did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `c` started with its output in `log`.
-fn logged(mut c: Command, log: &Path) -> Proc {
-    let f = std::fs::File::create(log).unwrap();
-    Proc(
-        c.stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
-}
-
-/// The registry on 127.0.0.1:`port` with TLS, its request log in `dir/registry.log`.
-fn registry(dir: &Path, port: u16, crt: &Path, key: &Path) -> Proc {
-    let cfg = dir.join("registry.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {}\n    key: {}\n",
-            dir.join("data").display(),
-            crt.display(),
-            key.display()
-        ),
-    )
-    .unwrap();
-    let mut c = Command::new("docker-registry");
-    c.arg("serve").arg(&cfg);
-    let p = logged(c, &dir.join("registry.log"));
-    wait_for("docker-registry", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    p
 }
 
 /// containerd with its state under `dir`, the CRI plugin off (ctr pulls through the same hosts
@@ -123,10 +78,7 @@ fn containerd_pulls_through_the_mirror_and_trusts_the_cas_the_agent_wrote() {
     let port = free_port();
     let _registry = registry(w, port, &crt, &key);
     let base = format!("https://127.0.0.1:{port}");
-    sh(Command::new("python3")
-        .arg(manifest_dir().join("tests/registry/push_image.py"))
-        .args([base.as_str(), "library/tiny", "1"])
-        .arg(&ca));
+    push_image(&base, "library/tiny", "1", &ca);
     let (_containerd, sock) = containerd(w);
 
     // The agent, on an AL2023 sample node: the mirror for docker.io and the registry's own CA.

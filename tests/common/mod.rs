@@ -8,6 +8,7 @@ pub mod discovery_server;
 pub mod ec2_server;
 pub mod faults;
 pub mod imds_server;
+pub mod peers;
 pub mod tls;
 
 use std::collections::BTreeMap;

@@ -11,12 +11,14 @@ tmp=$out.partial
 rm -rf "$tmp"
 mkdir -p "$tmp"
 # minbase plus what a cloud node boots with. python3-cffi-backend is a dependency of
-# cloud-init's dependencies that debootstrap's resolver misses.
+# cloud-init's dependencies that debootstrap's resolver misses. containerd is the runtime the
+# private-network scenario pulls with, python3-grpcio what its CRI client (guest/e2e-cri-pull)
+# speaks gRPC with.
 # One retry: a mirror hiccup should not fail a CI run.
 for attempt in 1 2; do
   rm -rf "$tmp/rootfs"
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,udev,dbus,kmod,procps,iproute2,ifupdown,isc-dhcp-client,netbase,cloud-init,python3-cffi-backend,linux-image-cloud-amd64,initramfs-tools,ca-certificates \
+    --include=systemd,systemd-sysv,udev,dbus,kmod,procps,iproute2,ifupdown,isc-dhcp-client,netbase,cloud-init,python3-cffi-backend,linux-image-cloud-amd64,initramfs-tools,ca-certificates,containerd,python3-grpcio \
     bookworm "$tmp/rootfs" "$mirror" && break
   [ "$attempt" = 2 ] && exit 1
   echo "debootstrap failed; retrying once" >&2
@@ -38,6 +40,16 @@ datasource:
     max_wait: 60
     timeout: 5
 CFG
+# containerd as on an EKS AMI: registry hosts from certs.d (config_path, as AL2's and AL2023's
+# containerd config), and not started at boot: the hand-off starts it (nodeadm's run phase, or
+# bootstrap.sh on AL2), after the agent has written its drop-ins.
+mkdir -p "$r/etc/containerd"
+cat > "$r/etc/containerd/config.toml" <<'TOML'
+version = 2
+[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "/etc/containerd/certs.d:/etc/docker/certs.d"
+TOML
+chroot "$r" systemctl disable containerd.service
 # The guest is reached only through its serial console; no login.
 chroot "$r" passwd -d root
 chroot "$r" systemctl mask apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer || true

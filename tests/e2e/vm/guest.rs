@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The MAC of QEMU's first NIC, as IMDS reports the instance's primary interface.
+const GUEST_MAC: &str = "52:54:00:12:34:56";
+
 pub(super) fn utc_in(hours: u32) -> String {
     sh(Command::new("date").args([
         "-u",
@@ -35,7 +38,7 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
         ("local-ipv4", ec2.private_ip.clone()),
         ("local-hostname", host.clone()),
         ("hostname", host),
-        ("mac", "52:54:00:12:34:56".into()),
+        ("mac", GUEST_MAC.into()),
         ("placement/availability-zone", format!("{REGION}a")),
         ("placement/region", REGION.into()),
         ("iam/security-credentials/eks-node-role", creds.to_string()),
@@ -64,6 +67,13 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
     }
     s.tags = Some(tags);
     s.user_data = Some(sc.user_data.clone().into_bytes());
+    if sc.private {
+        // The VPC's block on the instance's interface: the agent reads it for the NO_PROXY.
+        s.data.insert(
+            format!("network/interfaces/macs/{GUEST_MAC}/vpc-ipv4-cidr-blocks"),
+            private::VPC_CIDR.into(),
+        );
+    }
     if let Some(state) = sc.warm {
         s.data
             .insert(eks_nodeinit::lifecycle::IMDS_PATH.into(), state.into());
@@ -87,7 +97,14 @@ pub(super) fn enable(root: &Path, unit: &str, target: &str) {
 /// The guest's disk for one scenario: the cached root, the DEB installed with dpkg in a chroot,
 /// the host's CA trusted, EC2_HOST pointed at the forwarded address, the flavour's recording
 /// hand-off, the reporter. Returns the raw ext4 image.
-pub(super) fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Path) -> PathBuf {
+pub(super) fn disk(
+    sc: &Scenario,
+    image: &Path,
+    work: &Path,
+    ca: &Path,
+    deb: &Path,
+    net: Option<&private::Network>,
+) -> PathBuf {
     let root = work.join("rootfs");
     sh(Command::new("cp")
         .args(["-a", "--reflink=auto"])
@@ -110,8 +127,8 @@ pub(super) fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Pa
     enable(&root, "e2e-report.service", "cloud-init.target");
     let keys: Vec<&str> = sc.config["sysctls"]
         .as_object()
-        .unwrap()
-        .keys()
+        .into_iter()
+        .flat_map(|m| m.keys())
         .map(String::as_str)
         .collect();
     write(
@@ -132,20 +149,11 @@ pub(super) fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Pa
             0o600,
         );
     }
-    write(
-        &root.join("usr/local/share/ca-certificates/eks-nodeinit-e2e.crt"),
-        &std::fs::read_to_string(ca).unwrap(),
-        0o644,
-    );
-    sh(Command::new("chroot")
-        .arg(&root)
-        .args(["update-ca-certificates"]));
-    let hosts = std::fs::read_to_string(root.join("etc/hosts")).unwrap_or_default();
-    write(
-        &root.join("etc/hosts"),
-        &format!("{hosts}{GUEST_EC2_ADDR} {EC2_HOST} {SSM_HOST}\n"),
-        0o644,
-    );
+    match net {
+        // The CA comes from the agent (trust.caBundles); the AWS endpoints through the proxy.
+        Some(net) => net.prepare(&root),
+        None => trust_and_name_aws(&root, ca),
+    }
     std::fs::copy(deb, root.join("tmp/eks-nodeinit.deb")).unwrap();
     sh(Command::new("chroot")
         .arg(&root)
@@ -212,6 +220,25 @@ pub(super) fn disk(sc: &Scenario, image: &Path, work: &Path, ca: &Path, deb: &Pa
     img
 }
 
+/// The host's CA trusted by the guest's store, and the AWS endpoints' names pointed at the
+/// forwarded address.
+fn trust_and_name_aws(root: &Path, ca: &Path) {
+    write(
+        &root.join("usr/local/share/ca-certificates/eks-nodeinit-e2e.crt"),
+        &std::fs::read_to_string(ca).unwrap(),
+        0o644,
+    );
+    sh(Command::new("chroot")
+        .arg(root)
+        .args(["update-ca-certificates"]));
+    let hosts = std::fs::read_to_string(root.join("etc/hosts")).unwrap_or_default();
+    write(
+        &root.join("etc/hosts"),
+        &format!("{hosts}{GUEST_EC2_ADDR} {EC2_HOST} {SSM_HOST}\n"),
+        0o644,
+    );
+}
+
 pub(super) fn parse_report(text: &str) -> Facts {
     let mut m = Facts::new();
     for line in text.lines() {
@@ -231,6 +258,7 @@ pub(super) fn parse_report(text: &str) -> Facts {
 }
 
 /// Boot the disk, wait for two reports (the guest reboots itself once, then powers off).
+/// `forwards`: the scenario's own (guest address:port, port on the host's 127.0.0.1).
 pub(super) fn boot(
     sc: &Scenario,
     image: &Path,
@@ -238,16 +266,20 @@ pub(super) fn boot(
     work: &Path,
     imds: &ImdsServer,
     ec2: &Ec2,
+    forwards: &[(String, u16)],
 ) -> Run {
     let console = work.join("console.log");
     let report = work.join("report.log");
     let imds_port = imds.addr.port();
-    let netdev = format!(
+    let mut netdev = format!(
         "user,id=n0,net=169.254.0.0/16,\
          guestfwd=tcp:169.254.169.254:80-cmd:socat - TCP:127.0.0.1:{imds_port},\
          guestfwd=tcp:{GUEST_EC2_ADDR}:443-cmd:socat - TCP:127.0.0.1:{}",
         ec2.tls_port
     );
+    for (guest, port) in forwards {
+        netdev += &format!(",guestfwd=tcp:{guest}-cmd:socat - TCP:127.0.0.1:{port}");
+    }
     let t = Instant::now();
     let mut child = Proc(
         Command::new("qemu-system-x86_64")

@@ -4,19 +4,23 @@
 //! guest's /etc/hosts and a CA the guest trusts) reaches moto behind a TLS terminator: the
 //! agent runs with no test-only setting, from the shipped user-data examples.
 //!
-//! Six boots-and-reboots, each checked from the host through the guest's second serial port
+//! Seven boots-and-reboots, each checked from the host through the guest's second serial port
 //! (see guest/e2e-report): the AL2 user-data script with a recording bootstrap.sh, the AL2023
 //! MIME user data with a recording nodeadm, and the packaged unit with a cloud-config only, on
-//! AL2023 and on AL2; and on AL2023 the two warm-pool paths (warm.rs): warmed and stopped, then
-//! in service after the reboot; warmed and running, in service without one.
+//! AL2023 and on AL2; on AL2023 the two warm-pool paths (warm.rs): warmed and stopped, then in
+//! service after the reboot; warmed and running, in service without one; and on AL2023 a node in
+//! a private network (private.rs): a proxy, a CA bundle and a registry mirror, with containerd
+//! pulling through them.
 //!
 //! Run with `make e2e-vm` (root, QEMU, debootstrap, socat, moto; see tests/e2e/vm/README.md).
 //! Without them each test says why it is skipped; with `E2E_REQUIRED=1` it fails instead.
 
+mod aws;
 mod checks;
 #[path = "../../common/mod.rs"]
 mod common;
 mod guest;
+mod private;
 mod warm;
 
 /// What the guest's bootstrap.sh records per call: the unit it ran in (cgroup), then the argv
@@ -40,6 +44,7 @@ use eks_nodeinit::aspects::{logind, nodeconfig, sysctls};
 use eks_nodeinit::fsutil::under;
 use eks_nodeinit::report::REPORT_PATH;
 
+use aws::{certificates, Ec2, TagMirror};
 use checks::check;
 use guest::{boot, disk, imds};
 
@@ -122,6 +127,11 @@ fn prerequisites() -> Result<PathBuf, String> {
         "mkfs.ext4",
         "openssl",
         "chroot",
+        // The private-network scenario's peers (make deps) and the proxy's own /etc/hosts.
+        "docker-registry",
+        "tinyproxy",
+        "unshare",
+        "python3",
     ] {
         if !have(tool) {
             return Err(format!("{tool} is not installed (make e2e-vm-deps)"));
@@ -249,187 +259,6 @@ fn accel(image: &Path) -> &'static str {
     })
 }
 
-/// A CA the guest trusts and a certificate for EC2_HOST signed by it.
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let (ca_key, ca, key, csr, crt, ext) = (
-        dir.join("ca.key"),
-        dir.join("ca.crt"),
-        dir.join("ec2.key"),
-        dir.join("ec2.csr"),
-        dir.join("ec2.crt"),
-        dir.join("ec2.ext"),
-    );
-    sh(Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        ])
-        .args(["-subj", "/CN=eks-nodeinit e2e CA", "-keyout"])
-        .arg(&ca_key)
-        .arg("-out")
-        .arg(&ca));
-    sh(Command::new("openssl")
-        .args(["req", "-newkey", "rsa:2048", "-nodes"])
-        .args(["-subj", &format!("/CN={EC2_HOST}"), "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&csr));
-    std::fs::write(
-        &ext,
-        format!("subjectAltName=DNS:{EC2_HOST},DNS:{SSM_HOST}\nextendedKeyUsage=serverAuth\n"),
-    )
-    .unwrap();
-    sh(Command::new("openssl")
-        .args(["x509", "-req", "-days", "2", "-CAcreateserial", "-in"])
-        .arg(&csr)
-        .arg("-CA")
-        .arg(&ca)
-        .arg("-CAkey")
-        .arg(&ca_key)
-        .arg("-extfile")
-        .arg(&ext)
-        .arg("-out")
-        .arg(&crt));
-    (ca, crt, key)
-}
-
-/// The EC2 side: moto (recording every request) on loopback, a TLS terminator in front of it
-/// with a certificate for EC2_HOST, and one run-instances instance.
-struct Ec2 {
-    _moto: Moto,
-    _tls: Proc,
-    tls_port: u16,
-    recording: PathBuf,
-    client: aws_sdk_ec2::Client,
-    instance_id: String,
-    private_ip: String,
-}
-
-impl Ec2 {
-    fn start(rt: &tokio::runtime::Runtime, dir: &Path, crt: &Path, key: &Path) -> Ec2 {
-        let recording = dir.join("moto-recording.jsonl");
-        let moto = start_moto_with(&[
-            ("MOTO_ENABLE_RECORDING", "1"),
-            ("MOTO_RECORDER_FILEPATH", recording.to_str().unwrap()),
-        ])
-        .expect("moto[server] is installed (make deps)");
-        let moto_port = moto.url.rsplit(':').next().unwrap().to_string();
-        let tls_port = free_port();
-        let tls = Proc(
-            Command::new("socat")
-                .arg(format!(
-                    "OPENSSL-LISTEN:{tls_port},bind=127.0.0.1,reuseaddr,fork,verify=0,cert={},key={}",
-                    crt.display(),
-                    key.display()
-                ))
-                .arg(format!("TCP:127.0.0.1:{moto_port}"))
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let client = rt.block_on(ec2_client(&moto.url, REGION));
-        let (instance_id, private_ip) = rt.block_on(run_instance(&client));
-        Ec2 {
-            instance_id,
-            private_ip,
-            _moto: moto,
-            _tls: tls,
-            tls_port,
-            recording,
-            client,
-        }
-    }
-
-    /// The EC2 actions moto served so far (from its request recording).
-    fn actions(&self) -> Vec<String> {
-        let text = std::fs::read_to_string(&self.recording).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|e| {
-                let body = e["body"].as_str().unwrap_or("");
-                let body = if e["body_encoded"] == true {
-                    String::from_utf8_lossy(
-                        &base64::engine::general_purpose::STANDARD
-                            .decode(body)
-                            .unwrap_or_default(),
-                    )
-                    .into_owned()
-                } else {
-                    body.to_string()
-                };
-                body.split('&')
-                    .find_map(|kv| kv.strip_prefix("Action="))
-                    .map(str::to_string)
-            })
-            .collect()
-    }
-
-    fn count(&self, action: &str) -> usize {
-        self.actions().iter().filter(|a| *a == action).count()
-    }
-
-    /// Parameter Store calls of `operation` moto served (JSON protocol: the X-Amz-Target header).
-    fn ssm_count(&self, operation: &str) -> usize {
-        let target = format!("AmazonSSM.{operation}");
-        std::fs::read_to_string(&self.recording)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|e| {
-                e["headers"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .any(|(k, v)| k.eq_ignore_ascii_case("x-amz-target") && v == &target)
-            })
-            .count()
-    }
-
-    fn tags(&self, rt: &tokio::runtime::Runtime) -> Result<BTreeMap<String, String>, String> {
-        rt.block_on(instance_tags(&self.client, &self.instance_id))
-    }
-}
-
-/// Instance-metadata tags show the instance's EC2 tags: mirror moto's into the IMDS server
-/// (beside the launch-time tags above) until dropped.
-struct TagMirror(
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    Option<std::thread::JoinHandle<()>>,
-);
-
-impl TagMirror {
-    fn start(rt: &tokio::runtime::Runtime, ec2: &Ec2, imds: &ImdsServer) -> TagMirror {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (flag, handle, client, id, state) = (
-            stop.clone(),
-            rt.handle().clone(),
-            ec2.client.clone(),
-            ec2.instance_id.clone(),
-            imds.state.clone(),
-        );
-        let t = std::thread::spawn(move || {
-            let base = state.lock().unwrap().tags.clone().unwrap_or_default();
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok(now) = handle.block_on(instance_tags(&client, &id)) {
-                    let mut tags = base.clone();
-                    tags.extend(now);
-                    state.lock().unwrap().tags = Some(tags);
-                }
-                std::thread::sleep(Duration::from_millis(500));
-            }
-        });
-        TagMirror(stop, Some(t))
-    }
-}
-
-impl Drop for TagMirror {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.1.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Flavour {
     Al2,
@@ -453,6 +282,8 @@ struct Scenario {
     cluster_tag: bool,
     /// The Auto Scaling target lifecycle state at launch, for the warm-pool scenarios (warm.rs).
     warm: Option<&'static str>,
+    /// The private-network scenario (private.rs): proxy, CA bundle and mirror.
+    private: bool,
 }
 
 /// The AL2 kubelet config the agent patches: the config's default `kubelet.configPath`.
@@ -472,6 +303,7 @@ fn scenario(name: &'static str) -> Scenario {
         "al2023-user-data" => ("cloud-init/al2023-userdata.mime", Flavour::Al2023, false),
         "al2023-name-only" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         "al2-name-only" => ("cloud-init/al2-name-only.json", Flavour::Al2, true),
+        "al2023-private" => ("cloud-init/al2023-proxied.mime", Flavour::Al2023, true),
         "al2023-warm-stopped" | "al2023-warm-running" => {
             ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true)
         }
@@ -500,6 +332,7 @@ fn scenario(name: &'static str) -> Scenario {
         discovered,
         cluster_tag: name != "al2-name-only",
         warm: warm::initial_state(name),
+        private: private::is_private(name),
     }
 }
 
@@ -597,7 +430,7 @@ fn e2e(name: &'static str) {
         Err(why) => return skip(&why),
     };
     let t = Instant::now();
-    let sc = scenario(name);
+    let mut sc = scenario(name);
     let image = image();
     let work = tempfile::Builder::new()
         .prefix(&format!("e2e-{name}-"))
@@ -606,6 +439,10 @@ fn e2e(name: &'static str) {
     let (ca, crt, key) = certificates(work.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ec2 = Ec2::start(&rt, work.path(), &crt, &key);
+    let net = sc.private.then(|| {
+        private::add_trust(&mut sc, &ca);
+        private::Network::start(work.path(), &ca, &crt, &key, &ec2)
+    });
     if sc.discovered {
         // The name-only scenarios' values, in moto before the boot (the CA a SecureString).
         let prefix = format!("/eks/{CLUSTER}");
@@ -620,15 +457,23 @@ fn e2e(name: &'static str) {
     }
     let imds = imds(&ec2, &sc);
     let _mirror = TagMirror::start(&rt, &ec2, &imds);
-    let disk = disk(&sc, &image, work.path(), &ca, &deb);
+    let disk = disk(&sc, &image, work.path(), &ca, &deb, net.as_ref());
     let prepared = t.elapsed().as_secs_f64();
-    let run = boot(&sc, &image, &disk, work.path(), &imds, &ec2);
+    let forwards = net.as_ref().map(|n| n.forwards()).unwrap_or_default();
+    let run = boot(&sc, &image, &disk, work.path(), &imds, &ec2, &forwards);
+    let checks = || {
+        check(&sc, &run, &ec2, &rt);
+        if let Some(net) = &net {
+            private::check(&sc, &run, net);
+        }
+    };
+    // The work directory holds the peers' logs the checks read: kept or removed after them.
     if std::env::var_os("E2E_KEEP").is_some() {
         let kept = work.keep();
         eprintln!("[{name}] kept {}", kept.display());
-        check(&sc, &run, &ec2, &rt);
+        checks();
     } else {
-        check(&sc, &run, &ec2, &rt);
+        checks();
     }
     let s = imds.state.lock().unwrap();
     eprintln!(
@@ -671,4 +516,10 @@ fn al2023_warmed_stopped_holds_nodeadm_run_then_hands_off_once_in_service() {
 #[ignore = "boots a VM: make e2e-vm"]
 fn al2023_warmed_running_hands_off_in_the_same_boot_once_in_service() {
     e2e("al2023-warm-running");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_private_network_proxy_ca_and_mirror_reach_containerd() {
+    e2e("al2023-private");
 }

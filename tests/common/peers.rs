@@ -1,0 +1,115 @@
+//! Real peers from Debian, started by the tests on loopback: `docker-registry` serving TLS (with
+//! a small image pushed over its API) and the forward proxy `tinyproxy`, each logging to a file
+//! the tests read.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::tls::sh;
+use super::{free_port, manifest_dir, Proc};
+
+/// Wait until `ok` (at most 30 s), else fail naming `what`.
+pub fn wait_for(what: &str, ok: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{what} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `c` started with its output in `log`.
+pub fn logged(mut c: Command, log: &Path) -> Proc {
+    let f = std::fs::File::create(log).unwrap();
+    Proc(
+        c.stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// The registry on 127.0.0.1:`port` with TLS, its request log in `dir/registry.log`.
+pub fn registry(dir: &Path, port: u16, crt: &Path, key: &Path) -> Proc {
+    let cfg = dir.join("registry.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {}\n    key: {}\n",
+            dir.join("data").display(),
+            crt.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new("docker-registry");
+    c.arg("serve").arg(&cfg);
+    let p = logged(c, &dir.join("registry.log"));
+    wait_for("docker-registry", || listening(port));
+    p
+}
+
+/// Push the suite's small image (tests/registry/push_image.py) as `repo:tag` to the registry at
+/// `base` (`https://…`), verified with `ca`. The manifest's digest.
+pub fn push_image(base: &str, repo: &str, tag: &str, ca: &Path) -> String {
+    sh(Command::new("python3")
+        .arg(manifest_dir().join("tests/registry/push_image.py"))
+        .args([base, repo, tag])
+        .arg(ca))
+    .trim()
+    .to_string()
+}
+
+/// tinyproxy on 127.0.0.1 in the foreground, logging each request (`LogLevel Connect`) to
+/// `dir/tinyproxy.log`; `extra` is added to its config (e.g. `BasicAuth`). With `hosts`, it runs
+/// in a mount namespace of its own whose /etc/hosts is that file, so that names the tests make
+/// up resolve to loopback for the proxy alone (needs root). (The process, its port, the log.)
+pub fn tinyproxy(dir: &Path, extra: &str, hosts: Option<&Path>) -> (Proc, u16, PathBuf) {
+    let port = free_port();
+    let conf = dir.join("tinyproxy.conf");
+    std::fs::write(
+        &conf,
+        format!("Port {port}\nListen 127.0.0.1\nAllow 127.0.0.1\nLogLevel Connect\n{extra}"),
+    )
+    .unwrap();
+    let log = dir.join("tinyproxy.log");
+    let mut c = match hosts {
+        None => Command::new("tinyproxy"),
+        Some(hosts) => {
+            let mut c = Command::new("unshare");
+            c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                .arg(r#"mount --bind "$0" /etc/hosts && exec tinyproxy "$@""#)
+                .arg(hosts);
+            c
+        }
+    };
+    c.arg("-d").arg("-c").arg(&conf);
+    let child = c
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Proc(child);
+    wait_for("tinyproxy", || listening(port));
+    (child, port, log)
+}
+
+/// The requests tinyproxy forwarded: each request line's target and method, e.g.
+/// `GET http://host:port/path HTTP/1.1` or `CONNECT host:443 HTTP/1.1`.
+pub fn proxied(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once("Request (file descriptor ").map(|(_, r)| r))
+        .filter_map(|r| r.split_once("): ").map(|(_, req)| req.to_string()))
+        .collect()
+}

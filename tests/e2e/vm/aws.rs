@@ -1,0 +1,194 @@
+//! The host's AWS side of the VM e2e (main.rs): the test CA and the server certificate for the
+//! names the guest reaches, moto behind a TLS terminator, and the tag mirror into IMDS.
+
+use super::*;
+
+/// A CA and a certificate signed by it for the names the guest reaches over TLS: EC2_HOST,
+/// SSM_HOST, and the private-network scenario's registry (as its mirror, by its own name, and on
+/// 127.0.0.1 for the push).
+pub(super) fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let (ca_key, ca, key, csr, crt, ext) = (
+        dir.join("ca.key"),
+        dir.join("ca.crt"),
+        dir.join("ec2.key"),
+        dir.join("ec2.csr"),
+        dir.join("ec2.crt"),
+        dir.join("ec2.ext"),
+    );
+    sh(Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=eks-nodeinit e2e CA", "-keyout"])
+        .arg(&ca_key)
+        .arg("-out")
+        .arg(&ca));
+    sh(Command::new("openssl")
+        .args(["req", "-newkey", "rsa:2048", "-nodes"])
+        .args(["-subj", &format!("/CN={EC2_HOST}"), "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&csr));
+    std::fs::write(
+        &ext,
+        format!(
+            "subjectAltName=DNS:{EC2_HOST},DNS:{SSM_HOST},DNS:{},DNS:{},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+            private::MIRROR_HOST,
+            private::REGISTRY_HOST
+        ),
+    )
+    .unwrap();
+    sh(Command::new("openssl")
+        .args(["x509", "-req", "-days", "2", "-CAcreateserial", "-in"])
+        .arg(&csr)
+        .arg("-CA")
+        .arg(&ca)
+        .arg("-CAkey")
+        .arg(&ca_key)
+        .arg("-extfile")
+        .arg(&ext)
+        .arg("-out")
+        .arg(&crt));
+    (ca, crt, key)
+}
+
+/// The EC2 side: moto (recording every request) on loopback, a TLS terminator in front of it
+/// with a certificate for EC2_HOST, and one run-instances instance.
+pub(super) struct Ec2 {
+    pub(super) _moto: Moto,
+    pub(super) _tls: Proc,
+    pub(super) tls_port: u16,
+    pub(super) recording: PathBuf,
+    pub(super) client: aws_sdk_ec2::Client,
+    pub(super) instance_id: String,
+    pub(super) private_ip: String,
+}
+
+impl Ec2 {
+    pub(super) fn start(rt: &tokio::runtime::Runtime, dir: &Path, crt: &Path, key: &Path) -> Ec2 {
+        let recording = dir.join("moto-recording.jsonl");
+        let moto = start_moto_with(&[
+            ("MOTO_ENABLE_RECORDING", "1"),
+            ("MOTO_RECORDER_FILEPATH", recording.to_str().unwrap()),
+        ])
+        .expect("moto[server] is installed (make deps)");
+        let moto_port = moto.url.rsplit(':').next().unwrap().to_string();
+        let tls_port = free_port();
+        let tls = Proc(
+            Command::new("socat")
+                .arg(format!(
+                    "OPENSSL-LISTEN:{tls_port},bind=127.0.0.1,reuseaddr,fork,verify=0,cert={},key={}",
+                    crt.display(),
+                    key.display()
+                ))
+                .arg(format!("TCP:127.0.0.1:{moto_port}"))
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let client = rt.block_on(ec2_client(&moto.url, REGION));
+        let (instance_id, private_ip) = rt.block_on(run_instance(&client));
+        Ec2 {
+            instance_id,
+            private_ip,
+            _moto: moto,
+            _tls: tls,
+            tls_port,
+            recording,
+            client,
+        }
+    }
+
+    /// The EC2 actions moto served so far (from its request recording).
+    pub(super) fn actions(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.recording).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|e| {
+                let body = e["body"].as_str().unwrap_or("");
+                let body = if e["body_encoded"] == true {
+                    String::from_utf8_lossy(
+                        &base64::engine::general_purpose::STANDARD
+                            .decode(body)
+                            .unwrap_or_default(),
+                    )
+                    .into_owned()
+                } else {
+                    body.to_string()
+                };
+                body.split('&')
+                    .find_map(|kv| kv.strip_prefix("Action="))
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+
+    pub(super) fn count(&self, action: &str) -> usize {
+        self.actions().iter().filter(|a| *a == action).count()
+    }
+
+    /// Parameter Store calls of `operation` moto served (JSON protocol: the X-Amz-Target header).
+    pub(super) fn ssm_count(&self, operation: &str) -> usize {
+        let target = format!("AmazonSSM.{operation}");
+        std::fs::read_to_string(&self.recording)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| {
+                e["headers"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .any(|(k, v)| k.eq_ignore_ascii_case("x-amz-target") && v == &target)
+            })
+            .count()
+    }
+
+    pub(super) fn tags(
+        &self,
+        rt: &tokio::runtime::Runtime,
+    ) -> Result<BTreeMap<String, String>, String> {
+        rt.block_on(instance_tags(&self.client, &self.instance_id))
+    }
+}
+
+/// Instance-metadata tags show the instance's EC2 tags: mirror moto's into the IMDS server
+/// (beside the launch-time tags above) until dropped.
+pub(super) struct TagMirror(
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+impl TagMirror {
+    pub(super) fn start(rt: &tokio::runtime::Runtime, ec2: &Ec2, imds: &ImdsServer) -> TagMirror {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, handle, client, id, state) = (
+            stop.clone(),
+            rt.handle().clone(),
+            ec2.client.clone(),
+            ec2.instance_id.clone(),
+            imds.state.clone(),
+        );
+        let t = std::thread::spawn(move || {
+            let base = state.lock().unwrap().tags.clone().unwrap_or_default();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(now) = handle.block_on(instance_tags(&client, &id)) {
+                    let mut tags = base.clone();
+                    tags.extend(now);
+                    state.lock().unwrap().tags = Some(tags);
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        TagMirror(stop, Some(t))
+    }
+}
+
+impl Drop for TagMirror {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.1.take() {
+            let _ = t.join();
+        }
+    }
+}
