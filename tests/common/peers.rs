@@ -92,14 +92,26 @@ pub fn tinyproxy(dir: &Path, extra: &str, hosts: Option<&Path>) -> (Proc, u16, P
         }
     };
     c.arg("-d").arg("-c").arg(&conf);
-    let child = c
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let child = Proc(child);
-    wait_for("tinyproxy", || listening(port));
+    let err = dir.join("tinyproxy.err");
+    let mut child = Proc(
+        c.stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while !listening(port) {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            let said = std::fs::read_to_string(&err).unwrap_or_default();
+            panic!("tinyproxy exited ({status}) before listening: {said}");
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "tinyproxy did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     (child, port, log)
 }
 

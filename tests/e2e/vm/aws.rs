@@ -4,9 +4,8 @@
 use super::*;
 
 /// A CA and a certificate signed by it for the names the guest reaches over TLS: EC2_HOST,
-/// SSM_HOST, and the private-network scenario's registry (as its mirror, by its own name, and on
-/// 127.0.0.1 for the push).
-pub(super) fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+/// SSM_HOST and `more` (subjectAltName entries, e.g. `DNS:name` or `IP:127.0.0.1`).
+pub(super) fn certificates(dir: &Path, more: &[String]) -> (PathBuf, PathBuf, PathBuf) {
     let (ca_key, ca, key, csr, crt, ext) = (
         dir.join("ca.key"),
         dir.join("ca.crt"),
@@ -32,9 +31,8 @@ pub(super) fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(
         &ext,
         format!(
-            "subjectAltName=DNS:{EC2_HOST},DNS:{SSM_HOST},DNS:{},DNS:{},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-            private::MIRROR_HOST,
-            private::REGISTRY_HOST
+            "subjectAltName=DNS:{EC2_HOST},DNS:{SSM_HOST}{}\nextendedKeyUsage=serverAuth\n",
+            more.iter().map(|n| format!(",{n}")).collect::<String>()
         ),
     )
     .unwrap();

@@ -78,7 +78,13 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
 
     // Sysctls: live in the kernel on both boots (the second from /etc/sysctl.d via
     // systemd-sysctl), and persisted.
+    // Every example but the proxied one sets sysctls.
     let configured = cfg["sysctls"].as_object();
+    assert!(
+        configured.is_some() || sc.private,
+        "[{}] no sysctls",
+        sc.name
+    );
     let persisted = match configured {
         Some(_) => run.file(1, sysctls::PERSIST_PATH),
         None => String::new(),

@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// The MAC of QEMU's first NIC, as IMDS reports the instance's primary interface.
+/// The guest NIC's MAC, and the instance's primary interface in IMDS.
 const GUEST_MAC: &str = "52:54:00:12:34:56";
 
 pub(super) fn utc_in(hours: u32) -> String {
@@ -295,7 +295,8 @@ pub(super) fn boot(
             ])
             .arg("-drive")
             .arg(format!("file={},format=raw,if=virtio", disk.display()))
-            .args(["-netdev", &netdev, "-device", "virtio-net-pci,netdev=n0"])
+            .args(["-netdev", &netdev, "-device"])
+            .arg(format!("virtio-net-pci,netdev=n0,mac={GUEST_MAC}"))
             .args([
                 "-smbios",
                 &format!(

@@ -137,6 +137,13 @@ fn prerequisites() -> Result<PathBuf, String> {
             return Err(format!("{tool} is not installed (make e2e-vm-deps)"));
         }
     }
+    // The private-network scenario's proxy gets an /etc/hosts of its own: a mount namespace.
+    let probe = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "true"])
+        .output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        return Err(format!("`unshare --mount true` failed: {probe:?}"));
+    }
     let cache = cache_root();
     std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
     let avail: u64 = sh(Command::new("df")
@@ -436,7 +443,12 @@ fn e2e(name: &'static str) {
         .prefix(&format!("e2e-{name}-"))
         .tempdir_in(cache_root())
         .unwrap();
-    let (ca, crt, key) = certificates(work.path());
+    let names = if sc.private {
+        private::tls_names()
+    } else {
+        vec![]
+    };
+    let (ca, crt, key) = certificates(work.path(), &names);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ec2 = Ec2::start(&rt, work.path(), &crt, &key);
     let net = sc.private.then(|| {
@@ -467,14 +479,11 @@ fn e2e(name: &'static str) {
             private::check(&sc, &run, net);
         }
     };
-    // The work directory holds the peers' logs the checks read: kept or removed after them.
+    // The work directory holds the peers' logs the checks read: kept, or removed after them.
     if std::env::var_os("E2E_KEEP").is_some() {
-        let kept = work.keep();
-        eprintln!("[{name}] kept {}", kept.display());
-        checks();
-    } else {
-        checks();
+        eprintln!("[{name}] kept {}", work.keep().display());
     }
+    checks();
     let s = imds.state.lock().unwrap();
     eprintln!(
         "[{name}] passed: prepared in {prepared:.0} s, first report at {:.0} s, two boots {:.0} s; IMDS served {} token PUTs, {} GETs, {} 401s",

@@ -6,9 +6,9 @@
 //! small image, and Debian's `tinyproxy`, which resolves names from an /etc/hosts of its own (a
 //! mount namespace): the AWS endpoints to a relay on port 443 in front of moto's TLS terminator,
 //! `registry.e2e.test` to the registry. The guest reaches the proxy as `proxy.corp.example:3128`
-//! and the mirror as `mirror.corp.example:443` (its /etc/hosts, QEMU's forwards); it has no
-//! route to the AWS endpoints but the proxy, and does not trust the suite's CA until the agent
-//! installs it.
+//! and the mirror as `mirror.corp.example:443` (its /etc/hosts, QEMU's forwards). Its /etc/hosts
+//! does not name the AWS endpoints, so the agent's calls reach moto only through the proxy; and
+//! it does not trust the suite's CA until the agent installs it.
 //!
 //! In the guest, after the hand-off (the nodeadm stand-in's run phase starts containerd, as
 //! nodeadm does), containerd pulls through CRI as kubelet does: `docker.io/library/tiny:1`
@@ -19,6 +19,7 @@
 
 use super::*;
 use crate::common::peers;
+use eks_nodeinit::aspects::{proxy, trust};
 
 pub(super) const PROXY_HOST: &str = "proxy.corp.example";
 pub(super) const MIRROR_HOST: &str = "mirror.corp.example";
@@ -37,6 +38,16 @@ const TAG: &str = "1";
 
 pub(super) fn is_private(name: &str) -> bool {
     name == "al2023-private"
+}
+
+/// The names the suite's server certificate must carry beside the AWS endpoints': the registry
+/// as the mirror, by its own name, and on 127.0.0.1 (where the test pushes the image).
+pub(super) fn tls_names() -> Vec<String> {
+    vec![
+        format!("DNS:{MIRROR_HOST}"),
+        format!("DNS:{REGISTRY_HOST}"),
+        "IP:127.0.0.1".into(),
+    ]
 }
 
 /// The host's side of the private network, stopped when dropped.
@@ -58,7 +69,7 @@ impl Network {
         let registry = peers::registry(&dir, registry_port, crt, key);
         let base = format!("https://127.0.0.1:{registry_port}");
         peers::push_image(&base, REPO, TAG, ca);
-        let relay = Proc(
+        let mut relay = Proc(
             Command::new("socat")
                 .arg(format!(
                     "TCP-LISTEN:443,bind={AWS_RELAY_ADDR},reuseaddr,fork"
@@ -71,6 +82,11 @@ impl Network {
         peers::wait_for("the relay to moto", || {
             std::net::TcpStream::connect((AWS_RELAY_ADDR, 443)).is_ok()
         });
+        // Listening, and ours: a socat that could not bind (something else on port 443) exits.
+        assert!(
+            relay.0.try_wait().unwrap().is_none(),
+            "the relay could not listen on {AWS_RELAY_ADDR}:443"
+        );
         let hosts = dir.join("hosts");
         std::fs::write(
             &hosts,
@@ -153,7 +169,7 @@ fn want_no_proxy(sc: &Scenario) -> String {
         VPC_CIDR,
         sc.config["cluster"]["cidr"].as_str().unwrap(),
         ".internal",
-        ".eu-west-1.compute.internal",
+        &format!(".{REGION}.compute.internal"),
     ]
     .map(String::from)
     .to_vec();
@@ -163,12 +179,34 @@ fn want_no_proxy(sc: &Scenario) -> String {
     want.join(",")
 }
 
+/// The proxy variables `unit` has at `boot`, as `systemctl show -p Environment` gives them
+/// (none of the values holds a space or a character systemctl would quote).
+fn unit_proxy(run: &Run, boot: u32, unit: &str) -> Vec<String> {
+    run.unit(boot, unit)["Environment"]
+        .split(' ')
+        .filter(|kv| kv.to_ascii_lowercase().contains("_proxy="))
+        .map(String::from)
+        .collect()
+}
+
 /// The scenario's own checks, after the common ones (checks::check).
 pub(super) fn check(sc: &Scenario, run: &Run, net: &Network) {
     let name = sc.name;
-    let proxy = sc.config["proxy"]["https"].as_str().unwrap();
-    assert_eq!(proxy, format!("http://{PROXY_HOST}:3128"));
+    let p = &sc.config["proxy"];
+    let (https, http) = (p["https"].as_str().unwrap(), p["http"].as_str().unwrap());
+    assert_eq!(https, format!("http://{PROXY_HOST}:3128"));
     let no_proxy = want_no_proxy(sc);
+    let want: Vec<String> = [
+        ("HTTPS_PROXY", https),
+        ("https_proxy", https),
+        ("HTTP_PROXY", http),
+        ("http_proxy", http),
+        ("NO_PROXY", &no_proxy),
+        ("no_proxy", &no_proxy),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k}={v}"))
+    .collect();
     for boot in [1, 2] {
         // containerd, started by the hand-off, runs with the proxy: as systemd has the unit,
         // and in the running process's environment.
@@ -177,17 +215,21 @@ pub(super) fn check(sc: &Scenario, run: &Run, net: &Network) {
             unit["ActiveState"], "active",
             "[{name}] boot {boot}: {unit:?}"
         );
-        let env: Vec<&str> = unit["Environment"].split(' ').collect();
-        let running = run.must(boot, "containerd-environ");
-        for var in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
-            let set = format!("{var}={proxy}");
-            assert!(env.contains(&set.as_str()), "[{name}] boot {boot}: {env:?}");
-            assert!(running.lines().any(|l| l == set), "[{name}] {running}");
-        }
-        for var in ["NO_PROXY", "no_proxy"] {
-            let set = format!("{var}={no_proxy}");
-            assert!(env.contains(&set.as_str()), "[{name}] boot {boot}: {env:?}");
-            assert!(running.lines().any(|l| l == set), "[{name}] {running}");
+        let running: Vec<String> = run
+            .must(boot, "containerd-environ")
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(sorted(&running), sorted(&want), "[{name}] boot {boot}");
+        // Systemd loaded the nodeadm units at boot, before the agent wrote their drop-ins: they
+        // hold the proxy only because the agent had systemd reload.
+        for unit in [
+            "containerd.service",
+            "nodeadm-config.service",
+            "nodeadm-run.service",
+        ] {
+            let got = unit_proxy(run, boot, unit);
+            assert_eq!(got, want, "[{name}] boot {boot}: {unit}");
         }
         // Both pulls, through CRI, by containerd itself.
         for image in net.images() {
@@ -198,9 +240,21 @@ pub(super) fn check(sc: &Scenario, run: &Run, net: &Network) {
             );
         }
     }
-    // docker.io's pull went to the mirror (containerd adds ns=docker.io for a mirror), directly;
-    // the other registry's through the proxy. The proxy carried the agent's EC2 call and that
-    // pull, nothing else: not IMDS, not the mirror, not docker.io itself.
+    check_logs(sc, net);
+    check_files(sc, run);
+}
+
+fn sorted(v: &[String]) -> Vec<String> {
+    let mut v = v.to_vec();
+    v.sort();
+    v
+}
+
+/// docker.io's pull went to the mirror (containerd adds ns=docker.io for a mirror), directly;
+/// the other registry's through the proxy. The proxy carried the agent's EC2 calls and that
+/// registry's pulls, nothing else: not IMDS, not the mirror, not docker.io itself.
+fn check_logs(sc: &Scenario, net: &Network) {
+    let name = sc.name;
     let log = std::fs::read_to_string(&net.registry_log).unwrap();
     assert!(
         log.contains(&format!("/v2/{REPO}/manifests/{TAG}?ns=docker.io")),
@@ -222,27 +276,41 @@ pub(super) fn check(sc: &Scenario, run: &Run, net: &Network) {
         .filter(|r| !r.starts_with(&ec2) && !r.starts_with(&registry))
         .collect();
     assert!(other.is_empty(), "[{name}] proxied: {other:?}");
-    check_files(sc, run);
 }
 
-/// The agent's files: the mirror's hosts.toml, the anchor holding the CA, the rebuild record.
+/// The agent's files: the mirror's hosts.toml (no CA or skip_verify of its own: the pull trusts
+/// the rebuilt store), the anchor holding the CA, the rebuild record, the drop-in; the same
+/// files, untouched, after the reboot.
 fn check_files(sc: &Scenario, run: &Run) {
     let name = sc.name;
-    let hosts = run.file(1, "/etc/containerd/certs.d/docker.io/hosts.toml");
+    let hosts_toml = "/etc/containerd/certs.d/docker.io/hosts.toml";
+    let hosts = run.file(1, hosts_toml);
     assert!(
         hosts.contains(&format!("[host.\"https://{MIRROR_HOST}\"]")),
         "[{name}] {hosts}"
     );
-    let anchor = run.file(1, "/usr/local/share/ca-certificates/eks-nodeinit-ca-1.crt");
+    assert!(
+        !hosts.contains("ca =") && !hosts.contains("skip_verify"),
+        "[{name}] {hosts}"
+    );
+    let anchor = trust::anchor(trust::DEBIAN, 0);
     let pem = sc.config["trust"]["caBundles"][0].as_str().unwrap();
-    assert_eq!(anchor.trim(), pem.trim(), "[{name}] the anchor");
-    let record = run.file(1, "/var/lib/eks-nodeinit/trust-rebuilt");
+    assert_eq!(
+        run.file(1, &anchor).trim(),
+        pem.trim(),
+        "[{name}] the anchor"
+    );
+    let record = run.file(1, trust::RECORD);
     assert!(
         record.contains("update-ca-certificates"),
         "[{name}] {record}"
     );
-    let dropin = "/etc/systemd/system/containerd.service.d/60-eks-nodeinit-proxy.conf";
-    let stat = format!("stat:{dropin}");
-    assert_eq!(run.get(1, &stat), run.get(2, &stat), "[{name}] {dropin}");
-    assert!(run.must(1, &stat).ends_with(" 644 root:root\n"), "[{name}]");
+    let dropin = proxy::dropin("containerd.service");
+    for f in [hosts_toml, &anchor, trust::RECORD, &dropin] {
+        let stat = format!("stat:{f}");
+        assert_eq!(run.get(1, &stat), run.get(2, &stat), "[{name}] {f}");
+    }
+    assert!(run
+        .must(1, &format!("stat:{dropin}"))
+        .ends_with(" 644 root:root\n"));
 }
