@@ -397,7 +397,6 @@ async fn start_unit(bus: &Bus, unit: &str, report: &mut Report) -> Outcome {
 /// config phase starts right after the agent); else (AL2, whose bootstrap.sh reloads too) it is
 /// a warning naming what it means. Under another root with no bus asked for, nothing is told.
 async fn reload(bus: &Bus, required: bool, report: &mut Report) -> Result<Outcome, ExecError> {
-    // Another root than /, and no bus asked for: nothing to tell.
     if let Bus::Skip(why) = bus {
         return Ok(Outcome::Skipped(why.clone()));
     }

@@ -45,12 +45,12 @@ pub(crate) fn ders(text: &str) -> Result<Vec<Vec<u8>>, String> {
     }
 }
 
-/// `text`'s certificates re-encoded as PEM, 64 base64 characters a line, each block ended by a
-/// newline: what the node's trust store and the SDK's PEM reader get, whatever the config's
-/// indentation or line lengths. `None` when `text` is not PEM certificates.
-pub(crate) fn canonical(text: &str) -> Option<String> {
+/// DER certificates encoded as PEM, 64 base64 characters a line, each block ended by a newline:
+/// what the node's trust store and the SDK's PEM reader get, whatever the config's indentation
+/// or line lengths were.
+pub(crate) fn encode(ders: &[Vec<u8>]) -> String {
     let mut out = String::new();
-    for der in ders(text).ok()? {
+    for der in ders {
         let b64 = base64::engine::general_purpose::STANDARD.encode(der);
         out.push_str("-----BEGIN CERTIFICATE-----\n");
         for line in b64.as_bytes().chunks(64) {
@@ -59,7 +59,7 @@ pub(crate) fn canonical(text: &str) -> Option<String> {
         }
         out.push_str("-----END CERTIFICATE-----\n");
     }
-    Some(out)
+    out
 }
 
 /// Whether a DER certificate is a CA certificate: its basicConstraints extension (2.5.29.19)

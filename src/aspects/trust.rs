@@ -73,45 +73,33 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
 /// directories.
 fn rebuild(store: Store, root: &Path) -> TrustRebuild {
     let under = |p: &str| root.join(p.trim_start_matches('/')).display().to_string();
-    let tool = under(store.tool);
+    let mut argv = vec![under(store.tool)];
+    let mut skip = None;
     let is_root = root == Path::new("/");
-    match (store == AMAZON, is_root) {
-        (true, true) => TrustRebuild {
-            argv: vec![tool, "extract".into()],
-            skip: None,
-            record: None,
-        },
-        (true, false) => TrustRebuild {
-            argv: vec![tool, "extract".into()],
-            skip: Some(format!(
+    if store == AMAZON {
+        argv.push("extract".into());
+        skip = (!is_root).then(|| {
+            format!(
                 "--root is {}, not /: update-ca-trust rebuilds only /'s store; on the node it runs",
                 root.display()
-            )),
-            record: None,
-        },
-        (false, true) => TrustRebuild {
-            argv: vec![tool],
-            skip: None,
-            record: None,
-        },
-        (false, false) => {
-            let mut argv = vec![tool];
-            for (opt, dir) in [
-                ("--certsconf", "/etc/ca-certificates.conf"),
-                ("--certsdir", "/usr/share/ca-certificates"),
-                ("--localcertsdir", DEBIAN.anchors),
-                ("--etccertsdir", "/etc/ssl/certs"),
-                ("--hooksdir", "/etc/ca-certificates/update.d"),
-            ] {
-                argv.push(opt.into());
-                argv.push(under(dir));
-            }
-            TrustRebuild {
-                argv,
-                skip: None,
-                record: None,
-            }
+            )
+        });
+    } else if !is_root {
+        for (opt, dir) in [
+            ("--certsconf", "/etc/ca-certificates.conf"),
+            ("--certsdir", "/usr/share/ca-certificates"),
+            ("--localcertsdir", DEBIAN.anchors),
+            ("--etccertsdir", "/etc/ssl/certs"),
+            ("--hooksdir", "/etc/ca-certificates/update.d"),
+        ] {
+            argv.push(opt.into());
+            argv.push(under(dir));
         }
+    }
+    TrustRebuild {
+        argv,
+        skip,
+        record: None,
     }
 }
 

@@ -19,20 +19,17 @@ pub(crate) fn spec(c: Option<&TrustSettings>, f: &mut Findings) -> Option<TrustS
             "give at least one PEM bundle of CA certificates, or leave `trust` out",
         );
     }
-    for (i, b) in c.ca_bundles.iter().enumerate() {
-        f.check(format!("trust.caBundles[{i}]"), check_bundle(b));
-    }
-    // Each bundle as PEM every reader takes (it parsed above).
-    (f.0.len() == before).then(|| TrustSpec {
-        bundles: c
-            .ca_bundles
-            .iter()
-            .filter_map(|b| crate::pem::canonical(b))
-            .collect(),
-    })
+    let bundles: Vec<String> = c
+        .ca_bundles
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| f.check(format!("trust.caBundles[{i}]"), check_bundle(b)))
+        .collect();
+    (f.0.len() == before).then_some(TrustSpec { bundles })
 }
 
-fn check_bundle(text: &str) -> Result<(), String> {
+/// The bundle's certificates, each a CA the SDK's TLS stack takes, as PEM every reader takes.
+fn check_bundle(text: &str) -> Result<String, String> {
     let ders = crate::pem::ders(text).map_err(|why| format!("the value {why}"))?;
     for (n, der) in ders.iter().enumerate() {
         // As the SDK's TLS stack adds it to its roots (it panics on one it cannot parse).
@@ -54,7 +51,7 @@ fn check_bundle(text: &str) -> Result<(), String> {
             Err(why) => return Err(format!("certificate {} {why}", n + 1)),
         }
     }
-    Ok(())
+    Ok(crate::pem::encode(&ders))
 }
 
 #[cfg(test)]
