@@ -4,8 +4,9 @@
 //! the NO_PROXY names), and a real dbus-daemon carrying a stand-in for systemd's manager. One
 //! `init` on an AL2023 root: the agent's discovery and tagging calls reach moto through the
 //! proxy, one proxied request per call the report counts; IMDS is read directly; each unit's
-//! drop-in holds the proxy and the NO_PROXY with the VPC's blocks from IMDS, mode 0600; systemd
-//! is told to reload once; the credentials show nowhere; a rerun plans nothing.
+//! drop-in (0644) holds the NO_PROXY with the VPC's blocks from IMDS and names the credentials'
+//! environment file (0600); systemd is told to reload once; the credentials show nowhere; a rerun
+//! plans nothing.
 
 mod common;
 
@@ -33,6 +34,16 @@ fn tinyproxy(dir: &Path) -> Option<(Proc, u16, PathBuf)> {
     }
     let auth = format!("BasicAuth {USER} {PASSWORD}\n");
     Some(common::peers::tinyproxy(dir, &auth, None))
+}
+
+/// The `Manager.Reload` calls the bus's systemd stand-in took.
+fn reloads(calls: &std::sync::Mutex<Vec<common::dbus::UnitCall>>) -> usize {
+    calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.0 == "Reload")
+        .count()
 }
 
 const ROLE: &str = "node-role";
@@ -182,19 +193,18 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             .all(|r| r.starts_with(&format!("POST http://{moto_host}/"))),
         "{requests:?}"
     );
+    // Read directly: the VPC's blocks, and the role (the SDK's credential chain).
     let imds_paths = imds.state.lock().unwrap().paths.clone();
-    assert!(
-        imds_paths
-            .iter()
-            .any(|p| p.ends_with("vpc-ipv4-cidr-blocks")),
-        "{imds_paths:?}"
-    );
-    assert!(
-        imds_paths
-            .iter()
-            .any(|p| p.ends_with(&format!("iam/security-credentials/{ROLE}"))),
-        "the SDK's credential chain read the role from IMDS: {imds_paths:?}"
-    );
+    for read in [
+        "vpc-ipv4-cidr-blocks".to_string(),
+        "vpc-ipv6-cidr-blocks".to_string(),
+        format!("iam/security-credentials/{ROLE}"),
+    ] {
+        assert!(
+            imds_paths.iter().any(|p| p.ends_with(&read)),
+            "{read}: {imds_paths:?}"
+        );
+    }
     let all = std::fs::read_to_string(&log).unwrap();
     assert!(
         !all.contains(&imds.addr.to_string()),
@@ -237,13 +247,7 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             "no credentials where systemd shows them: {text}"
         );
     }
-    let reloads = calls
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|c| c.0 == "Reload")
-        .count();
-    assert_eq!(reloads, 1, "{:?}", calls.lock().unwrap());
+    assert_eq!(reloads(&calls), 1, "{:?}", calls.lock().unwrap());
     assert_unprinted(&out, root.path(), &secrets);
 
     // A rerun plans nothing.
@@ -288,15 +292,7 @@ fn on_al2_a_reload_systemd_refuses_is_a_warning_and_the_drop_ins_stay() {
         &["--system-bus-address", &bus.address],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.0 == "Reload")
-            .count(),
-        1
-    );
+    assert_eq!(reloads(&calls), 1);
     let rep = report(root.path());
     let step = rep["steps"]
         .as_array()

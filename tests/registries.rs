@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use common::peers::{logged, push_image, registry, wait_for};
 use common::tls::certificates;
-use common::{free_port, sample_root, Proc};
+use common::{sample_root, Proc};
 use serde_json::json;
 
 /// The tools, or (outside CI) a reason to skip.
@@ -75,8 +75,7 @@ fn containerd_pulls_through_the_mirror_and_trusts_the_cas_the_agent_wrote() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let (ca, crt, key) = certificates(w);
-    let port = free_port();
-    let _registry = registry(w, port, &crt, &key);
+    let (_registry, port, registry_log) = registry(w, &crt, &key);
     let base = format!("https://127.0.0.1:{port}");
     push_image(&base, "library/tiny", "1", &ca);
     let (_containerd, sock) = containerd(w);
@@ -111,7 +110,7 @@ fn containerd_pulls_through_the_mirror_and_trusts_the_cas_the_agent_wrote() {
         assert!(ok, "{image}: {said}");
     }
     // docker.io's pull went to the mirror (the registry sees containerd's ns=docker.io).
-    let log = std::fs::read_to_string(w.join("registry.log")).unwrap();
+    let log = std::fs::read_to_string(&registry_log).unwrap();
     assert!(
         log.contains("/v2/library/tiny/manifests/1?ns=docker.io"),
         "the mirror was not asked: {log}"

@@ -12,6 +12,8 @@ use std::process::Command;
 
 use common::tls::{certificates, sh};
 use common::*;
+use eks_nodeinit::aspects::trust::{anchor, DEBIAN, RECORD};
+use eks_nodeinit::fsutil::under;
 use serde_json::{json, Value};
 
 const CLUSTER: &str = "prod-eu";
@@ -141,9 +143,7 @@ fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
     assert!(out.status.success(), "{}", stderr(&out));
     let rep = report(root.path());
     assert_eq!(rep["discovery"]["calls"]["getParametersByPath"], 1, "{rep}");
-    let anchor = root
-        .path()
-        .join("usr/local/share/ca-certificates/eks-nodeinit-ca-1.crt");
+    let anchor = under(root.path(), anchor(DEBIAN, 0));
     assert_eq!(
         std::fs::read_to_string(&anchor).unwrap().trim_end(),
         ca_pem.trim_end()
@@ -176,8 +176,7 @@ fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
         Some(json!("done")),
         "{rep}"
     );
-    let record =
-        std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/trust-rebuilt")).unwrap();
+    let record = std::fs::read_to_string(under(root.path(), RECORD)).unwrap();
     assert!(
         record.contains("update-ca-certificates sha256:"),
         "{record}"
@@ -213,11 +212,9 @@ fn a_trust_tool_that_fails_fails_the_run_and_says_what_to_do() {
     // tool fails: that record must not stand for the failed rebuild.
     install("#!/bin/sh\nexit 0\n");
     assert!(init(root.path(), &cfg, &[]).status.success());
-    let record = root.path().join("var/lib/eks-nodeinit/trust-rebuilt");
+    let record = under(root.path(), RECORD);
     assert!(record.exists());
-    let anchor = root
-        .path()
-        .join("usr/local/share/ca-certificates/eks-nodeinit-ca-1.crt");
+    let anchor = under(root.path(), anchor(DEBIAN, 0));
     std::fs::remove_file(&anchor).unwrap();
     std::fs::remove_file(root.path().join("var/lib/eks-nodeinit/done")).ok();
     install("#!/bin/sh\necho 'cannot write /etc/ssl/certs: read-only' >&2\nexit 1\n");
@@ -231,10 +228,7 @@ fn a_trust_tool_that_fails_fails_the_run_and_says_what_to_do() {
     );
     assert!(err.contains("run it by hand"), "{err}");
     assert!(anchor.exists());
-    assert!(
-        !record.exists(),
-        "the stale record was removed before the anchors changed"
-    );
+    assert!(!record.exists(), "the stale record was removed");
     // Not recorded as rebuilt: a rerun plans the rebuild again (and only that).
     let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));

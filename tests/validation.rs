@@ -510,20 +510,13 @@ fn a_bad_proxy_is_a_named_error_that_never_shows_the_password() {
         let cfg = common::config_with(root.path(), "c.json", |v| v["proxy"] = proxy);
         let out = common::init(root.path(), &cfg, &["--dry-run"]);
         assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+        assert!(
+            common::stderr(&out).contains("(value not shown)"),
+            "{}",
+            common::stderr(&out)
+        );
         common::assert_unprinted(&out, root.path(), &["hunter2", "ter2", "svc:"]);
     }
-    let root = common::sample_root("al2023-root");
-    let cfg = common::config_with(root.path(), "c.json", |v| {
-        v["proxy"] = serde_json::json!("http://svc:hunter2@proxy.corp:3128");
-    });
-    let out = common::init(root.path(), &cfg, &["--dry-run"]);
-    assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
-    assert!(
-        common::stderr(&out).contains("proxy"),
-        "{}",
-        common::stderr(&out)
-    );
-    common::assert_unprinted(&out, root.path(), &["hunter2"]);
     // The whole command: exit 3, the field named, nothing on the node changed.
     let root = common::sample_root("al2023-root");
     let cfg = common::config_with(root.path(), "c.json", |v| {

@@ -22,16 +22,7 @@ impl Drop for Bus {
 
 /// Start a private dbus-daemon. In CI it must exist; on a developer box without it, say so.
 pub fn start_bus() -> Option<Bus> {
-    if Command::new("dbus-daemon")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "dbus-daemon is required in CI (apt-get install dbus)"
-        );
-        eprintln!("SKIP: dbus-daemon not installed");
+    if !super::peer_present(&super::missing_commands(&["dbus-daemon"])) {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -81,7 +72,7 @@ pub type UnitCall = (String, String, String);
 
 struct Manager {
     calls: Arc<Mutex<Vec<UnitCall>>>,
-    /// Units it answers "not loaded" for.
+    /// Units it answers "not loaded" for, and `Reload` when that method is refused.
     refuse: Vec<String>,
     /// Units with `ConditionPathExists=!PATH`: started while PATH exists, systemd queues the job
     /// and skips the unit, recorded here as `StartUnit (condition failed)`.
@@ -124,15 +115,22 @@ impl Manager {
     async fn restart_unit(&self, name: String, mode: String) -> zbus::fdo::Result<OwnedObjectPath> {
         self.record("RestartUnit", name, mode)
     }
-    /// Refused when `refuse` names `Reload`.
+    /// Recorded as `("Reload", "", "")`; refused when `refuse` names the method `Reload`.
     async fn reload(&self) -> zbus::fdo::Result<()> {
-        self.record("Reload", "Reload".into(), String::new())
-            .map(|_| ())
+        self.calls
+            .lock()
+            .unwrap()
+            .push(("Reload".into(), String::new(), String::new()));
+        match self.refuse.iter().any(|r| r == "Reload") {
+            true => Err(zbus::fdo::Error::AccessDenied("Reload refused".into())),
+            false => Ok(()),
+        }
     }
 }
 
 /// Serve the stand-in manager as org.freedesktop.systemd1 on `address`; every call is
-/// recorded, units in `refuse` are answered as not loaded, and each `(unit, path)` in
+/// recorded, units in `refuse` are answered as not loaded (and `Reload` in it refuses the
+/// method), and each `(unit, path)` in
 /// `skip_while` is a unit with `ConditionPathExists=!path`.
 pub fn serve_manager(
     address: &str,

@@ -37,8 +37,9 @@ fn listening(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
 }
 
-/// The registry on 127.0.0.1:`port` with TLS, its request log in `dir/registry.log`.
-pub fn registry(dir: &Path, port: u16, crt: &Path, key: &Path) -> Proc {
+/// The registry on 127.0.0.1 with TLS: (the process, its port, its request log).
+pub fn registry(dir: &Path, crt: &Path, key: &Path) -> (Proc, u16, PathBuf) {
+    let port = free_port();
     let cfg = dir.join("registry.yml");
     std::fs::write(
         &cfg,
@@ -52,9 +53,10 @@ pub fn registry(dir: &Path, port: u16, crt: &Path, key: &Path) -> Proc {
     .unwrap();
     let mut c = Command::new("docker-registry");
     c.arg("serve").arg(&cfg);
-    let p = logged(c, &dir.join("registry.log"));
+    let log = dir.join("registry.log");
+    let p = logged(c, &log);
     wait_for("docker-registry", || listening(port));
-    p
+    (p, port, log)
 }
 
 /// Push the suite's small image (tests/registry/push_image.py) as `repo:tag` to the registry at

@@ -1,54 +1,7 @@
-//! The host's AWS side of the VM e2e (main.rs): the test CA and the server certificate for the
-//! names the guest reaches, moto behind a TLS terminator, and the tag mirror into IMDS.
+//! The host's AWS side of the VM e2e (main.rs): moto behind a TLS terminator, and the tag
+//! mirror into IMDS.
 
 use super::*;
-
-/// A CA and a certificate signed by it for the names the guest reaches over TLS: EC2_HOST,
-/// SSM_HOST and `more` (subjectAltName entries, e.g. `DNS:name` or `IP:127.0.0.1`).
-pub(super) fn certificates(dir: &Path, more: &[String]) -> (PathBuf, PathBuf, PathBuf) {
-    let (ca_key, ca, key, csr, crt, ext) = (
-        dir.join("ca.key"),
-        dir.join("ca.crt"),
-        dir.join("ec2.key"),
-        dir.join("ec2.csr"),
-        dir.join("ec2.crt"),
-        dir.join("ec2.ext"),
-    );
-    sh(Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        ])
-        .args(["-subj", "/CN=eks-nodeinit e2e CA", "-keyout"])
-        .arg(&ca_key)
-        .arg("-out")
-        .arg(&ca));
-    sh(Command::new("openssl")
-        .args(["req", "-newkey", "rsa:2048", "-nodes"])
-        .args(["-subj", &format!("/CN={EC2_HOST}"), "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&csr));
-    std::fs::write(
-        &ext,
-        format!(
-            "subjectAltName=DNS:{EC2_HOST},DNS:{SSM_HOST}{}\nextendedKeyUsage=serverAuth\n",
-            more.iter().map(|n| format!(",{n}")).collect::<String>()
-        ),
-    )
-    .unwrap();
-    sh(Command::new("openssl")
-        .args(["x509", "-req", "-days", "2", "-CAcreateserial", "-in"])
-        .arg(&csr)
-        .arg("-CA")
-        .arg(&ca)
-        .arg("-CAkey")
-        .arg(&ca_key)
-        .arg("-extfile")
-        .arg(&ext)
-        .arg("-out")
-        .arg(&crt));
-    (ca, crt, key)
-}
 
 /// The EC2 side: moto (recording every request) on loopback, a TLS terminator in front of it
 /// with a certificate for EC2_HOST, and one run-instances instance.

@@ -67,13 +67,12 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
     }
     s.tags = Some(tags);
     s.user_data = Some(sc.user_data.clone().into_bytes());
-    if sc.private {
-        // The VPC's block on the instance's interface: the agent reads it for the NO_PROXY.
-        s.data.insert(
-            format!("network/interfaces/macs/{GUEST_MAC}/vpc-ipv4-cidr-blocks"),
-            private::VPC_CIDR.into(),
-        );
-    }
+    // The VPC's block on the instance's interface, as EC2's IMDS serves it (the agent reads it
+    // for a NO_PROXY).
+    s.data.insert(
+        format!("network/interfaces/macs/{GUEST_MAC}/vpc-ipv4-cidr-blocks"),
+        private::VPC_CIDR.into(),
+    );
     if let Some(state) = sc.warm {
         s.data
             .insert(eks_nodeinit::lifecycle::IMDS_PATH.into(), state.into());

@@ -44,8 +44,9 @@ use eks_nodeinit::aspects::{logind, nodeconfig, sysctls};
 use eks_nodeinit::fsutil::under;
 use eks_nodeinit::report::REPORT_PATH;
 
-use aws::{certificates, Ec2, TagMirror};
+use aws::{Ec2, TagMirror};
 use checks::check;
+use common::tls::{certificates_for, sh};
 use guest::{boot, disk, imds};
 
 const REGION: &str = "eu-west-1";
@@ -79,32 +80,6 @@ fn skip(why: &str) {
     eprintln!("SKIP VM e2e: {why}");
 }
 
-fn sh(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({:?}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Is `tool` an executable on PATH?
-fn have(tool: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|d| {
-            std::fs::metadata(d.join(tool))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
-}
-
 /// What the VM needs from this machine, or why it cannot run here.
 fn prerequisites() -> Result<PathBuf, String> {
     let uid = std::fs::read_to_string("/proc/self/status")
@@ -120,29 +95,16 @@ fn prerequisites() -> Result<PathBuf, String> {
             "needs root (debootstrap, chroot, dpkg into the guest's root); running as uid {uid}"
         ));
     }
-    for tool in [
+    let missing = missing_commands(&[
         "qemu-system-x86_64",
         "debootstrap",
         "socat",
         "mkfs.ext4",
         "openssl",
         "chroot",
-        // The private-network scenario's peers (make deps) and the proxy's own /etc/hosts.
-        "docker-registry",
-        "tinyproxy",
-        "unshare",
-        "python3",
-    ] {
-        if !have(tool) {
-            return Err(format!("{tool} is not installed (make e2e-vm-deps)"));
-        }
-    }
-    // The private-network scenario's proxy gets an /etc/hosts of its own: a mount namespace.
-    let probe = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "true"])
-        .output();
-    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-        return Err(format!("`unshare --mount true` failed: {probe:?}"));
+    ]);
+    if !missing.is_empty() {
+        return Err(format!("{missing:?} not installed (make e2e-vm-deps)"));
     }
     let cache = cache_root();
     std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
@@ -162,6 +124,23 @@ fn prerequisites() -> Result<PathBuf, String> {
         ));
     }
     deb_path()
+}
+
+/// What the guest reaches over TLS, in the suite's server certificate: the AWS endpoints, and
+/// the private-network scenario's registry (as the mirror, by its own name, and on 127.0.0.1,
+/// where the test pushes its image).
+fn tls_names() -> Vec<String> {
+    let mut names: Vec<String> = [
+        EC2_HOST,
+        SSM_HOST,
+        private::MIRROR_HOST,
+        private::REGISTRY_HOST,
+    ]
+    .iter()
+    .map(|h| format!("DNS:{h}"))
+    .collect();
+    names.push("IP:127.0.0.1".into());
+    names
 }
 
 /// The DEB under test: `E2E_DEB`, else the newest amd64 one under `target/packages/` (make
@@ -388,6 +367,12 @@ impl Run {
     fn file(&self, boot: u32, path: &str) -> String {
         self.must(boot, &format!("file:{path}"))
     }
+    /// The file at `path` is on both boots, the same inode with the same mtime and mode: the
+    /// reboot did not rewrite it.
+    fn unchanged(&self, path: &str) {
+        let stat = format!("stat:{path}");
+        assert_eq!(self.must(1, &stat), self.must(2, &stat), "{path}");
+    }
     fn must(&self, boot: u32, name: &str) -> String {
         self.get(boot, name)
             .unwrap_or_else(|| panic!("boot {boot}: the guest did not report {name}"))
@@ -432,7 +417,11 @@ impl Run {
 }
 
 fn e2e(name: &'static str) {
-    let deb = match prerequisites() {
+    let ready = match private::is_private(name) {
+        true => prerequisites().and_then(|deb| private::prerequisites().map(|()| deb)),
+        false => prerequisites(),
+    };
+    let deb = match ready {
         Ok(d) => d,
         Err(why) => return skip(&why),
     };
@@ -443,12 +432,7 @@ fn e2e(name: &'static str) {
         .prefix(&format!("e2e-{name}-"))
         .tempdir_in(cache_root())
         .unwrap();
-    let names = if sc.private {
-        private::tls_names()
-    } else {
-        vec![]
-    };
-    let (ca, crt, key) = certificates(work.path(), &names);
+    let (ca, crt, key) = certificates_for(work.path(), &tls_names());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ec2 = Ec2::start(&rt, work.path(), &crt, &key);
     let net = sc.private.then(|| {
@@ -473,17 +457,14 @@ fn e2e(name: &'static str) {
     let prepared = t.elapsed().as_secs_f64();
     let forwards = net.as_ref().map(|n| n.forwards()).unwrap_or_default();
     let run = boot(&sc, &image, &disk, work.path(), &imds, &ec2, &forwards);
-    let checks = || {
-        check(&sc, &run, &ec2, &rt);
-        if let Some(net) = &net {
-            private::check(&sc, &run, net);
-        }
-    };
     // The work directory holds the peers' logs the checks read: kept, or removed after them.
     if std::env::var_os("E2E_KEEP").is_some() {
         eprintln!("[{name}] kept {}", work.keep().display());
     }
-    checks();
+    check(&sc, &run, &ec2, &rt);
+    if let Some(net) = &net {
+        private::check(&sc, &run, net);
+    }
     let s = imds.state.lock().unwrap();
     eprintln!(
         "[{name}] passed: prepared in {prepared:.0} s, first report at {:.0} s, two boots {:.0} s; IMDS served {} token PUTs, {} GETs, {} 401s",
