@@ -1,8 +1,9 @@
-//! The executor: runs every step of a plan — the tag beside the local steps (its session lives
-//! with tagging), then files, live sysctls and unit restarts, then the report, then the
-//! hand-off — and nothing else. It knows steps and their effects, never the aspect that planned
-//! them: everything it runs is in the plan.
+//! The executor: runs every step of a plan in the plan's order — the tag beside them from the
+//! start (its session lives with tagging) — then writes the report, then hands off, and nothing
+//! else. It knows the step vocabulary's effects, never the aspect that planned them: everything
+//! it runs is in the plan.
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,8 +16,8 @@ use crate::marker;
 use crate::plan::Plan;
 use crate::procsys;
 use crate::report::{now_ms, Outcome, Report, StepOutcome, TaggingRecord};
-use crate::step::Step;
-use crate::systemd::{self, UnitRestart};
+use crate::step::{name, Handoff, Run, Step, Unit, UnitJob};
+use crate::systemd::{self, PropertyCheck};
 use crate::tagging::Session;
 
 impl From<systemd::SystemdError> for ExecError {
@@ -52,21 +53,19 @@ pub enum ExecError {
     Nul,
     #[error(transparent)]
     Systemd(Box<systemd::SystemdError>),
-    #[error("cannot start {unit}, which the warm-pool hold skipped in this boot: {why}; the node does not join until it runs: `systemctl start {unit}`")]
-    NoBus { unit: String, why: String },
-    #[error("systemd did not reload its units ({why}): nodeadm-config.service would start without the proxy drop-ins written now; run `systemctl daemon-reload` and restart nodeadm-config.service")]
-    Reload { why: String },
-    #[error("the CA trust store was not rebuilt: {tool} {why}; the CA files are in place: run it by hand, then restart containerd")]
-    Trust { tool: String, why: String },
+    /// A required step failed: what it leaves and what to do.
+    #[error("{0}")]
+    Required(String),
 }
 
 /// Run the plan. On AL2 a successful run does not return: the process becomes bootstrap.sh.
 ///
 /// Two phases, so that a node is never left half-configured by a fault the node itself holds
 /// (a full disk, a read-only or unwritable /etc, a sysctl that cannot be opened): first every
-/// new file is written and fsynced beside its target and every live sysctl opened; only when
-/// all of that succeeded are the files renamed into place, then the live sysctls set, then
-/// logind told, then the hand-off. The tag starts with the second phase.
+/// new file is written and fsynced beside its target and every live value opened; only when
+/// all of that succeeded does the second phase run the steps in plan order (files renamed into
+/// place, values set, programs run, units told), then the hand-off. The tag starts with the
+/// second phase.
 pub(crate) async fn execute(
     root: &Path,
     plan: &Plan,
@@ -77,7 +76,7 @@ pub(crate) async fn execute(
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    let prepared = match prepare(root, plan) {
+    let mut prepared = match prepare(root, plan) {
         Ok(p) => p,
         Err(e) => {
             let e = anyhow::Error::new(e).context("nothing was changed");
@@ -93,7 +92,7 @@ pub(crate) async fn execute(
         }
     };
     let tagging = Session::start(plan);
-    if let Err(e) = apply(root, prepared.changes, bus, &mut report).await {
+    if let Err(e) = apply(root, plan, &mut prepared, bus, &mut report).await {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
     }
     let tag_failure = match tagging {
@@ -154,198 +153,177 @@ fn failed_run(
     e
 }
 
-/// Everything the second phase does, made ready by the first.
+/// What the first phase made ready, by the index of the step in the plan.
+#[derive(Default)]
 struct Prepared {
-    changes: Vec<Change>,
+    /// A file (and its one-time backup) staged beside its target, with its node path.
+    files: BTreeMap<usize, Vec<(PathBuf, fsutil::Staged)>>,
+    live: BTreeMap<usize, procsys::PreparedSysctl>,
     /// bootstrap.sh's argv and the per-boot marker, staged.
     handoff: Option<(Vec<String>, fsutil::Staged)>,
 }
 
-enum Change {
-    /// A file (and its one-time backup) staged beside its target, with its node path.
-    Files {
-        step: String,
-        staged: Vec<(PathBuf, fsutil::Staged)>,
-    },
-    Sysctl {
-        step: String,
-        key: String,
-        value: String,
-        prepared: procsys::PreparedSysctl,
-    },
-    RestartUnit {
-        step: String,
-        restart: UnitRestart,
-    },
-    /// The warm-pool hold of this boot released: its marker removed, the unit it held started.
-    Release {
-        step: String,
-        marker: PathBuf,
-        start_unit: Option<String>,
-    },
-    StartUnit {
-        step: String,
-        unit: String,
-    },
-    Reload {
-        step: String,
-        required: bool,
-    },
-    Trust {
-        step: String,
-        rebuild: crate::step::TrustRebuild,
-    },
-    /// A record of earlier work that this run's changes make stale, removed before any of them.
-    Forget {
-        path: PathBuf,
-    },
-}
-
-/// The first phase: write and fsync every file's new content beside it and open every live
-/// sysctl. Nothing the node reads has changed when this returns, whether it failed or not.
+/// The first phase: write and fsync every file's new content beside it, open every live value
+/// and stage the hand-off's marker. Nothing the node reads has changed when this returns,
+/// whether it failed or not.
 fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
-    let mut changes = Vec::new();
-    // The trust store's rebuild record goes before the anchors change: a run stopped between
-    // them and the rebuild finds no record, and plans the rebuild again.
-    changes.extend(plan.steps.iter().find_map(|s| match s {
-        Step::RebuildTrust(t) => t.record.as_ref().map(|(path, _)| Change::Forget {
-            path: under(root, path),
-        }),
-        _ => None,
-    }));
-    let mut after_files = Vec::new();
-    let mut handoff = None;
-    for step in &plan.steps {
+    let mut p = Prepared::default();
+    for (i, step) in plan.steps.iter().enumerate() {
         match step {
-            Step::File {
-                path,
-                new,
-                mode,
-                backup,
-                old,
-                ..
-            } => {
+            Step::File(f) => {
                 let mut staged = Vec::new();
-                if let (Some(b), Some(orig)) = (backup, old) {
+                if let (Some(b), Some(orig)) = (&f.backup, &f.old) {
                     let bfull = under(root, b);
                     if !bfull.exists() {
-                        staged.push((b.clone(), fsutil::stage(&bfull, orig.as_bytes(), *mode)?));
+                        let s = fsutil::stage(&bfull, orig.as_bytes(), f.mode)?;
+                        staged.push((b.clone(), s));
                     }
                 }
-                let s = fsutil::stage(&under(root, path), new.as_bytes(), *mode)?;
-                staged.push((path.clone(), s));
-                changes.push(Change::Files {
-                    step: step.describe(),
-                    staged,
-                });
+                let s = fsutil::stage_exact(&under(root, &f.path), f.new.as_bytes(), f.mode)?;
+                staged.push((f.path.clone(), s));
+                p.files.insert(i, staged);
             }
-            Step::Sysctl { key, new, .. } => after_files.push(Change::Sysctl {
-                step: step.describe(),
-                key: key.clone(),
-                value: new.clone(),
-                prepared: procsys::prepare_live(root, key, new)?,
-            }),
-            Step::NotifyLogind { .. } => {
-                after_files.extend(step.unit_restart().map(|restart| Change::RestartUnit {
-                    step: step.describe(),
-                    restart,
-                }))
+            Step::Live(l) => {
+                let ready = procsys::prepare_at(under(root, &l.path), &l.key, &l.new)?;
+                p.live.insert(i, ready);
             }
-            Step::ExecBootstrap { argv } => {
+            Step::Handoff(Handoff::Exec { argv }) => {
                 let record = marker::Record::this_process(root, now_ms())?;
                 let staged =
                     fsutil::stage(&under(root, marker::MARKER), &record.to_bytes(), 0o644)?;
-                handoff = Some((argv.clone(), staged));
+                p.handoff = Some((argv.clone(), staged));
             }
-            Step::ReleaseHold(r) => after_files.push(Change::Release {
-                step: step.describe(),
-                marker: under(root, &r.marker),
-                start_unit: r.start_unit.clone(),
-            }),
-            Step::StartUnit(u) => after_files.push(Change::StartUnit {
-                step: step.describe(),
-                unit: u.unit.clone(),
-            }),
-            Step::ReloadUnits { required, .. } => after_files.push(Change::Reload {
-                step: step.describe(),
-                required: *required,
-            }),
-            Step::RebuildTrust(t) => after_files.push(Change::Trust {
-                step: step.describe(),
-                rebuild: t.clone(),
-            }),
-            // The hold's marker is a file step of its own; the hold itself runs nothing.
-            Step::Tag { .. } | Step::Nodeadm(_) | Step::HoldHandoff(_) => {}
+            _ => {}
         }
     }
-    // Files into place first, then the live values, then unit restarts (they read the files).
-    changes.extend(after_files);
-    Ok(Prepared { changes, handoff })
+    Ok(p)
 }
 
-/// The second phase: rename the staged files into place, set the live sysctls, tell logind.
+/// The second phase: every step in plan order. A failure stops it; the files a step removed
+/// for a rerun's sake are put back first.
 async fn apply(
     root: &Path,
-    changes: Vec<Change>,
+    plan: &Plan,
+    prepared: &mut Prepared,
     bus: &Bus,
     report: &mut Report,
 ) -> Result<(), ExecError> {
-    for c in changes {
-        let (step, outcome) = match c {
-            Change::Files { step, staged } => {
-                for (path, s) in staged {
-                    s.commit()?;
-                    tracing::info!(path = %path.display(), "wrote file");
-                }
-                (step, Outcome::Done)
+    let mut removed = Vec::new();
+    for (i, step) in plan.steps.iter().enumerate() {
+        match run_step(root, i, step, prepared, bus, report, &mut removed).await {
+            Ok(Some(outcome)) => report.steps.push(StepOutcome {
+                step: step.describe(),
+                outcome,
+            }),
+            Ok(None) => {}
+            Err(e) => {
+                restore(&removed);
+                return Err(e);
             }
-            Change::Sysctl {
-                step,
-                key,
-                value,
-                prepared,
-            } => {
-                prepared.apply()?;
-                tracing::info!(sysctl = %key, value = %value, "set sysctl");
-                (step, Outcome::Done)
-            }
-            Change::RestartUnit { step, restart } => {
-                (step, restart_unit(bus, &restart, report).await)
-            }
-            Change::Release {
-                step,
-                marker,
-                start_unit,
-            } => {
-                release(bus, &marker, start_unit.as_deref()).await?;
-                (step, Outcome::Done)
-            }
-            Change::StartUnit { step, unit } => (step, start_unit(bus, &unit, report).await),
-            Change::Forget { path } => {
-                fsutil::remove(&path)?;
-                continue;
-            }
-            Change::Reload { step, required } => (step, reload(bus, required, report).await?),
-            Change::Trust { step, rebuild } => match rebuild.skip {
-                Some(why) => (step, Outcome::Skipped(why)),
-                None => {
-                    rebuild_trust(&rebuild.argv).await?;
-                    if let Some((path, content)) = &rebuild.record {
-                        fsutil::write_atomic(&under(root, path), content.as_bytes(), 0o644)?;
-                    }
-                    (step, Outcome::Done)
-                }
-            },
-        };
-        report.steps.push(StepOutcome { step, outcome });
+        }
     }
     Ok(())
 }
 
+/// Run one step; `None` for a step with no outcome of its own here (the tag, the hand-off).
+async fn run_step(
+    root: &Path,
+    i: usize,
+    step: &Step,
+    prepared: &mut Prepared,
+    bus: &Bus,
+    report: &mut Report,
+    removed: &mut Vec<(PathBuf, Vec<u8>)>,
+) -> Result<Option<Outcome>, ExecError> {
+    Ok(Some(match step {
+        Step::Tag { .. } | Step::Handoff(_) => return Ok(None),
+        Step::File(_) => {
+            for (path, s) in prepared.files.remove(&i).unwrap_or_default() {
+                s.commit()?;
+                tracing::info!(path = %path.display(), "wrote file");
+            }
+            Outcome::Done
+        }
+        Step::Live(l) => {
+            if let Some(ready) = prepared.live.remove(&i) {
+                ready.apply()?;
+            }
+            tracing::info!(key = %l.key, value = %l.new, "set kernel value");
+            Outcome::Done
+        }
+        Step::Remove(r) => {
+            let full = under(root, &r.path);
+            let held = std::fs::read(&full).ok();
+            fsutil::remove(&full)?;
+            tracing::info!(path = %r.path.display(), "removed file");
+            if let Some(content) = held.filter(|_| r.restore_if_run_fails) {
+                removed.push((full, content));
+            }
+            Outcome::Done
+        }
+        Step::Run(r) => match &r.skip {
+            Some(why) => Outcome::Skipped(why.clone()),
+            None => {
+                run_program(r).await?;
+                Outcome::Done
+            }
+        },
+        Step::Unit(u) => unit_job(bus, u, report).await?,
+    }))
+}
+
+/// Put back the files removed in this run for a rerun's sake.
+fn restore(removed: &[(PathBuf, Vec<u8>)]) {
+    for (path, content) in removed {
+        if let Err(w) = fsutil::write_atomic(path, content, 0o644) {
+            tracing::error!("cannot put {} back either: {w}", path.display());
+        }
+    }
+}
+
+/// A unit job. A required one that fails fails the run; any other says what happened and the
+/// run goes on (the unit's files are on disk and apply at its next start or the next boot).
+async fn unit_job(bus: &Bus, u: &Unit, report: &mut Report) -> Result<Outcome, ExecError> {
+    if let UnitJob::Restart { unit, verify } = &u.job {
+        return Ok(restart_unit(bus, unit, verify, report).await);
+    }
+    // A reload under another root with no bus asked for: nothing to tell.
+    if let (UnitJob::Reload, Bus::Skip(why)) = (&u.job, bus) {
+        return Ok(Outcome::Skipped(why.clone()));
+    }
+    let r = match connect(bus).await {
+        Ok(conn) => match &u.job {
+            UnitJob::Start { unit } => systemd::queue(&conn, unit, systemd::Job::Start).await,
+            _ => systemd::reload(&conn).await,
+        }
+        .map_err(|e| e.to_string()),
+        Err(why) => Err(why),
+    };
+    let cause = match r {
+        Ok(()) => {
+            tracing::info!("{}: done over D-Bus", Step::Unit(u.clone()).describe());
+            return Ok(Outcome::Done);
+        }
+        Err(cause) => cause,
+    };
+    let msg = u.if_failed.say(&cause);
+    if u.required {
+        return Err(ExecError::Required(msg));
+    }
+    tracing::warn!("{msg}");
+    report.warnings.push(msg.clone());
+    Ok(Outcome::Skipped(msg))
+}
+
 /// Restart a unit and read its property back; never fails the run (the unit's files are on
 /// disk and apply at next boot anyway), but says exactly what happened.
-async fn restart_unit(bus: &Bus, r: &UnitRestart, report: &mut Report) -> Outcome {
-    let (unit, property, expected) = (r.unit, r.check.property, r.check.expected);
+async fn restart_unit(
+    bus: &Bus,
+    unit: &str,
+    check: &PropertyCheck,
+    report: &mut Report,
+) -> Outcome {
+    let (property, expected) = (check.property, check.expected);
     let conn = match connect(bus).await {
         Ok(c) => c,
         Err(why) => {
@@ -353,9 +331,9 @@ async fn restart_unit(bus: &Bus, r: &UnitRestart, report: &mut Report) -> Outcom
             return Outcome::Skipped(why);
         }
     };
-    match systemd::restart_and_read(&conn, r, Duration::from_secs(5)).await {
+    match systemd::restart_and_read(&conn, unit, check, Duration::from_secs(5)).await {
         Ok(v) => {
-            report.record_property(&r.check, v);
+            report.record_property(check, v);
             if v == expected {
                 tracing::info!(unit, property, value = v, "{} took the change", name(unit));
                 return Outcome::DoneWith(format!("{property}={v}"));
@@ -376,69 +354,22 @@ async fn restart_unit(bus: &Bus, r: &UnitRestart, report: &mut Report) -> Outcom
     }
 }
 
-/// Queue a unit's start; never fails the run (in the agent's unit's run the unit is pulled in
-/// anyway), but says what happened.
-async fn start_unit(bus: &Bus, unit: &str, report: &mut Report) -> Outcome {
-    match start(bus, unit).await {
-        Ok(()) => {
-            tracing::info!(unit, "start queued over D-Bus");
-            Outcome::Done
-        }
-        Err(e) => {
-            let msg = format!("{unit} not started: {e}");
-            tracing::warn!("{msg}");
-            report.warnings.push(msg.clone());
-            Outcome::Skipped(msg)
-        }
-    }
-}
-
-/// Have systemd reload its units. A failure fails the run when `required` (AL2023: nodeadm's
-/// config phase starts right after the agent); else (AL2, whose bootstrap.sh reloads too) it is
-/// a warning naming what it means. Under another root with no bus asked for, nothing is told.
-async fn reload(bus: &Bus, required: bool, report: &mut Report) -> Result<Outcome, ExecError> {
-    if let Bus::Skip(why) = bus {
-        return Ok(Outcome::Skipped(why.clone()));
-    }
-    let r = match connect(bus).await {
-        Ok(conn) => systemd::reload(&conn).await.map_err(|e| e.to_string()),
-        Err(why) => Err(why),
-    };
-    Ok(match r {
-        Ok(()) => {
-            tracing::info!("systemd reloaded its units");
-            Outcome::Done
-        }
-        Err(e) if required => return Err(ExecError::Reload { why: e }),
-        Err(e) => {
-            let msg = format!("systemd did not reload its units ({e}): units started before the next reload or boot run without the drop-ins written now");
-            tracing::warn!("{msg}");
-            report.warnings.push(msg.clone());
-            Outcome::Skipped(msg)
-        }
-    })
-}
-
-/// Run the trust store's tool (argv, no shell) and wait for it, up to a minute. Its failure fails
-/// the run: containerd and kubelet would start without the CAs the config asks for.
-async fn rebuild_trust(argv: &[String]) -> Result<(), ExecError> {
-    let tool = argv.first().cloned().unwrap_or_default();
-    let err = |why: String| ExecError::Trust {
-        tool: tool.clone(),
-        why,
-    };
+/// Run a program (argv, no shell) and wait for it, up to its timeout. Its failure fails the run.
+async fn run_program(r: &Run) -> Result<(), ExecError> {
+    let tool = r.argv.first().cloned().unwrap_or_default();
+    let err = |why: String| ExecError::Required(r.if_failed.say(&format!("{tool} {why}")));
     let child = tokio::process::Command::new(&tool)
-        .args(&argv[1..])
+        .args(r.argv.get(1..).unwrap_or_default())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
-    let out = match tokio::time::timeout(Duration::from_secs(60), child).await {
-        Err(_) => return Err(err("did not finish within 60 s".into())),
+    let out = match tokio::time::timeout(Duration::from_secs(r.timeout_secs), child).await {
+        Err(_) => return Err(err(format!("did not finish within {} s", r.timeout_secs))),
         Ok(Err(e)) => return Err(err(format!("could not be run: {e}"))),
         Ok(Ok(out)) => out,
     };
     if out.status.success() {
-        tracing::info!(tool = %tool, "trust store rebuilt");
+        tracing::info!(tool = %tool, "{}: done", r.purpose);
         return Ok(());
     }
     let said = String::from_utf8_lossy(&out.stderr);
@@ -458,49 +389,12 @@ async fn rebuild_trust(argv: &[String]) -> Result<(), ExecError> {
     )))
 }
 
-/// Remove this boot's hold marker, then start the unit the hold kept from running (its
-/// condition is checked when the start job runs, so the marker goes first). Unlike a logind
-/// restart, a unit that cannot be started fails the run, and the marker is put back so that a
-/// rerun releases again: without that unit the node never joins.
-async fn release(bus: &Bus, marker: &Path, start_unit: Option<&str>) -> Result<(), ExecError> {
-    let held = std::fs::read(marker).ok();
-    fsutil::remove(marker)?;
-    tracing::info!(marker = %marker.display(), "warm-pool hold released");
-    let Some(unit) = start_unit else {
-        return Ok(());
-    };
-    let Err(e) = start(bus, unit).await else {
-        tracing::info!(unit, "started over D-Bus: nodeadm takes the node from here");
-        return Ok(());
-    };
-    if let Some(h) = held {
-        if let Err(w) = fsutil::write_atomic(marker, &h, 0o644) {
-            tracing::error!("cannot put the hold marker back either: {w}");
-        }
-    }
-    Err(e)
-}
-
-async fn start(bus: &Bus, unit: &str) -> Result<(), ExecError> {
-    let conn = connect(bus).await.map_err(|why| ExecError::NoBus {
-        unit: unit.to_string(),
-        why,
-    })?;
-    systemd::queue(&conn, unit, systemd::Job::Start).await?;
-    Ok(())
-}
-
 /// A connection to systemd, or why there is none.
 async fn connect(bus: &Bus) -> Result<zbus::Connection, String> {
     match bus {
         Bus::Skip(why) => Err(why.clone()),
         Bus::Address(a) => systemd::connect(a).await.map_err(|e| e.to_string()),
     }
-}
-
-/// A unit as logs name it: `systemd-logind`.
-fn name(unit: &str) -> &str {
-    unit.trim_end_matches(".service")
 }
 
 /// Replace this process with bootstrap.sh. No shell: the argv goes to execv as is.

@@ -102,8 +102,18 @@ pub(crate) struct Staged {
     committed: bool,
 }
 
-/// Stage `content` for `path` (see [`Staged`]); parent directories are created (0755).
+/// Stage `content` for `path` (see [`Staged`]), keeping an existing file's mode; parent
+/// directories are created (0755).
 pub(crate) fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsError> {
+    stage_as(path, content, new_mode, false)
+}
+
+/// Stage `content` for `path` with exactly `mode`, whatever the existing file's.
+pub(crate) fn stage_exact(path: &Path, content: &[u8], mode: u32) -> Result<Staged, FsError> {
+    stage_as(path, content, mode, true)
+}
+
+fn stage_as(path: &Path, content: &[u8], new_mode: u32, exact: bool) -> Result<Staged, FsError> {
     let werr = |source| FsError::Write {
         path: path.to_path_buf(),
         source,
@@ -121,6 +131,7 @@ pub(crate) fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged
     }
     let mode = existing
         .as_ref()
+        .filter(|_| !exact)
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(new_mode);
     let name = path

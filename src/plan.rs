@@ -13,6 +13,7 @@ use crate::facts::{Facts, Family, TagState};
 use crate::findings::{Finding, Invalid};
 use crate::spec::Spec;
 pub use crate::step::Step;
+use crate::step::{File, Handoff, Unit, UnitJob};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -121,6 +122,8 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
             "planned"
         );
     }
+    // The order the steps run in is the plan's: the registry's, with the hand-off last.
+    out.steps.sort_by_key(|s| matches!(s, Step::Handoff(_)));
     let family = match (&facts.family, out.findings.is_empty()) {
         (Ok(f), true) => f.clone(),
         _ => return Err(Invalid(out.findings.0)),
@@ -285,29 +288,20 @@ fn flag_text(v: &serde_json::Value) -> String {
 }
 
 /// A file step: what it creates or updates, why, its mode, and the unified diff.
-fn render_file(o: &mut String, n: usize, s: &Step) {
-    let Step::File {
-        purpose,
-        path,
-        old,
-        new,
-        mode,
-        backup,
-    } = s
-    else {
-        return;
-    };
-    let what = if old.is_some() { "update" } else { "create" };
+fn render_file(o: &mut String, n: usize, f: &File) {
+    let what = if f.old.is_some() { "update" } else { "create" };
     let _ = write!(
         o,
-        "\n[{n}] {what} {} ({purpose}; mode {mode:04o}",
-        path.display()
+        "\n[{n}] {what} {} ({}; mode {:04o}",
+        f.path.display(),
+        f.purpose,
+        f.mode
     );
-    if let Some(b) = backup {
+    if let Some(b) = &f.backup {
         let _ = write!(o, "; original kept as {}", b.display());
     }
     let _ = writeln!(o, ")");
-    o.push_str(&unified_diff(path, old.as_deref(), new));
+    o.push_str(&unified_diff(&f.path, f.old.as_deref(), &f.new));
 }
 
 /// One step of the text plan, numbered `n`.
@@ -327,19 +321,59 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
             };
             let _ = writeln!(o, "\n[{n}] tag {instance_id}: {key} = {value} ({cur})");
         }
-        Step::Sysctl { key, old, new, .. } => {
-            let _ = writeln!(o, "\n[{n}] sysctl {key}: {old} -> {new}");
+        Step::Live(l) if l.path.starts_with("/proc/sys") => {
+            let _ = writeln!(o, "\n[{n}] sysctl {}: {} -> {}", l.key, l.old, l.new);
         }
-        Step::File { .. } => render_file(o, n, s),
-        Step::NotifyLogind {
-            inhibit_delay_max_usec,
-        } => {
+        Step::Live(l) => {
             let _ = writeln!(
                 o,
-                "\n[{n}] restart systemd-logind.service over D-Bus and expect InhibitDelayMaxUSec = {inhibit_delay_max_usec}"
+                "\n[{n}] set {}: {} -> {}",
+                l.path.display(),
+                l.old,
+                l.new
             );
         }
-        Step::ExecBootstrap { argv } => {
+        Step::File(f) => render_file(o, n, f),
+        Step::Remove(r) => {
+            let _ = writeln!(o, "\n[{n}] remove {} ({})", r.path.display(), r.purpose);
+        }
+        Step::Run(r) => {
+            let _ = writeln!(
+                o,
+                "\n[{n}] {}: exec {} (no shell)",
+                r.purpose,
+                r.argv.join(" ")
+            );
+            if let Some(why) = &r.skip {
+                let _ = writeln!(o, "      not run: {why}");
+            }
+        }
+        Step::Unit(u) => render_unit(o, n, u),
+        Step::Handoff(h) => render_handoff(o, n, h),
+    }
+}
+
+/// A unit job, numbered `n`.
+fn render_unit(o: &mut String, n: usize, u: &Unit) {
+    let _ = match &u.job {
+        UnitJob::Start { unit } => writeln!(o, "\n[{n}] start {unit} over D-Bus: {}", u.why),
+        UnitJob::Restart { unit, verify } => writeln!(
+            o,
+            "\n[{n}] restart {unit} over D-Bus and expect {} = {}",
+            verify.property, verify.expected
+        ),
+        UnitJob::Reload => writeln!(
+            o,
+            "\n[{n}] reload systemd's units over D-Bus (Manager.Reload): {}",
+            u.why
+        ),
+    };
+}
+
+/// The hand-off, numbered `n`.
+fn render_handoff(o: &mut String, n: usize, h: &Handoff) {
+    match h {
+        Handoff::Exec { argv } => {
             let _ = writeln!(
                 o,
                 "\n[{n}] hand-off: exec {} (no shell), argv:",
@@ -349,7 +383,7 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
                 let _ = writeln!(o, "      [{j}] {a}");
             }
         }
-        Step::Nodeadm(h) => {
+        Handoff::Dropin(h) => {
             let _ = writeln!(
                 o,
                 "\n[{n}] hand-off: NodeConfig drop-in {}; {}",
@@ -357,27 +391,7 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
                 h.note()
             );
         }
-        Step::HoldHandoff(h) => render_hold(o, n, h),
-        Step::ReleaseHold(r) => render_release(o, n, r),
-        Step::StartUnit(u) => {
-            let _ = writeln!(o, "\n[{n}] start {} over D-Bus: {}", u.unit, u.why);
-        }
-        Step::RebuildTrust(t) => {
-            let _ = writeln!(
-                o,
-                "\n[{n}] rebuild the CA trust store: exec {} (no shell)",
-                t.argv.join(" ")
-            );
-            if let Some(why) = &t.skip {
-                let _ = writeln!(o, "      not run: {why}");
-            }
-        }
-        Step::ReloadUnits { why, .. } => {
-            let _ = writeln!(
-                o,
-                "\n[{n}] reload systemd's units over D-Bus (Manager.Reload): {why}"
-            );
-        }
+        Handoff::Hold(h) => render_hold(o, n, h),
     }
 }
 
@@ -393,19 +407,6 @@ fn render_hold(o: &mut String, n: usize, h: &crate::step::HandoffHold) {
         "\n[{n}] hand-off held: target lifecycle state {}: the steps above run now, the node does not join: {waits}; while {marker} exists no first-boot marker is written and eks-nodeinit-await-service.service polls the state: the boot after a start into service hands off, or, without a reboot, the waiter has eks-nodeinit.service run again at InService, which hands off",
         h.state
     );
-}
-
-/// The release of this boot's hold, numbered `n`.
-fn render_release(o: &mut String, n: usize, r: &crate::step::HoldRelease) {
-    let _ = write!(
-        o,
-        "\n[{n}] release the warm-pool hold of this boot: remove {}",
-        r.marker.display()
-    );
-    if let Some(unit) = &r.start_unit {
-        let _ = write!(o, ", then start {unit} over D-Bus (the hold skipped it)");
-    }
-    let _ = writeln!(o);
 }
 
 /// A unified diff of one file, `/dev/null` for a new one.

@@ -95,12 +95,21 @@ enum LiveTarget {
     Staged(crate::fsutil::Staged),
 }
 
+#[cfg(test)]
 pub(crate) fn prepare_live(
     root: &Path,
     key: &str,
     value: &str,
 ) -> Result<PreparedSysctl, SysctlError> {
-    let path = proc_path(root, key);
+    prepare_at(proc_path(root, key), key, value)
+}
+
+/// Like [`prepare_live`], for a kernel value at `path` (already under the root), named `key`.
+pub(crate) fn prepare_at(
+    path: PathBuf,
+    key: &str,
+    value: &str,
+) -> Result<PreparedSysctl, SysctlError> {
     let line = format!("{value}\n");
     let procfs = nix::sys::statfs::statfs(&path)
         .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);

@@ -7,21 +7,15 @@ use std::time::Duration;
 use zbus::zvariant::OwnedValue;
 
 /// A property read back after a restart, and the value it must reach.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PropertyCheck {
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PropertyCheck {
     /// The bus name of the service that owns the object.
     pub service: &'static str,
     pub path: &'static str,
     pub interface: &'static str,
     pub property: &'static str,
     pub expected: u64,
-}
-
-/// Restart `unit`, then verify `check`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct UnitRestart {
-    pub unit: &'static str,
-    pub check: PropertyCheck,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,15 +70,16 @@ pub async fn connect(address: &str) -> Result<zbus::Connection, SystemdError> {
 /// read last.
 pub(crate) async fn restart_and_read(
     conn: &zbus::Connection,
-    r: &UnitRestart,
+    unit: &str,
+    check: &PropertyCheck,
     wait: Duration,
 ) -> Result<u64, SystemdError> {
-    queue(conn, r.unit, Job::Restart).await?;
+    queue(conn, unit, Job::Restart).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let last = read_property(conn, &r.check).await;
+        let last = read_property(conn, check).await;
         match &last {
-            Ok(v) if *v == r.check.expected => return last,
+            Ok(v) if *v == check.expected => return last,
             _ if tokio::time::Instant::now() >= deadline => return last,
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }

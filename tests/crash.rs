@@ -394,7 +394,7 @@ impl Family {
         if !changes.is_empty() {
             return Err(format!("the converged node still plans {changes:?}"));
         }
-        if kinds.iter().any(|k| k == "execBootstrap") {
+        if kinds.iter().any(|k| k == "handoff:exec") {
             return Err("the converged node plans a second hand-off in the same boot".into());
         }
         Ok(())

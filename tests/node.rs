@@ -153,7 +153,7 @@ fn apply_al2_then_second_run_plans_nothing() {
     let out = init(r, &cfg, &["--dry-run", "--output", "json"]);
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(plan["changes"], 0, "{plan:#}");
-    assert_eq!(plan["steps"][0]["kind"], "execBootstrap", "{plan:#}");
+    assert_eq!(common::step_kinds(&plan), ["handoff:exec"], "{plan:#}");
 }
 
 #[test]
@@ -653,4 +653,40 @@ fn al2023_conflicting_user_data_taint_changes_nothing() {
     );
     assert_eq!(before, snapshot(root.path()), "nothing changed");
     assert_user_data_unprinted(&out, root.path());
+}
+
+/// The steps run in the order the plan lists them: the report's outcomes follow the dry run's
+/// steps (the tag and the hand-off aside, which have no outcome of their own). Files once all
+/// went first, whatever the plan said.
+#[test]
+fn steps_run_in_the_order_the_plan_lists_them() {
+    let root = sample_root("al2023-root");
+    let cfg = config_with(root.path(), "c.json", no_tagging);
+    let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let kinds = common::step_kinds(&plan);
+    let live = kinds.iter().position(|k| k == "live");
+    let file = kinds.iter().position(|k| k == "file");
+    assert!(live.is_some() && file.is_some(), "{kinds:?}");
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ran: Vec<String> = report(root.path())["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap().to_string())
+        .collect();
+    let first_sysctl = ran.iter().position(|s| s.starts_with("sysctl "));
+    let first_write = ran.iter().position(|s| s.starts_with("write "));
+    assert_eq!(
+        first_sysctl < first_write,
+        live < file,
+        "ran {ran:?}, planned {kinds:?}"
+    );
+    let planned_local = kinds
+        .iter()
+        .filter(|k| k.as_str() != "tag" && !k.starts_with("handoff"))
+        .count();
+    assert_eq!(ran.len(), planned_local, "ran {ran:?}, planned {kinds:?}");
 }

@@ -234,7 +234,7 @@ fn kubelet_config_change_noop_kept_and_malformed() {
         v["kubelet"] = json!({"shutdownGracePeriod": "90s", "imageGCHighThresholdPercent": 90})
     });
     let p = plan::build(&s, &al2("{\n  \"a\": 1\n}\n")).unwrap();
-    let Step::File { new, backup, .. } = &p.steps[0] else {
+    let Step::File(eks_nodeinit::step::File { new, backup, .. }) = &p.steps[0] else {
         panic!("{:?}", steps(&p))
     };
     assert!(new.contains("\"shutdownGracePeriod\": \"90s\""), "{new}");
@@ -259,7 +259,7 @@ fn kubelet_config_change_noop_kept_and_malformed() {
         "{:?}",
         p.warnings
     );
-    let Step::File { new, .. } = &p.steps[0] else {
+    let Step::File(eks_nodeinit::step::File { new, .. }) = &p.steps[0] else {
         panic!()
     };
     assert!(new.contains("\"2m\"") && new.contains("imageGCHighThresholdPercent"));
@@ -280,10 +280,11 @@ fn logind_change_noop_and_later_dropin() {
         ]
     );
     assert!(matches!(
-        p.steps[1],
-        Step::NotifyLogind {
-            inhibit_delay_max_usec: 90_000_000
-        }
+        &p.steps[1],
+        Step::Unit(eks_nodeinit::step::Unit {
+            job: eks_nodeinit::step::UnitJob::Restart { verify, .. },
+            ..
+        }) if verify.expected == 90_000_000
     ));
     // No-op.
     let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
@@ -322,7 +323,7 @@ fn handoffs_per_family_and_undetected_family() {
     });
     // AL2: exec with argv, the CA a secret.
     let p = plan::build(&s, &al2("{}")).unwrap();
-    let Some(Step::ExecBootstrap { argv }) = p.steps.last() else {
+    let Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv })) = p.steps.last() else {
         panic!("{:?}", steps(&p))
     };
     assert_eq!(argv[1..4], ["prod", "--b64-cluster-ca", "c2VjcmV0"]);
@@ -382,7 +383,7 @@ fn an_ipv6_service_cidr_goes_to_bootstrap_sh_as_ipv6() {
     // `fd00:10:96::/112.10`; as --service-ipv6-cidr with --ip-family ipv6 it derives fd00:10:96::a.
     let s = spec(|v| v["cluster"]["cidr"] = "fd00:10:96::/112".into());
     let p = plan::build(&s, &al2("{}")).unwrap();
-    let Some(Step::ExecBootstrap { argv }) = p.steps.last() else {
+    let Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv })) = p.steps.last() else {
         panic!("{:?}", steps(&p))
     };
     let at = argv
@@ -396,7 +397,7 @@ fn an_ipv6_service_cidr_goes_to_bootstrap_sh_as_ipv6() {
     assert!(!argv.iter().any(|a| a == "--service-ipv4-cidr"));
     let s = spec(|v| v["cluster"]["cidr"] = "10.100.0.0/16".into());
     let p = plan::build(&s, &al2("{}")).unwrap();
-    let Some(Step::ExecBootstrap { argv }) = p.steps.last() else {
+    let Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv })) = p.steps.last() else {
         panic!()
     };
     assert!(argv
@@ -426,7 +427,7 @@ fn spec_is_checked_once_and_plans_need_one() {
 
 fn exec_argv(p: &Plan) -> Vec<String> {
     match p.steps.last() {
-        Some(Step::ExecBootstrap { argv }) => argv.clone(),
+        Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv })) => argv.clone(),
         _ => panic!("no hand-off: {:?}", steps(p)),
     }
 }
@@ -541,7 +542,9 @@ fn dropin_flags(p: &Plan) -> Vec<String> {
         .steps
         .iter()
         .find_map(|s| match s {
-            Step::File { path, new, .. } if path == std::path::Path::new(nodeconfig::DROPIN) => {
+            Step::File(eks_nodeinit::step::File { path, new, .. })
+                if path == std::path::Path::new(nodeconfig::DROPIN) =>
+            {
                 Some(new.clone())
             }
             _ => None,
@@ -558,7 +561,7 @@ fn nodeadm_handoff(p: &Plan) -> NodeadmHandoff {
     p.steps
         .iter()
         .find_map(|s| match s {
-            Step::Nodeadm(h) => Some(h.clone()),
+            Step::Handoff(eks_nodeinit::step::Handoff::Dropin(h)) => Some(h.clone()),
             _ => None,
         })
         .unwrap()

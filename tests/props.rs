@@ -1555,7 +1555,9 @@ fn check_plan(want: &Want, plan: &Plan, root: &Path) -> Result<(), TestCaseError
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::File { path, new, .. } => Some((path.as_path(), new.as_str())),
+            Step::File(eks_nodeinit::step::File { path, new, .. }) => {
+                Some((path.as_path(), new.as_str()))
+            }
             _ => None,
         })
         .collect();
@@ -1580,7 +1582,9 @@ fn check_plan(want: &Want, plan: &Plan, root: &Path) -> Result<(), TestCaseError
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::Sysctl { key, new, .. } => Some((key.clone(), new.clone())),
+            Step::Live(eks_nodeinit::step::Live { key, new, .. }) => {
+                Some((key.clone(), new.clone()))
+            }
             _ => None,
         })
         .collect();
@@ -1619,7 +1623,7 @@ fn check_plan(want: &Want, plan: &Plan, root: &Path) -> Result<(), TestCaseError
                 "{sec} s < the grace period"
             );
             let notified = plan.steps.iter().any(|s| {
-                matches!(s, Step::NotifyLogind { inhibit_delay_max_usec } if *inhibit_delay_max_usec == sec * 1_000_000)
+                matches!(s, Step::Unit(eks_nodeinit::step::Unit { job: eks_nodeinit::step::UnitJob::Restart { verify, .. }, .. }) if verify.expected == sec * 1_000_000)
             });
             prop_assert!(notified, "logind told {sec} s");
         }
@@ -1646,13 +1650,16 @@ fn check_plan(want: &Want, plan: &Plan, root: &Path) -> Result<(), TestCaseError
             .steps
             .iter()
             .filter_map(|s| match s {
-                Step::ExecBootstrap { argv } => Some(argv),
+                Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv }) => Some(argv),
                 _ => None,
             })
             .collect();
         prop_assert_eq!(execs.len(), 1, "one hand-off");
         prop_assert!(
-            matches!(last, Some(Step::ExecBootstrap { .. })),
+            matches!(
+                last,
+                Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { .. }))
+            ),
             "the hand-off is last"
         );
         let argv = execs[0];
@@ -1701,14 +1708,17 @@ fn check_plan(want: &Want, plan: &Plan, root: &Path) -> Result<(), TestCaseError
     } else {
         prop_assert_eq!(plan.family, Family::Al2023);
         prop_assert!(
-            matches!(last, Some(Step::Nodeadm(_))),
+            matches!(
+                last,
+                Some(Step::Handoff(eks_nodeinit::step::Handoff::Dropin(_)))
+            ),
             "nodeadm reads the drop-in last"
         );
         prop_assert!(
             !plan
                 .steps
                 .iter()
-                .any(|s| matches!(s, Step::ExecBootstrap { .. })),
+                .any(|s| matches!(s, Step::Handoff(eks_nodeinit::step::Handoff::Exec { .. }))),
             "no bootstrap.sh on AL2023"
         );
         let text = files
@@ -2120,13 +2130,13 @@ const KUBELET_PATH: &str = "/etc/kubernetes/kubelet/kubelet-config.json";
 
 fn kubelet_step(plan: &Plan) -> Option<(&str, &Option<PathBuf>, u32)> {
     plan.steps.iter().find_map(|s| match s {
-        Step::File {
+        Step::File(eks_nodeinit::step::File {
             path,
             new,
             backup,
             mode,
             ..
-        } if path == Path::new(KUBELET_PATH) => Some((new.as_str(), backup, *mode)),
+        }) if path == Path::new(KUBELET_PATH) => Some((new.as_str(), backup, *mode)),
         _ => None,
     })
 }

@@ -229,10 +229,14 @@ fn a_trust_tool_that_fails_fails_the_run_and_says_what_to_do() {
     assert!(err.contains("run it by hand"), "{err}");
     assert!(anchor.exists());
     assert!(!record.exists(), "the stale record was removed");
-    // Not recorded as rebuilt: a rerun plans the rebuild again (and only that).
+    // Not recorded as rebuilt: a rerun plans the rebuild again (and only that, with its record).
     let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(plan["changes"], 1, "{plan}");
-    assert_eq!(step_kinds(&plan)[0], "rebuildTrust", "{plan}");
+    assert_eq!(plan["changes"], 2, "{plan}");
+    assert_eq!(
+        step_kinds(&plan),
+        ["run", "file", "handoff:dropin"],
+        "{plan}"
+    );
 }

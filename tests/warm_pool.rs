@@ -159,8 +159,12 @@ fn al2023_warmed_stopped_writes_the_complete_dropin_and_holds_nodeadm_run() {
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(plan["instance"]["targetLifecycleState"], "Warmed:Stopped");
     let kinds = common::step_kinds(&plan);
-    assert_eq!(kinds.last(), Some(&"holdHandoff"), "{kinds:?}");
-    assert!(!kinds.contains(&"nodeadm"), "{kinds:?}");
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("handoff:hold"),
+        "{kinds:?}"
+    );
+    assert!(!kinds.iter().any(|k| k == "handoff:dropin"), "{kinds:?}");
     let hold = plan["steps"].as_array().unwrap().last().unwrap();
     assert_eq!(hold["family"], "al2023");
     assert_eq!(hold["marker"], HOLD_MARKER);

@@ -18,7 +18,7 @@ use crate::findings::Findings;
 use crate::fsutil::under;
 use crate::marker::HandoffState;
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::{Handoff, Step};
 use crate::text::printable;
 
 pub use crate::bootstrap_sh::{Grammar, NEWEST_OPTIONS};
@@ -60,7 +60,7 @@ fn plan(i: &Input, out: &mut Out) {
     if let Some(argv) = argv.filter(|_| super::warm_pool::held(spec, facts).is_none()) {
         out.secrets
             .extend(facts.cluster(spec).certificate_authority.iter().cloned());
-        out.steps.push(Step::ExecBootstrap { argv });
+        out.steps.push(Step::Handoff(Handoff::Exec { argv }));
     }
     out.findings.0.extend(f.0);
 }
@@ -375,7 +375,7 @@ mod tests {
     #[test]
     fn hands_off_with_the_kubelet_flags_as_one_word() {
         let out = run(&ASPECT, &spec(CONFIG), &al2(HandoffState::None));
-        let Step::ExecBootstrap { argv } = &out.steps[0] else {
+        let Step::Handoff(Handoff::Exec { argv }) = &out.steps[0] else {
             panic!("{:?}", out.steps)
         };
         assert_eq!(
@@ -416,7 +416,7 @@ mod tests {
     fn max_pods_and_kube_reserved_go_as_kubelet_flags_with_use_max_pods_false() {
         let c = r#"{"cluster":{"name":"prod"},"kubelet":{"maxPods":{},"extraArgs":["--v=2"]}}"#;
         let out = run(&ASPECT, &spec(c), &sized(SCRIPT));
-        let Step::ExecBootstrap { argv } = &out.steps[0] else {
+        let Step::Handoff(Handoff::Exec { argv }) = &out.steps[0] else {
             panic!("{:?} {:?}", out.steps, findings(&out))
         };
         assert_eq!(
@@ -434,7 +434,7 @@ mod tests {
         // Only kube-reserved: bootstrap.sh keeps its max pods.
         let c = r#"{"cluster":{"name":"prod"},"kubelet":{"kubeReserved":{"memory":"1Gi"}}}"#;
         let out = run(&ASPECT, &spec(c), &sized(SCRIPT));
-        let Step::ExecBootstrap { argv } = &out.steps[0] else {
+        let Step::Handoff(Handoff::Exec { argv }) = &out.steps[0] else {
             panic!("{:?}", out.steps)
         };
         assert_eq!(
@@ -482,7 +482,10 @@ mod tests {
             &spec(CONFIG),
             &al2(HandoffState::NotStarted { record: record() }),
         );
-        assert!(matches!(out.steps[..], [Step::ExecBootstrap { .. }]));
+        assert!(matches!(
+            out.steps[..],
+            [Step::Handoff(Handoff::Exec { .. })]
+        ));
         assert!(
             out.warnings[0].contains("bootstrap.sh never started"),
             "{:?}",

@@ -2,12 +2,10 @@
 //! find is a finding (before any change), and a fresh answer is kept in the discovery cache
 //! (mode 0600, it holds the CA) so that a reboot or a rerun makes no call.
 
-use std::path::PathBuf;
-
 use crate::discovery::{Outcome, CACHE, CACHE_MODE, FIELD};
 use crate::facts::{current_of, Family};
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::Mode;
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -50,16 +48,8 @@ fn plan(i: &Input, out: &mut Out) {
             else {
                 return;
             };
-            if old.content.as_deref() != Some(new.as_str()) || old.mode != Some(CACHE_MODE) {
-                out.steps.push(Step::File {
-                    purpose: "cluster discovery cache".into(),
-                    path: PathBuf::from(CACHE),
-                    old: old.content,
-                    new,
-                    mode: CACHE_MODE,
-                    backup: None,
-                });
-            }
+            let purpose = "cluster discovery cache";
+            out.file_from(old, CACHE, purpose, new, Mode::Exact(CACHE_MODE));
         }
     }
 }

@@ -130,14 +130,14 @@ fn plan(i: &Input, out: &mut Out) {
     }
     let backup = k.backup_path();
     let backup = (!facts.exists(&backup)).then_some(backup);
-    out.steps.push(Step::File {
+    out.steps.push(Step::File(crate::step::File {
         purpose: format!("kubelet config: set {}", p.changed_keys.join(", ")),
         path: k.config_path.clone(),
         old: Some(text.clone()),
         new: p.new_text,
         mode: file.mode.unwrap_or(0o644),
         backup,
-    });
+    }));
 }
 
 /// A key the operator already set to another value, kept as is.

@@ -7,15 +7,13 @@
 //! bootstrap.sh instead of becoming it. In a warm pool it is once the run that prepared the
 //! node succeeded.
 
-use std::path::PathBuf;
-
 use crate::facts::{Facts, Family};
 use crate::lifecycle::{
     meaning, CompleteAfter, LaunchHookJob, Meaning, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
 use crate::metadata::Metadata;
 use crate::spec::Spec;
-use crate::step::{Step, UnitStart};
+use crate::step::{IfFailed, Mode, Step, Unit, UnitJob};
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -97,22 +95,18 @@ fn plan(i: &Input, out: &mut Out) {
         CompleteAfter::Prep => "once this run has prepared the node (the warm pool's launch)",
         CompleteAfter::Kubelet => "once this run has handed off and kubelet is active",
     };
-    out.steps.push(Step::File {
-        purpose: format!(
-            "launch-hook job: {UNIT} completes `{}` of {group} with CONTINUE {when}",
-            job.hook
-        ),
-        path: PathBuf::from(LAUNCH_HOOK_JOB),
-        old: current.content.clone(),
-        new,
-        mode: 0o644,
-        backup: None,
-    });
+    let purpose = format!(
+        "launch-hook job: {UNIT} completes `{}` of {group} with CONTINUE {when}",
+        job.hook
+    );
+    out.file_from(current, LAUNCH_HOOK_JOB, purpose, new, Mode::Exact(0o644));
     // A user-data script's run (cloud-final) is not the agent's unit, which pulls the hook unit
     // in: start it, ordered after nodeadm-run and waiting for kubelet, whoever ran the agent.
-    out.steps.push(Step::StartUnit(UnitStart {
-        unit: UNIT.into(),
+    out.steps.push(Step::Unit(Unit {
+        job: UnitJob::Start { unit: UNIT.into() },
         why: "it completes the hook when its time comes (in the packaged unit's run it is already pulled in, and this is the same job)".into(),
+        required: false,
+        if_failed: IfFailed::new(format!("{UNIT} not started"), ""),
     }));
 }
 
@@ -120,6 +114,7 @@ fn plan(i: &Input, out: &mut Out) {
 mod tests {
     use super::super::testing::{run, spec};
     use super::*;
+    use std::path::PathBuf;
 
     const CONFIG: &str =
         r#"{"cluster":{"name":"c"},"lifecycle":{"completeLaunchHook":"eks-node-ready"}}"#;
@@ -140,9 +135,12 @@ mod tests {
 
     fn planned(out: &Out) -> LaunchHookJob {
         match &out.steps[..] {
-            [Step::File { path, new, .. }, Step::StartUnit(u)] => {
+            [Step::File(crate::step::File { path, new, .. }), Step::Unit(Unit {
+                job: UnitJob::Start { unit },
+                ..
+            })] => {
                 assert_eq!(path, &PathBuf::from(LAUNCH_HOOK_JOB));
-                assert_eq!(u.unit, UNIT);
+                assert_eq!(unit, UNIT);
                 LaunchHookJob::from_text(new).unwrap()
             }
             other => panic!("{other:?}"),

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::facts::{Facts, Family};
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::{IfFailed, Mode, Step, Unit, UnitJob};
+use crate::systemd::PropertyCheck;
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -62,19 +63,29 @@ fn plan(i: &Input, out: &mut Out) {
             ));
         }
     }
-    if old.content.as_deref() != Some(content.as_str()) {
-        out.steps.push(Step::File {
-            purpose: "systemd-logind drop-in".into(),
-            path: PathBuf::from(DROPIN_PATH),
-            old: old.content.clone(),
-            new: content,
-            mode: old.mode.unwrap_or(0o644),
-            backup: None,
-        });
-        out.steps.push(Step::NotifyLogind {
-            // ≤ a day in seconds: the product fits easily.
-            inhibit_delay_max_usec: sec.saturating_mul(1_000_000),
-        });
+    if out.file_from(
+        old,
+        DROPIN_PATH,
+        "systemd-logind drop-in",
+        content,
+        Mode::Keep(0o644),
+    ) {
+        out.steps.push(Step::Unit(Unit {
+            job: UnitJob::Restart {
+                unit: "systemd-logind.service".into(),
+                verify: PropertyCheck {
+                    service: "org.freedesktop.login1",
+                    path: "/org/freedesktop/login1",
+                    interface: "org.freedesktop.login1.Manager",
+                    property: "InhibitDelayMaxUSec",
+                    // ≤ a day in seconds: the product fits easily.
+                    expected: sec.saturating_mul(1_000_000),
+                },
+            },
+            why: "logind reads its drop-ins when it starts".into(),
+            required: false,
+            if_failed: IfFailed::default(),
+        }));
     }
 }
 

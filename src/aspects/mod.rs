@@ -9,7 +9,7 @@ use crate::facts::{Facts, Family};
 use crate::findings::Findings;
 use crate::kubelet::KubeletIntent;
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::{File, Mode, Step};
 
 pub mod bootstrap;
 pub mod cluster;
@@ -69,6 +69,41 @@ pub(crate) struct Out {
     pub secrets: Vec<String>,
     /// A tag that already holds the wanted value (key, value): no step, but the report says so.
     pub tag_in_place: Option<(String, String)>,
+}
+
+impl Out {
+    /// Plan `path` to hold `new` with `mode`'s rule ([`File::wanted`]), from the file as the
+    /// facts hold it; one the agent cannot replace is a finding for `field`. Whether a step was
+    /// planned.
+    pub fn file(
+        &mut self,
+        facts: &Facts,
+        field: &str,
+        path: &str,
+        purpose: impl Into<String>,
+        new: String,
+        mode: Mode,
+    ) -> bool {
+        let Some(cur) = facts.current_file(path, field, &mut self.findings) else {
+            return false;
+        };
+        self.file_from(cur, path, purpose, new, mode)
+    }
+
+    /// [`Out::file`] for a file already read from the facts.
+    pub fn file_from(
+        &mut self,
+        cur: crate::facts::Current,
+        path: &str,
+        purpose: impl Into<String>,
+        new: String,
+        mode: Mode,
+    ) -> bool {
+        let step = File::wanted(path, purpose, (cur.content, cur.mode), new, mode);
+        let planned = step.is_some();
+        self.steps.extend(step);
+        planned
+    }
 }
 
 /// What planning tests of one aspect share: a spec from JSON, one aspect run on built facts.

@@ -18,7 +18,7 @@ use crate::findings::Findings;
 use crate::k8s::Taint;
 use crate::kubelet::KubeletIntent;
 use crate::spec::Spec;
-use crate::step::{NodeadmHandoff, Step};
+use crate::step::{Handoff, Mode, NodeadmHandoff, Step};
 use crate::userdata::{EffectiveTaints, UserDataError, UserDataFact};
 
 use super::{Aspect, Input, Out, Reads};
@@ -85,28 +85,21 @@ fn plan(i: &Input, out: &mut Out) {
         ..i.kubelet.clone()
     };
     let new = render(&facts.cluster(spec), &kubelet);
-    if old.content.as_deref() != Some(new.as_str()) {
-        out.steps.push(Step::File {
-            purpose: "nodeadm NodeConfig drop-in".into(),
-            path: PathBuf::from(DROPIN),
-            old: old.content.clone(),
-            new,
-            mode: old.mode.unwrap_or(0o600),
-            backup: None,
-        });
-    }
+    let purpose = "nodeadm NodeConfig drop-in";
+    out.file_from(old, DROPIN, purpose, new, Mode::Keep(0o600));
     let config_unit_reads_dropins = CONFIG_UNIT_DROPINS
         .iter()
         .any(|p| facts.exists(std::path::Path::new(p)));
     if super::warm_pool::held(spec, facts).is_none() {
-        out.steps.push(Step::Nodeadm(NodeadmHandoff {
-            dropin: PathBuf::from(DROPIN),
-            config_unit_reads_dropins,
-            carried_taints: taints
-                .carried
-                .as_ref()
-                .map(|from| (from.entries.len(), from.source.clone())),
-        }));
+        out.steps
+            .push(Step::Handoff(Handoff::Dropin(NodeadmHandoff {
+                dropin: PathBuf::from(DROPIN),
+                config_unit_reads_dropins,
+                carried_taints: taints
+                    .carried
+                    .as_ref()
+                    .map(|from| (from.entries.len(), from.source.clone())),
+            })));
     }
     user_data_warnings(spec, facts, user_data, config_unit_reads_dropins, out);
     if !facts.exists(&spec.nodeconfig.nodeadm_path) {
@@ -339,9 +332,9 @@ mod tests {
     fn the_dropin_carries_the_cluster_and_the_kubelet_intent_then_nodeadm_takes_over() {
         let s = spec(CONFIG);
         let out = run(&ASPECT, &s, &node().absent([DROPIN]).build());
-        let Step::File {
+        let Step::File(crate::step::File {
             path, new, mode, ..
-        } = &out.steps[0]
+        }) = &out.steps[0]
         else {
             panic!("{:?}", out.steps)
         };
@@ -358,11 +351,11 @@ mod tests {
         assert_eq!(doc["spec"]["kubelet"]["flags"][0], "--node-labels=team=a");
         assert_eq!(
             out.steps[1],
-            Step::Nodeadm(NodeadmHandoff {
+            Step::Handoff(Handoff::Dropin(NodeadmHandoff {
                 dropin: DROPIN.into(),
                 config_unit_reads_dropins: true,
                 carried_taints: None,
-            })
+            }))
         );
         assert_eq!(out.secrets, ["Q0E="]);
         assert!(out.warnings.is_empty(), "{:?}", out.warnings);
@@ -375,7 +368,7 @@ mod tests {
         let facts = node().file(DROPIN, &text(&s, &facts)).build();
         let out = run(&ASPECT, &s, &facts);
         assert!(
-            matches!(out.steps[..], [Step::Nodeadm(_)]),
+            matches!(out.steps[..], [Step::Handoff(Handoff::Dropin(_))]),
             "{:?}",
             out.steps
         );

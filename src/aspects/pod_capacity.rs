@@ -2,13 +2,11 @@
 //! lacks) kept on the node so that a reboot or a rerun asks EC2 nothing. The numbers themselves
 //! are the kubelet's (`kubelet::pod_capacity`).
 
-use std::path::PathBuf;
-
 use crate::facts::{current_of, Family};
 use crate::podcap::cache::{self, CACHE};
 use crate::podcap::{TypeFact, TypeSource};
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::Mode;
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -40,16 +38,8 @@ fn plan(i: &Input, out: &mut Out) {
     let Some(old) = current_of(file, CACHE, "kubelet.maxPods", &mut out.findings) else {
         return;
     };
-    if old.content.as_deref() != Some(new.as_str()) {
-        out.steps.push(Step::File {
-            purpose: "instance-type cache (DescribeInstanceTypes)".into(),
-            path: PathBuf::from(CACHE),
-            old: old.content,
-            new,
-            mode: old.mode.unwrap_or(MODE),
-            backup: None,
-        });
-    }
+    let purpose = "instance-type cache (DescribeInstanceTypes)";
+    out.file_from(old, CACHE, purpose, new, Mode::Keep(MODE));
 }
 
 #[cfg(test)]
@@ -57,6 +47,8 @@ mod tests {
     use super::super::testing::{run, spec, Facts};
     use super::*;
     use crate::podcap::TypeInfo;
+    use crate::step::Step;
+    use std::path::PathBuf;
 
     fn facts(source: TypeSource, cached: Option<&str>) -> Facts {
         let b = Facts::builder(Family::Al2023)
@@ -82,7 +74,7 @@ mod tests {
     fn an_answer_from_ec2_is_kept_once() {
         let s = spec(r#"{"cluster":{"name":"c"},"kubelet":{"maxPods":{"ceiling":"none"}}}"#);
         let out = run(&ASPECT, &s, &facts(TypeSource::Ec2, None));
-        let [Step::File { path, new, .. }] = &out.steps[..] else {
+        let [Step::File(crate::step::File { path, new, .. })] = &out.steps[..] else {
             panic!("{:?}", out.steps)
         };
         assert_eq!(path, &PathBuf::from(CACHE));

@@ -10,7 +10,7 @@
 use crate::facts::Family;
 use crate::spec::proxy::{is_cidr, NoProxyInputs, ProxySpec, ProxyUrl};
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::{IfFailed, Mode, Step, Unit, UnitJob};
 use crate::text::printable;
 
 use super::{Aspect, Input, Out, Reads};
@@ -188,24 +188,25 @@ fn plan(i: &Input, out: &mut Out) {
             out.findings.push("proxy", format!("{path} exists with mode {m:04o} and would hold the proxy's credentials: the agent keeps a file's mode, so remove it or make it 0600"));
             continue;
         }
-        if cur.content.as_deref() == Some(new.as_str()) {
-            continue;
-        }
-        out.steps.push(Step::File {
-            purpose,
-            path: path.into(),
-            old: cur.content,
-            new,
-            mode,
-            backup: None,
-        });
-        wrote = true;
+        wrote |= out.file_from(cur, &path, purpose, new, Mode::Keep(mode));
     }
     if wrote {
-        out.steps.push(Step::ReloadUnits {
-            why: "the proxy drop-ins apply to units started after a reload".into(),
-            required: family == Family::Al2023,
-        });
+        out.steps.push(Step::Unit(reload(family)));
+    }
+}
+
+/// systemd told of the drop-ins. On AL2023 nodeadm-config.service starts right after the
+/// agent, so a failed reload fails the run; on AL2 bootstrap.sh reloads again.
+fn reload(family: Family) -> Unit {
+    let todo = match family {
+        Family::Al2023 => "nodeadm-config.service would start without the proxy drop-ins written now; run `systemctl daemon-reload` and restart nodeadm-config.service",
+        Family::Al2 => "units started before the next reload or boot run without the drop-ins written now",
+    };
+    Unit {
+        job: UnitJob::Reload,
+        why: "the proxy drop-ins apply to units started after a reload".into(),
+        required: family == Family::Al2023,
+        if_failed: IfFailed::new("systemd did not reload its units", todo),
     }
 }
 

@@ -7,12 +7,11 @@
 //! overwritten.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use crate::facts::Family;
 use crate::spec::registries::RegistrySpec;
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::Mode;
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -124,19 +123,8 @@ fn plan(i: &Input, out: &mut Out) {
         warn_ecr_mirror(r, out);
         for (file, new) in files(r) {
             let p = path(r, &file);
-            let Some(cur) = facts.current_file(&p, &field, &mut out.findings) else {
-                continue;
-            };
-            if cur.content.as_deref() != Some(new.as_str()) {
-                out.steps.push(Step::File {
-                    purpose: format!("containerd registry hosts for {}", r.name),
-                    path: PathBuf::from(p),
-                    old: cur.content.clone(),
-                    new,
-                    mode: 0o644,
-                    backup: None,
-                });
-            }
+            let purpose = format!("containerd registry hosts for {}", r.name);
+            out.file(facts, &field, &p, purpose, new, Mode::Keep(0o644));
         }
     }
 }
@@ -187,6 +175,7 @@ mod tests {
     use super::super::testing::{run, spec};
     use super::*;
     use crate::facts::Facts;
+    use crate::step::Step;
 
     fn config(ca: &str) -> String {
         serde_json::json!({
@@ -218,7 +207,7 @@ mod tests {
             .steps
             .iter()
             .map(|s| match s {
-                Step::File { path, .. } => path.display().to_string(),
+                Step::File(crate::step::File { path, .. }) => path.display().to_string(),
                 other => panic!("{other:?}"),
             })
             .collect();
@@ -231,7 +220,7 @@ mod tests {
                 "/etc/containerd/certs.d/registry.corp.example:5000/ca.crt",
             ]
         );
-        let Step::File { new, .. } = &out.steps[0] else {
+        let Step::File(crate::step::File { new, .. }) = &out.steps[0] else {
             unreachable!()
         };
         assert!(
@@ -269,7 +258,7 @@ mod tests {
             "{:?}",
             out.findings
         );
-        assert!(!out.steps.iter().any(|s| matches!(s, Step::File { path, .. } if path.starts_with("/etc/containerd/certs.d/docker.io"))));
+        assert!(!out.steps.iter().any(|s| matches!(s, Step::File(crate::step::File { path, .. }) if path.starts_with("/etc/containerd/certs.d/docker.io"))));
     }
 
     #[test]

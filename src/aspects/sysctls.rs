@@ -3,11 +3,11 @@
 //! `protectKernelDefaults` would refuse are findings before anything changes.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::facts::Family;
 use crate::spec::Spec;
-use crate::step::Step;
+use crate::step::{Live, Mode, Step};
 use crate::text::printable;
 
 pub use crate::spec::sysctls::check_key;
@@ -59,12 +59,12 @@ fn plan(i: &Input, out: &mut Out) {
         match facts.sysctls.get(k) {
             Some(Ok(old)) => {
                 if old != v {
-                    out.steps.push(Step::Sysctl {
+                    out.steps.push(Step::Live(Live {
                         key: k.clone(),
                         path: Path::new("/proc/sys").join(k.replace('.', "/")),
                         old: old.clone(),
                         new: v.clone(),
-                    });
+                    }));
                 }
                 wanted.insert(k.clone(), v.clone());
             }
@@ -79,16 +79,13 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     }
     let new = persisted_content(&wanted);
-    if existing.content.as_deref() != Some(new.as_str()) {
-        out.steps.push(Step::File {
-            purpose: "persisted sysctls".into(),
-            path: PathBuf::from(PERSIST_PATH),
-            old: existing.content.clone(),
-            new,
-            mode: existing.mode.unwrap_or(0o644),
-            backup: None,
-        });
-    }
+    out.file_from(
+        existing,
+        PERSIST_PATH,
+        "persisted sysctls",
+        new,
+        Mode::Keep(0o644),
+    );
 }
 
 /// The persisted file's content for these sysctls (sorted by key).
@@ -122,10 +119,12 @@ mod tests {
         let facts = node(Family::Al2023, "vm.max_map_count", Ok("65530"));
         let out = run(&ASPECT, &spec(CONFIG), &facts);
         assert!(
-            matches!(&out.steps[0], Step::Sysctl { old, new, .. } if old == "65530" && new == "262144")
+            matches!(&out.steps[0], Step::Live(crate::step::Live { old, new, .. }) if old == "65530" && new == "262144")
         );
-        assert!(matches!(&out.steps[1], Step::File { path, new, .. }
-            if path == Path::new(PERSIST_PATH) && new.ends_with("vm.max_map_count = 262144\n")));
+        assert!(
+            matches!(&out.steps[1], Step::File(crate::step::File { path, new, .. })
+            if path == Path::new(PERSIST_PATH) && new.ends_with("vm.max_map_count = 262144\n"))
+        );
     }
 
     #[test]

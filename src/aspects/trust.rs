@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::facts::Family;
 use crate::spec::Spec;
-use crate::step::{Step, TrustRebuild};
+use crate::step::{File, IfFailed, Mode, Remove, Run, Step};
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -71,7 +71,7 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
 /// How the store is rebuilt: Amazon Linux's tool rebuilds only `/`'s store (its paths are
 /// compiled into p11-kit), so under another root it is not run; Debian's takes the root's
 /// directories.
-fn rebuild(store: Store, root: &Path) -> TrustRebuild {
+fn rebuild(store: Store, root: &Path) -> Run {
     let under = |p: &str| root.join(p.trim_start_matches('/')).display().to_string();
     let mut argv = vec![under(store.tool)];
     let mut skip = None;
@@ -96,10 +96,15 @@ fn rebuild(store: Store, root: &Path) -> TrustRebuild {
             argv.push(under(dir));
         }
     }
-    TrustRebuild {
+    Run {
+        purpose: "rebuild the trust store".into(),
         argv,
+        timeout_secs: 60,
         skip,
-        record: None,
+        if_failed: IfFailed::new(
+            "the CA trust store was not rebuilt",
+            "the CA files are in place: run it by hand, then restart containerd",
+        ),
     }
 }
 
@@ -119,38 +124,52 @@ fn plan(i: &Input, out: &mut Out) {
             return;
         }
     };
+    // The record of the last rebuild goes first: a run stopped after the anchors changed and
+    // before the rebuild finds no record, and plans the rebuild again.
+    let at = out.steps.len();
     let mut wrote = false;
     for (n, bundle) in t.bundles.iter().enumerate() {
-        let path = anchor(store, n);
-        let Some(cur) = facts.current_file(&path, "trust", &mut out.findings) else {
-            continue;
-        };
-        let new = bundle.clone();
-        if cur.content.as_deref() == Some(new.as_str()) {
-            continue;
-        }
-        out.steps.push(Step::File {
-            purpose: format!("CA bundle {} for the node's trust store", n + 1),
-            path: path.into(),
-            old: cur.content,
-            new,
-            mode: 0o644,
-            backup: None,
-        });
-        wrote = true;
+        let purpose = format!("CA bundle {} for the node's trust store", n + 1);
+        wrote |= out.file(
+            facts,
+            "trust",
+            &anchor(store, n),
+            purpose,
+            bundle.clone(),
+            Mode::Exact(0o644),
+        );
     }
-    let mut step = rebuild(store, &facts.root);
+    let step = rebuild(store, &facts.root);
     let want = record(store, &t.bundles);
-    let recorded = facts
-        .current_file(RECORD, "trust", &mut out.findings)
-        .is_some_and(|c| c.content.as_deref() == Some(want.as_str()));
-    // A rebuild that will run is recorded; one that failed or never finished is planned again.
+    let Some(recorded) = facts.current_file(RECORD, "trust", &mut out.findings) else {
+        return;
+    };
     let runs = step.skip.is_none();
-    if wrote || (runs && !recorded) {
-        if runs {
-            step.record = Some((RECORD.into(), want));
-        }
-        out.steps.push(Step::RebuildTrust(step));
+    if !(wrote || (runs && recorded.content.as_deref() != Some(want.as_str()))) {
+        return;
+    }
+    if recorded.content.is_some() {
+        out.steps.insert(
+            at,
+            Step::Remove(Remove {
+                purpose: "the record of the last trust-store rebuild, until this one succeeds"
+                    .into(),
+                path: RECORD.into(),
+                restore_if_run_fails: false,
+            }),
+        );
+    }
+    out.steps.push(Step::Run(step));
+    // A rebuild that ran is recorded; one that failed or never finished is planned again.
+    if runs {
+        let purpose = "record of the trust-store rebuild";
+        out.steps.extend(File::wanted(
+            RECORD,
+            purpose,
+            (None, None),
+            want,
+            Mode::Exact(0o644),
+        ));
     }
 }
 

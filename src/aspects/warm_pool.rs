@@ -12,7 +12,7 @@ use crate::config::WarmPool;
 use crate::facts::{Facts, Family};
 use crate::lifecycle::{holds, meaning, Hold, Meaning, HOLD_MARKER};
 use crate::spec::Spec;
-use crate::step::{HandoffHold, HoldRelease, Step};
+use crate::step::{Handoff, HandoffHold, IfFailed, Mode, Remove, Step, Unit, UnitJob};
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -66,21 +66,18 @@ fn plan(i: &Input, out: &mut Out) {
         allow_v1_fallback: spec.imds.allow_v1_fallback,
     }
     .to_text();
-    if current.content.as_deref() != Some(new.as_str()) {
-        out.steps.push(Step::File {
-            purpose: "warm-pool hold marker".into(),
-            path: PathBuf::from(HOLD_MARKER),
-            old: current.content.clone(),
-            new,
-            mode: 0o644,
-            backup: None,
-        });
-    }
-    out.steps.push(Step::HoldHandoff(HandoffHold {
+    out.file_from(
+        current,
+        HOLD_MARKER,
+        "warm-pool hold marker",
+        new,
+        Mode::Exact(0o644),
+    );
+    out.steps.push(Step::Handoff(Handoff::Hold(HandoffHold {
         state: s.to_string(),
         family,
         marker: PathBuf::from(HOLD_MARKER),
-    }));
+    })));
 }
 
 /// In service, and a run earlier in this boot held the hand-off: release it. A marker that was
@@ -90,10 +87,29 @@ fn release_if_held_earlier(facts: &Facts, family: Family, out: &mut Out) {
         return;
     };
     let current = crate::facts::current_of(Some(file), HOLD_MARKER, FIELD, &mut out.findings);
-    if current.is_some_and(|c| c.content.is_some()) {
-        out.steps.push(Step::ReleaseHold(HoldRelease {
-            marker: PathBuf::from(HOLD_MARKER),
-            start_unit: (family == Family::Al2023).then(|| NODEADM_RUN.to_string()),
+    if !current.is_some_and(|c| c.content.is_some()) {
+        return;
+    }
+    // The marker goes first (the unit's condition is checked when its start job runs), and comes
+    // back if the run fails after it, so that a rerun releases again.
+    out.steps.push(Step::Remove(Remove {
+        purpose: "release the warm-pool hold of this boot".into(),
+        path: PathBuf::from(HOLD_MARKER),
+        restore_if_run_fails: true,
+    }));
+    if family == Family::Al2023 {
+        out.steps.push(Step::Unit(Unit {
+            job: UnitJob::Start {
+                unit: NODEADM_RUN.into(),
+            },
+            why: "the hold skipped it in this boot; it starts kubelet".into(),
+            required: true,
+            if_failed: IfFailed::new(
+                format!(
+                    "cannot start {NODEADM_RUN}, which the warm-pool hold skipped in this boot"
+                ),
+                format!("the node does not join until it runs: `systemctl start {NODEADM_RUN}`"),
+            ),
         }));
     }
 }
@@ -135,7 +151,8 @@ mod tests {
             let out = run(&ASPECT, &spec(CONFIG), &facts);
             assert!(out.findings.is_empty(), "{:?}", out.findings);
             match &out.steps[..] {
-                [Step::File { path, new, .. }, Step::HoldHandoff(h)] => {
+                [Step::File(crate::step::File { path, new, .. }), Step::Handoff(Handoff::Hold(h))] =>
+                {
                     assert_eq!(path, &PathBuf::from(HOLD_MARKER));
                     assert_eq!(Hold::from_text(new).unwrap().state, "Warmed:Stopped");
                     assert_eq!((h.state.as_str(), h.family), ("Warmed:Stopped", family));
@@ -157,7 +174,7 @@ mod tests {
             .build();
         let out = run(&ASPECT, &spec(CONFIG), &facts);
         assert!(
-            matches!(out.steps[..], [Step::HoldHandoff(_)]),
+            matches!(out.steps[..], [Step::Handoff(Handoff::Hold(_))]),
             "{:?}",
             out.steps
         );
@@ -196,7 +213,7 @@ mod tests {
                 .build();
             let out = run(&ASPECT, &spec(CONFIG), &facts);
             assert!(
-                matches!(out.steps[..], [_, Step::HoldHandoff(_)]),
+                matches!(out.steps[..], [_, Step::Handoff(Handoff::Hold(_))]),
                 "{state}"
             );
             assert_eq!(out.warnings.len(), usize::from(warns), "{state}");
@@ -216,13 +233,23 @@ mod tests {
                 .file(HOLD_MARKER, "{}")
                 .build();
             let out = run(&ASPECT, &spec(CONFIG), &facts);
-            match &out.steps[..] {
-                [Step::ReleaseHold(r)] => {
-                    assert_eq!(r.marker, PathBuf::from(HOLD_MARKER));
-                    assert_eq!(r.start_unit.as_deref(), unit);
-                }
-                other => panic!("{other:?}"),
-            }
+            let Some((Step::Remove(r), rest)) = out.steps.split_first() else {
+                panic!("{:?}", out.steps);
+            };
+            assert_eq!(r.path, PathBuf::from(HOLD_MARKER));
+            assert!(r.restore_if_run_fails);
+            let started: Vec<&str> = rest
+                .iter()
+                .map(|s| match s {
+                    Step::Unit(Unit {
+                        job: UnitJob::Start { unit },
+                        required: true,
+                        ..
+                    }) => unit.as_str(),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(started, Vec::from_iter(unit));
         }
     }
 

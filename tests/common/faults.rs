@@ -103,7 +103,7 @@ pub fn temp_leftovers(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The kinds of the steps of a `--dry-run --output json` plan that change the node (what
-/// `Step::is_change` counts: tag, sysctl, file, notifyLogind), and the plan's `changes`.
+/// `Step::is_change` counts), and the plan's `changes`.
 pub fn planned_changes(plan_json: &str) -> Result<(Vec<String>, Vec<String>), String> {
     let plan: Value =
         serde_json::from_str(plan_json).map_err(|e| format!("the plan is not JSON: {e}"))?;
@@ -111,11 +111,16 @@ pub fn planned_changes(plan_json: &str) -> Result<(Vec<String>, Vec<String>), St
         .as_array()
         .ok_or("the plan has no steps array")?
         .iter()
-        .map(|s| s["kind"].as_str().unwrap_or("?").to_string())
+        .map(super::step_kind)
         .collect();
     let changes: Vec<String> = kinds
         .iter()
-        .filter(|k| matches!(k.as_str(), "tag" | "sysctl" | "file" | "notifyLogind"))
+        .filter(|k| {
+            matches!(
+                k.as_str(),
+                "tag" | "live" | "file" | "remove" | "run" | "unit:restart" | "unit:reload"
+            )
+        })
         .cloned()
         .collect();
     if plan["changes"].as_u64() != Some(changes.len() as u64) {

@@ -235,11 +235,21 @@ pub fn assert_unprinted(out: &Output, root: &Path, secrets: &[&str]) {
 }
 
 /// The `kind` of each step of a JSON plan, in order.
-pub fn step_kinds(plan: &serde_json::Value) -> Vec<&str> {
+pub fn step_kinds(plan: &serde_json::Value) -> Vec<String> {
     plan["steps"]
         .as_array()
-        .map(|steps| steps.iter().filter_map(|s| s["kind"].as_str()).collect())
+        .map(|steps| steps.iter().map(step_kind).collect())
         .unwrap_or_default()
+}
+
+/// A step's kind as the tests name it: `file`, `live`, `run`; a unit job and a hand-off with
+/// what they are (`unit:reload`, `handoff:exec`).
+pub fn step_kind(step: &serde_json::Value) -> String {
+    let kind = step["kind"].as_str().unwrap_or("?");
+    match step[kind].as_str().or(step["job"].as_str()) {
+        Some(what) => format!("{kind}:{what}"),
+        None => kind.to_string(),
+    }
 }
 
 /// The report the last run left under `root`.

@@ -28,9 +28,9 @@ fn files(out: &Out) -> Vec<(String, u32, String)> {
     out.steps
         .iter()
         .filter_map(|s| match s {
-            Step::File {
+            Step::File(crate::step::File {
                 path, mode, new, ..
-            } => Some((path.display().to_string(), *mode, new.clone())),
+            }) => Some((path.display().to_string(), *mode, new.clone())),
             _ => None,
         })
         .collect()
@@ -81,11 +81,23 @@ fn the_credentials_go_to_one_0600_file_each_unit_gets_a_drop_in_then_one_reload(
                 "no credentials in a unit's Environment="
             );
         }
-        assert!(matches!(out.steps.last(), Some(Step::ReloadUnits { .. })));
+        assert!(matches!(
+            out.steps.last(),
+            Some(Step::Unit(Unit {
+                job: UnitJob::Reload,
+                ..
+            }))
+        ));
         assert_eq!(
             out.steps
                 .iter()
-                .filter(|s| matches!(s, Step::ReloadUnits { .. }))
+                .filter(|s| matches!(
+                    s,
+                    Step::Unit(Unit {
+                        job: UnitJob::Reload,
+                        ..
+                    })
+                ))
                 .count(),
             1
         );

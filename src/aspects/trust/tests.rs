@@ -20,6 +20,22 @@ fn facts(store: Store, root: &str) -> Facts {
     f
 }
 
+fn rebuild_of(out: &crate::aspects::Out) -> &Run {
+    let mut runs = out.steps.iter().filter_map(|s| match s {
+        Step::Run(r) => Some(r),
+        _ => None,
+    });
+    runs.next().expect("a rebuild step")
+}
+
+/// The record the plan writes after the rebuild, if any.
+fn record_of(out: &crate::aspects::Out) -> Option<String> {
+    out.steps.iter().find_map(|s| match s {
+        Step::File(f) if f.path == std::path::Path::new(RECORD) => Some(f.new.clone()),
+        _ => None,
+    })
+}
+
 #[test]
 fn amazon_linux_anchors_then_update_ca_trust_extract() {
     let out = run(&ASPECT, &spec(&config()), &facts(AMAZON, "/"));
@@ -28,9 +44,9 @@ fn amazon_linux_anchors_then_update_ca_trust_extract() {
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::File {
+            Step::File(crate::step::File {
                 path, new, mode, ..
-            } => {
+            }) if path != std::path::Path::new(RECORD) => {
                 assert_eq!((*mode, new.trim_end()), (0o644, ca().trim_end()));
                 Some(path.display().to_string())
             }
@@ -44,22 +60,17 @@ fn amazon_linux_anchors_then_update_ca_trust_extract() {
             "/etc/pki/ca-trust/source/anchors/eks-nodeinit-ca-2.crt"
         ]
     );
-    let Some(Step::RebuildTrust(t)) = out.steps.last() else {
-        panic!()
-    };
+    let t = rebuild_of(&out);
     assert_eq!(t.argv, ["/usr/bin/update-ca-trust", "extract"]);
     assert_eq!(t.skip, None);
-    let (path, content) = t.record.clone().unwrap();
-    assert_eq!(path, std::path::PathBuf::from(RECORD));
+    let content = record_of(&out).unwrap();
     assert!(
         content.starts_with("/usr/bin/update-ca-trust sha256:"),
         "{content}"
     );
     // Under another root it is planned, and said why it is not run.
     let out = run(&ASPECT, &spec(&config()), &facts(AMAZON, "/tmp/r"));
-    let Some(Step::RebuildTrust(t)) = out.steps.last() else {
-        panic!()
-    };
+    let t = rebuild_of(&out);
     assert!(
         t.skip
             .as_deref()
@@ -71,9 +82,7 @@ fn amazon_linux_anchors_then_update_ca_trust_extract() {
 #[test]
 fn a_debian_root_gets_its_own_directories_and_a_rerun_plans_nothing() {
     let out = run(&ASPECT, &spec(&config()), &facts(DEBIAN, "/tmp/r"));
-    let Some(Step::RebuildTrust(t)) = out.steps.last() else {
-        panic!()
-    };
+    let t = rebuild_of(&out);
     assert_eq!(t.argv[0], "/tmp/r/usr/sbin/update-ca-certificates");
     assert!(t
         .argv
@@ -84,14 +93,9 @@ fn a_debian_root_gets_its_own_directories_and_a_rerun_plans_nothing() {
         .windows(2)
         .any(|w| w == ["--etccertsdir", "/tmp/r/etc/ssl/certs"]));
     let out = run(&ASPECT, &spec(&config()), &facts(DEBIAN, "/"));
-    let Some(Step::RebuildTrust(t)) = out.steps.last() else {
-        panic!()
-    };
+    let t = rebuild_of(&out);
     assert_eq!(t.argv, ["/usr/sbin/update-ca-certificates"]);
-    let recorded = match out.steps.last() {
-        Some(Step::RebuildTrust(t)) => t.record.clone().unwrap().1,
-        other => panic!("{other:?}"),
-    };
+    let recorded = record_of(&out).unwrap();
     let node = |record: Option<&str>| {
         let mut f = Facts::builder(Family::Al2023)
             .exists(DEBIAN.tool, true)
@@ -111,10 +115,19 @@ fn a_debian_root_gets_its_own_directories_and_a_rerun_plans_nothing() {
         again.steps
     );
     // The anchors in place but no record of a rebuild (the tool failed, or the run was cut
-    // short): the rebuild alone is planned again.
+    // short): the rebuild alone is planned again, and its record after it.
     let retry = run(&ASPECT, &spec(&config()), &node(None));
-    assert_eq!(retry.steps.len(), 1, "{:?}", retry.steps);
-    assert!(matches!(retry.steps[0], Step::RebuildTrust(_)));
+    assert_eq!(retry.steps.len(), 2, "{:?}", retry.steps);
+    assert!(matches!(retry.steps[0], Step::Run(_)));
+    assert_eq!(record_of(&retry), Some(recorded.clone()));
+    // A stale record is removed before the anchors change, so a run cut short after them
+    // rebuilds again.
+    let stale = run(&ASPECT, &spec(&config()), &node(Some("old")));
+    assert!(
+        matches!(&stale.steps[..], [Step::Remove(r), Step::Run(_), Step::File(_)] if r.path == std::path::Path::new(RECORD)),
+        "{:?}",
+        stale.steps
+    );
 }
 
 #[test]

@@ -394,7 +394,7 @@ pub(super) fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
             .as_array()
             .unwrap()
             .iter()
-            .any(|s| s["kind"] == "execBootstrap"),
+            .any(|s| s["kind"] == "handoff" && s["handoff"] == "exec"),
         "boot 1: a second hand-off planned: {again:#}"
     );
     assert!(
@@ -411,7 +411,7 @@ pub(super) fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["kind"] == "execBootstrap")
+        .find(|s| s["kind"] == "handoff" && s["handoff"] == "exec")
         .unwrap()["argv"]
         .as_array()
         .unwrap()
