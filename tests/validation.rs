@@ -533,3 +533,32 @@ fn a_bad_proxy_is_a_named_error_that_never_shows_the_password() {
     common::assert_unprinted(&out, root.path(), &["hunter2"]);
     assert_eq!(common::snapshot(root.path()), before, "nothing changed");
 }
+
+/// `validate`'s line for people names the role as the config spells it and counts in words:
+/// never a Rust `Debug` value (`role None`) or `1 taints`.
+#[test]
+fn validate_says_the_role_and_counts_in_words() {
+    for (doc, want) in [
+        (
+            r#"{"cluster":{"name":"x"}}"#,
+            "<stdin>: valid (role: none set; no labels, no taints, no sysctls)",
+        ),
+        (
+            r#"{"cluster":{"name":"x"},"nodeGroup":{"role":"scaler"},"sysctls":{"vm.max_map_count":262144}}"#,
+            "<stdin>: valid (role: scaler; 1 label, no taints, 1 sysctl)",
+        ),
+        (
+            r#"{"cluster":{"name":"x"},"nodeGroup":{"role":"master"},"labels":{"example.com/a":"1"}}"#,
+            "<stdin>: valid (role: master; 2 labels, 1 taint, no sysctls)",
+        ),
+    ] {
+        let out = common::run_with_stdin(common::cmd().args(["validate", "--config", "-"]), doc);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{doc}: {}",
+            common::stderr(&out)
+        );
+        assert_eq!(common::stdout(&out).trim_end(), want, "{doc}");
+    }
+}
