@@ -240,19 +240,40 @@ pub fn validate_cmd(path: &Path) -> Result<()> {
     }
     let spec = load_spec(path)?;
     println!(
-        "{}: valid (role {:?}; {} labels, {} taints, {} sysctls)",
+        "{}: valid ({})",
         if path == Path::new("-") {
             PathBuf::from("<stdin>")
         } else {
             path.to_path_buf()
         }
         .display(),
-        spec.role,
-        spec.registration.labels.len(),
-        spec.registration.taints.len(),
-        spec.sysctls.len()
+        summary(&spec)
     );
     Ok(())
+}
+
+/// What `validate` says of a valid config, in words: `role: master; 2 labels, 1 taint, no sysctls`.
+fn summary(spec: &Spec) -> String {
+    let role = match spec.role {
+        config::Role::Master => "master",
+        config::Role::Scaler => "scaler",
+        config::Role::None => "none set",
+    };
+    format!(
+        "role: {role}; {}, {}, {}",
+        counted(spec.registration.labels.len(), "label"),
+        counted(spec.registration.taints.len(), "taint"),
+        counted(spec.sysctls.len(), "sysctl")
+    )
+}
+
+/// `no labels`, `1 label`, `2 labels`.
+fn counted(n: usize, noun: &str) -> String {
+    match n {
+        0 => format!("no {noun}s"),
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
 }
 
 /// `max-pods`: the computation for an instance type, offline.

@@ -10,6 +10,14 @@ pub(crate) fn printable(s: &str) -> String {
     shown(s, ECHO_MAX, |_| true)
 }
 
+/// A JSON value as a message shows it: its JSON text (`"ipvlan"`, `110`), whose escapes (`\"`,
+/// `\\`, `\n`) are its only ones, with the characters JSON leaves raw that [`unsplittable`] finds
+/// (DEL, C1 controls, U+2028…) escaped, cut after [`ECHO_MAX`] characters. Not [`printable`]:
+/// that would escape JSON's own escapes again (`\"ipvlan\"`).
+pub(crate) fn json(v: &serde_json::Value) -> String {
+    shown(&v.to_string(), ECHO_MAX, is_unsplittable)
+}
+
 /// `s` cut after `max` characters (the total length said), the characters `escape` picks
 /// escaped as Rust's `{:?}` escapes them.
 fn shown(s: &str, max: usize, escape: impl Fn(char) -> bool) -> String {
@@ -151,6 +159,18 @@ mod tests {
         let p = printable(&long);
         assert!(p.len() < 160, "{p}");
         assert!(p.ends_with("…(1000 characters)"), "{p}");
+    }
+
+    #[test]
+    fn json_values_are_escaped_once() {
+        assert_eq!(json(&serde_json::json!("ipvlan")), r#""ipvlan""#);
+        assert_eq!(json(&serde_json::json!(110)), "110");
+        assert_eq!(
+            json(&serde_json::json!("a\"b\\c\r\u{85}\u{2028}")),
+            r#""a\"b\\c\r\u{85}\u{2028}""#
+        );
+        let long = json(&serde_json::json!("x".repeat(1000)));
+        assert!(long.ends_with("…(1002 characters)"), "{long}");
     }
 
     #[test]

@@ -533,3 +533,73 @@ fn a_bad_proxy_is_a_named_error_that_never_shows_the_password() {
     common::assert_unprinted(&out, root.path(), &["hunter2"]);
     assert_eq!(common::snapshot(root.path()), before, "nothing changed");
 }
+
+/// `validate`'s line for people names the role as the config spells it and counts in words:
+/// never a Rust `Debug` value (`role None`) or `1 taints`.
+#[test]
+fn validate_says_the_role_and_counts_in_words() {
+    for (doc, want) in [
+        (
+            r#"{"cluster":{"name":"x"}}"#,
+            "<stdin>: valid (role: none set; no labels, no taints, no sysctls)",
+        ),
+        (
+            r#"{"cluster":{"name":"x"},"nodeGroup":{"role":"scaler"},"sysctls":{"vm.max_map_count":262144}}"#,
+            "<stdin>: valid (role: scaler; 1 label, no taints, 1 sysctl)",
+        ),
+        (
+            r#"{"cluster":{"name":"x"},"nodeGroup":{"role":"master"},"labels":{"example.com/a":"1"}}"#,
+            "<stdin>: valid (role: master; 2 labels, 1 taint, no sysctls)",
+        ),
+    ] {
+        let out = common::run_with_stdin(common::cmd().args(["validate", "--config", "-"]), doc);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{doc}: {}",
+            common::stderr(&out)
+        );
+        assert_eq!(common::stdout(&out).trim_end(), want, "{doc}");
+    }
+}
+
+/// A refused JSON value is shown as JSON, escaped once: `"ipvlan"`, never `\"ipvlan\"`; a quote
+/// or a control character inside keeps JSON's one escape. The same for the fields serde refuses.
+#[test]
+fn refused_values_are_escaped_once() {
+    for (kubelet, want) in [
+        (
+            serde_json::json!({"maxPods": {"cni": "ipvlan"}}),
+            r#"kubelet.maxPods.cni: "ipvlan" is not a CNI mode; use "secondaryIPs" or "prefixDelegation""#,
+        ),
+        (
+            serde_json::json!({"maxPods": {"cni": "a\"b\r"}}),
+            r#"kubelet.maxPods.cni: "a\"b\r" is not a CNI mode"#,
+        ),
+        (
+            serde_json::json!({"maxPods": {"ceiling": "max"}}),
+            r#"kubelet.maxPods.ceiling: "max" is not a ceiling"#,
+        ),
+        (
+            serde_json::json!({"maxPods": "110"}),
+            r#"kubelet.maxPods: "110" is not a whole number"#,
+        ),
+        (
+            serde_json::json!({"kubeReserved": "manual"}),
+            r#"kubelet.kubeReserved: "manual" is neither "auto""#,
+        ),
+    ] {
+        let f = findings(|v| v["kubelet"] = kubelet);
+        assert!(f.len() == 1 && f[0].starts_with(want), "{want}\n{f:#?}");
+    }
+    for (field, value) in [
+        ("nodeGroup", serde_json::json!({"role": "bo\"ss"})),
+        ("handoff", serde_json::json!({"mode": "al\"3"})),
+        ("lifecycle", serde_json::json!({"warmPool": "o\"n"})),
+    ] {
+        let mut v = base();
+        v[field] = value;
+        let e = parse(&v.to_string(), "t.json").unwrap_err().to_string();
+        assert!(e.contains("unknown variant `") && !e.contains('\\'), "{e}");
+    }
+}
