@@ -16,7 +16,7 @@ use crate::marker;
 use crate::plan::Plan;
 use crate::procsys;
 use crate::report::{now_ms, Outcome, Report, StepOutcome, TaggingRecord};
-use crate::step::{name, Handoff, Run, Step, Unit, UnitJob};
+use crate::step::{name, Handoff, IfFailed, Run, Step, Unit, UnitJob};
 use crate::systemd::{self, PropertyCheck};
 use crate::tagging::Session;
 
@@ -76,7 +76,7 @@ pub(crate) async fn execute(
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    let mut prepared = match prepare(root, plan) {
+    let mut prepared = match prepare(root, plan).await {
         Ok(p) => p,
         Err(e) => {
             let e = anyhow::Error::new(e).context("nothing was changed");
@@ -166,10 +166,16 @@ struct Prepared {
 /// The first phase: write and fsync every file's new content beside it, open every live value
 /// and stage the hand-off's marker. Nothing the node reads has changed when this returns,
 /// whether it failed or not.
-fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
+async fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
     let mut p = Prepared::default();
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
+            Step::Run(Run {
+                check: Some(argv),
+                timeout_secs,
+                if_failed,
+                ..
+            }) => run_argv(argv, *timeout_secs, if_failed).await?,
             Step::File(f) => {
                 let mut staged = Vec::new();
                 if let (Some(b), Some(orig)) = (&f.backup, &f.old) {
@@ -264,7 +270,8 @@ async fn run_step(
         Step::Run(r) => match &r.skip {
             Some(why) => Outcome::Skipped(why.clone()),
             None => {
-                run_program(r).await?;
+                run_argv(&r.argv, r.timeout_secs, &r.if_failed).await?;
+                tracing::info!("{}: done", r.purpose);
                 Outcome::Done
             }
         },
@@ -354,22 +361,26 @@ async fn restart_unit(
     }
 }
 
-/// Run a program (argv, no shell) and wait for it, up to its timeout. Its failure fails the run.
-async fn run_program(r: &Run) -> Result<(), ExecError> {
-    let tool = r.argv.first().cloned().unwrap_or_default();
-    let err = |why: String| ExecError::Required(r.if_failed.say(&format!("{tool} {why}")));
+/// Run a program (argv, no shell) and wait for it, up to `timeout_secs`; a failure is an error
+/// saying what it means.
+async fn run_argv(
+    argv: &[String],
+    timeout_secs: u64,
+    if_failed: &IfFailed,
+) -> Result<(), ExecError> {
+    let tool = argv.first().cloned().unwrap_or_default();
+    let err = |why: String| ExecError::Required(if_failed.say(&format!("{tool} {why}")));
     let child = tokio::process::Command::new(&tool)
-        .args(r.argv.get(1..).unwrap_or_default())
+        .args(argv.get(1..).unwrap_or_default())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
-    let out = match tokio::time::timeout(Duration::from_secs(r.timeout_secs), child).await {
-        Err(_) => return Err(err(format!("did not finish within {} s", r.timeout_secs))),
+    let out = match tokio::time::timeout(Duration::from_secs(timeout_secs), child).await {
+        Err(_) => return Err(err(format!("did not finish within {timeout_secs} s"))),
         Ok(Err(e)) => return Err(err(format!("could not be run: {e}"))),
         Ok(Ok(out)) => out,
     };
     if out.status.success() {
-        tracing::info!(tool = %tool, "{}: done", r.purpose);
         return Ok(());
     }
     let said = String::from_utf8_lossy(&out.stderr);

@@ -344,6 +344,13 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
                 r.purpose,
                 r.argv.join(" ")
             );
+            if let Some(check) = &r.check {
+                let _ = writeln!(
+                    o,
+                    "      checked before any change: exec {}",
+                    check.join(" ")
+                );
+            }
             if let Some(why) = &r.skip {
                 let _ = writeln!(o, "      not run: {why}");
             }

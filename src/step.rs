@@ -138,6 +138,11 @@ pub struct Run {
     pub purpose: String,
     pub argv: Vec<String>,
     pub timeout_secs: u64,
+    /// A program that changes nothing and fails where `argv` would (`modprobe --dry-run`): run
+    /// in the first phase, so that its failure stops the run before any change. Run even where
+    /// `argv` is skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<Vec<String>>,
     /// Why it is not run here, if it is not (the plan and the report still show it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skip: Option<String>,

@@ -100,6 +100,7 @@ fn rebuild(store: Store, root: &Path) -> Run {
         purpose: "rebuild the trust store".into(),
         argv,
         timeout_secs: 60,
+        check: None,
         skip,
         if_failed: IfFailed::new(
             "the CA trust store was not rebuilt",
