@@ -160,19 +160,8 @@ fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
         .arg(&bundle)
         .arg(&srv));
     assert!(verified.contains(": OK"), "{verified}");
-    let step = rep["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| {
-            s["step"]
-                .as_str()
-                .unwrap()
-                .starts_with("rebuild the trust store")
-        })
-        .cloned();
     assert_eq!(
-        step.map(|s| s["outcome"].clone()),
+        report_outcome(&rep, "rebuild the trust store"),
         Some(json!("done")),
         "{rep}"
     );

@@ -13,6 +13,7 @@ use crate::step::{File, Mode, Step};
 
 pub mod bootstrap;
 pub mod cluster;
+pub mod kernel_modules;
 pub mod kubelet_config;
 pub mod launch_hook;
 pub mod logind;
@@ -47,6 +48,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     cluster::ASPECT,
     pod_capacity::ASPECT,
     name_tag::ASPECT,
+    kernel_modules::ASPECT,
     sysctls::ASPECT,
     kubelet_config::ASPECT,
     logind::ASPECT,

@@ -5,6 +5,7 @@
 //! Nothing in here does I/O beyond reading the document; `spec` checks it and resolves it into
 //! what the node should be.
 
+mod kernel;
 mod lifecycle;
 mod proxy;
 mod registries;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::text::{escaped, printable, serde_message};
 
+pub use kernel::KernelSettings;
 pub use lifecycle::{LifecycleSettings, WarmPool};
 pub use proxy::ProxySettings;
 pub use registries::{MirrorDetail, RegistrySettings};
@@ -98,6 +100,9 @@ pub struct Config {
     /// CA certificates for the whole node and the agent's own calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust: Option<TrustSettings>,
+    /// Kernel modules loaded now and at every boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelSettings>,
 }
 
 /// Versions of the config document this agent reads.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub mod bootstrap;
 pub mod discovery;
+pub mod kernel;
 pub mod kubelet;
 pub mod logind;
 pub mod name_tag;
@@ -50,6 +51,8 @@ pub struct Spec {
     pub proxy: Option<proxy::ProxySpec>,
     /// The CA bundles the node and the agent trust (`trust`).
     pub trust: Option<trust::TrustSpec>,
+    /// Kernel modules loaded now and at every boot (`kernel`).
+    pub kernel: Option<kernel::KernelSpec>,
 }
 
 impl Spec {
@@ -143,6 +146,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         registries: registries::spec(&c.registries, &mut f),
         proxy: proxy::spec(c.proxy.as_ref(), &mut f),
         trust: trust::spec(c.trust.as_ref(), &mut f),
+        kernel: kernel::spec(c.kernel.as_ref(), &mut f),
     };
     (spec, f)
 }

@@ -258,6 +258,15 @@ pub fn report(root: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
 }
 
+/// The outcome the report gives the first step whose name starts with `prefix`.
+pub fn report_outcome(rep: &serde_json::Value, prefix: &str) -> Option<serde_json::Value> {
+    rep["steps"]
+        .as_array()?
+        .iter()
+        .find(|s| s["step"].as_str().is_some_and(|n| n.starts_with(prefix)))
+        .map(|s| s["outcome"].clone())
+}
+
 /// Run a command with `input` on its standard input; capture the rest.
 pub fn run_with_stdin(c: &mut Command, input: &str) -> Output {
     let mut child = c
