@@ -49,6 +49,9 @@ pub struct FamilyFact {
     pub reason: String,
 }
 
+/// The tag Auto Scaling puts on its instances: the group's name.
+pub const ASG_TAG: &str = "aws:autoscaling:groupName";
+
 /// One tag's state: not known (tags not readable), known absent, or this value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TagState {
@@ -82,6 +85,14 @@ pub enum InstanceTags {
 }
 
 impl InstanceTags {
+    /// The tag's value, when the tags are known and it is set.
+    pub fn value(&self, key: &str) -> Option<&str> {
+        match self {
+            InstanceTags::Unknown => None,
+            InstanceTags::Known(m) => m.get(key).map(String::as_str),
+        }
+    }
+
     pub fn get(&self, key: &str) -> TagState {
         match self {
             InstanceTags::Unknown => TagState::Unknown,
@@ -187,6 +198,15 @@ impl Facts {
             Some(c) => std::borrow::Cow::Borrowed(c),
             None => std::borrow::Cow::Owned(ClusterFact::from_spec(&spec.cluster)),
         }
+    }
+
+    /// The instance's Auto Scaling group: as the metadata file names it, else its
+    /// `aws:autoscaling:groupName` tag (from IMDS, the metadata file or DescribeTags).
+    pub fn autoscaling_group(&self) -> Option<&str> {
+        let md = self.instance.as_ref()?;
+        md.autoscaling_group_name
+            .as_deref()
+            .or_else(|| self.tags.value(ASG_TAG))
     }
 
     pub fn exists(&self, p: &Path) -> bool {
@@ -349,5 +369,25 @@ impl FactsBuilder {
     }
     pub fn build(self) -> Facts {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_asg_name_comes_from_the_metadata_file_else_the_tags() {
+        let tags = [(ASG_TAG, "asg-t")];
+        let mut md = Metadata::default();
+        let with = |md: &Metadata| Facts::builder(Family::Al2).instance(md.clone());
+        let facts = with(&md).tags(tags).build();
+        assert_eq!(facts.autoscaling_group(), Some("asg-t"));
+        assert_eq!(with(&md).build().autoscaling_group(), None, "tags unknown");
+        md.autoscaling_group_name = Some("asg-file".into());
+        let facts = with(&md).tags(tags).build();
+        assert_eq!(facts.autoscaling_group(), Some("asg-file"));
+        let no_instance = Facts::builder(Family::Al2).tags(tags).build();
+        assert_eq!(no_instance.autoscaling_group(), None);
     }
 }

@@ -14,7 +14,7 @@ use crate::facts::{read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact
 use crate::fsutil::under;
 use crate::imds;
 use crate::marker::{self, HandoffState};
-use crate::metadata::{self, Metadata};
+use crate::metadata::{self, Metadata, UserData};
 use crate::podcap::{self, TypeFact, TypeSource};
 use crate::procsys;
 use crate::retry::RetryPolicy;
@@ -274,13 +274,19 @@ fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, FamilyError> {
 pub struct Prefetched {
     /// The `--metadata` file.
     pub metadata: Option<Metadata>,
-    /// The IMDS client and the user data it read (`None`: the instance has none).
-    pub imds: Option<(imds::ImdsClient, Option<Vec<u8>>)>,
+    /// The user data as read from IMDS, and the client that read it.
+    pub imds: Option<ImdsRead>,
+}
+
+/// The user data as an IMDS client read it (`Absent`: the instance has none), and that client.
+pub struct ImdsRead {
+    pub client: imds::ImdsClient,
+    pub user_data: UserData,
 }
 
 /// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
 /// waits only for the region, and makes no call on a cache hit). With IMDS tags off and tagging
-/// on, the tags (and with them the ASG name and the current Name) come from one DescribeTags
+/// on, the tags (and with them the ASG's name and the current Name) come from one DescribeTags
 /// under the tagging budget; when that fails they stay unknown and tagging reads them again
 /// later.
 pub async fn instance(
@@ -289,7 +295,7 @@ pub async fn instance(
     root: &Path,
     read: Prefetched,
 ) -> anyhow::Result<(Metadata, InstanceTags, ClusterFact)> {
-    let (mut md, cluster) = match metadata_file {
+    let (md, cluster) = match metadata_file {
         Some(f) => {
             let md = match read.metadata {
                 Some(md) => md,
@@ -299,37 +305,7 @@ pub async fn instance(
             let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
             (md, cluster)
         }
-        None => {
-            let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
-            // The client that read the user data (with the config in it) goes on, token and all,
-            // when the config names no other endpoint.
-            let (client, user_data) = match read.imds {
-                Some((client, user_data)) if client.endpoint() == endpoint => {
-                    (client, Some(user_data))
-                }
-                other => (
-                    imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
-                    other.map(|(_, user_data)| user_data),
-                ),
-            };
-            let (md, cluster, vpc) = tokio::join!(
-                imds::fetch(
-                    &client,
-                    spec.imds.deadline,
-                    user_data.as_ref().map(Option::as_deref)
-                ),
-                discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
-                async {
-                    match spec.proxy {
-                        Some(_) => imds::vpc_cidr_blocks(&client, spec.imds.deadline).await,
-                        None => Ok(None),
-                    }
-                },
-            );
-            let mut md = md?;
-            md.vpc_cidr_blocks = vpc?;
-            (md, cluster)
-        }
+        None => from_imds(spec, root, read.imds).await?,
     };
     tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
     let tags = match md.tags.clone() {
@@ -340,18 +316,35 @@ pub async fn instance(
         }
         None => InstanceTags::Unknown,
     };
-    md.autoscaling_group_name = asg_name(&md, &tags);
     Ok((md, tags, cluster))
 }
 
-/// The Auto Scaling group's name: as the metadata file gives it, else from the instance's tags
-/// (IMDS or DescribeTags), derived here only.
-fn asg_name(md: &Metadata, tags: &InstanceTags) -> Option<String> {
-    let from_tags = match tags {
-        InstanceTags::Known(t) => t.get("aws:autoscaling:groupName").cloned(),
-        InstanceTags::Unknown => None,
+/// The instance's metadata from IMDS (what the config needs read with it, in one pass), beside
+/// the cluster's values.
+async fn from_imds(
+    spec: &Spec,
+    root: &Path,
+    read: Option<ImdsRead>,
+) -> anyhow::Result<(Metadata, ClusterFact)> {
+    let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
+    // The client that read the user data (with the config in it) goes on, token and all,
+    // when the config names no other endpoint.
+    let (client, user_data) = match read {
+        Some(r) if r.client.endpoint() == endpoint => (r.client, r.user_data),
+        other => (
+            imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
+            other.map_or(UserData::Unknown, |r| r.user_data),
+        ),
     };
-    md.autoscaling_group_name.clone().or(from_tags)
+    let ask = imds::Ask {
+        user_data,
+        vpc_cidr_blocks: spec.proxy.is_some(),
+    };
+    let (md, cluster) = tokio::join!(
+        imds::fetch(&client, spec.imds.deadline, ask),
+        discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
+    );
+    Ok((md?, cluster))
 }
 
 async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>) -> InstanceTags {
@@ -372,17 +365,6 @@ async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_asg_name_comes_from_the_metadata_file_else_the_tags() {
-        let tags =
-            InstanceTags::Known([("aws:autoscaling:groupName".into(), "asg-t".into())].into());
-        let mut md = Metadata::default();
-        assert_eq!(asg_name(&md, &tags).as_deref(), Some("asg-t"));
-        assert_eq!(asg_name(&md, &InstanceTags::Unknown), None);
-        md.autoscaling_group_name = Some("asg-file".into());
-        assert_eq!(asg_name(&md, &tags).as_deref(), Some("asg-file"));
-    }
 
     /// A dry run read the AWS config and the role's credentials for a tag call it never makes
     /// (the SDK's warnings about the config file then reached standard error whenever the

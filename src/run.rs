@@ -11,7 +11,7 @@ use crate::cli::{InitArgs, Output};
 use crate::exec::{self, Bus};
 use crate::facts::InstanceTags;
 use crate::findings::Invalid;
-use crate::gather::{self, Prefetched};
+use crate::gather::{self, ImdsRead, Prefetched};
 use crate::plan;
 use crate::report::{now_ms, Report, TaggingRecord};
 use crate::spec::{self, Spec};
@@ -83,9 +83,12 @@ async fn load_config(args: &InitArgs) -> Result<(config::Config, Prefetched)> {
                     let deadline =
                         Duration::from_millis(config::ImdsSettings::default().deadline_ms);
                     let user_data = imds::user_data(&client, deadline).await?;
-                    read.imds = Some((client, user_data));
+                    read.imds = Some(ImdsRead { client, user_data });
                 }
-                read.imds.as_ref().and_then(|(_, u)| u.clone())
+                read.imds
+                    .as_ref()
+                    .and_then(|r| r.user_data.bytes())
+                    .map(<[u8]>::to_vec)
             }
         };
         let Some(user_data) = user_data else {
