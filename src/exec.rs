@@ -17,7 +17,7 @@ use crate::procsys;
 use crate::report::{now_ms, Outcome, Report, StepOutcome, TaggingRecord};
 use crate::step::Step;
 use crate::systemd::{self, UnitRestart};
-use crate::tagging::Session;
+use crate::tagging::{ReadyClient, Session};
 
 impl From<systemd::SystemdError> for ExecError {
     fn from(e: systemd::SystemdError) -> Self {
@@ -66,12 +66,14 @@ pub enum ExecError {
 /// (a full disk, a read-only or unwritable /etc, a sysctl that cannot be opened): first every
 /// new file is written and fsynced beside its target and every live sysctl opened; only when
 /// all of that succeeded are the files renamed into place, then the live sysctls set, then
-/// logind told, then the hand-off. The tag starts with the second phase.
+/// logind told, then the hand-off. The tag starts with the second phase, on `ec2` when the
+/// command made a client ready for it.
 pub(crate) async fn execute(
     root: &Path,
     plan: &Plan,
     bus: &Bus,
     lock: Option<&RunLock>,
+    ec2: Option<ReadyClient>,
 ) -> Result<()> {
     let mut report = Report::start(plan);
     for w in &plan.warnings {
@@ -92,7 +94,7 @@ pub(crate) async fn execute(
             return Err(failed_run(root, plan, &mut report, "prepare", e));
         }
     };
-    let tagging = Session::start(plan);
+    let tagging = Session::start(plan, ec2);
     if let Err(e) = apply(root, prepared.changes, bus, &mut report).await {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
     }

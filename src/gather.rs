@@ -21,27 +21,15 @@ use crate::retry::RetryPolicy;
 use crate::spec::Spec;
 use crate::userdata::UserDataFact;
 
-/// Everything in one call: the instance (from `--metadata` or IMDS, beside the cluster's values),
-/// then the node. `apply`: the run will apply its plan (a dry run never tags, so it makes no
-/// EC2 client ready: no AWS config or credentials read for a call it will not make).
-pub async fn facts(
-    metadata_file: Option<&Path>,
-    spec: &Spec,
-    root: &Path,
-    read: Prefetched,
-    apply: bool,
-) -> anyhow::Result<Facts> {
-    let (md, tags, cluster) = instance(metadata_file, spec, root, read).await?;
-    if apply && tagging_likely(spec, &tags) {
-        // The EC2 client and the role's credentials are made ready while the node is read,
-        // planned and staged: reads only, off the path to the tag call.
-        crate::tagging::prepare_client(
-            &md.region,
-            spec.tagging.ec2_endpoint.as_deref(),
-            spec.agent_transport(&md.region),
-        );
-    }
-    let mut facts = node(root, spec, Some(md), tags).with_cluster(cluster);
+/// The facts, each read once: the node under `root` as the registry asks, with the instance,
+/// its tags and the cluster's values as [`instance`] read them.
+pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
+    let Instance {
+        metadata,
+        tags,
+        cluster,
+    } = instance;
+    let mut facts = node(root, spec, Some(metadata), tags).with_cluster(cluster);
     let computed = matches!(
         spec.kubelet.pod_capacity.max_pods,
         Some(crate::spec::pod_capacity::MaxPodsSpec::Computed(_))
@@ -54,7 +42,7 @@ pub async fn facts(
         let fact = beyond_table(spec, md, cache, why).await;
         facts.type_info = Some(fact);
     }
-    Ok(facts)
+    facts
 }
 
 /// A type the embedded table lacks: the cached DescribeInstanceTypes answer for it, else
@@ -100,16 +88,6 @@ pub async fn beyond_table(
             "{not_in_table}; asking EC2 failed: {e}"
         )),
     }
-}
-
-/// Whether the run will likely call EC2 to tag: tagging on and the Name tag unknown or absent
-/// (when it is set, the plan tags only if its value changed; then the client is made then).
-fn tagging_likely(spec: &Spec, tags: &InstanceTags) -> bool {
-    spec.tagging.enabled
-        && !matches!(
-            tags.get(crate::aspects::name_tag::KEY),
-            crate::facts::TagState::Is(_)
-        )
 }
 
 /// Read what every aspect asks for from the node under `root`.
@@ -284,6 +262,13 @@ pub struct ImdsRead {
     pub user_data: UserData,
 }
 
+/// The instance as read: its metadata, its tags and the cluster's values.
+pub struct Instance {
+    pub metadata: Metadata,
+    pub tags: InstanceTags,
+    pub cluster: ClusterFact,
+}
+
 /// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
 /// waits only for the region, and makes no call on a cache hit). With IMDS tags off and tagging
 /// on, the tags (and with them the ASG's name and the current Name) come from one DescribeTags
@@ -294,7 +279,7 @@ pub async fn instance(
     spec: &Spec,
     root: &Path,
     read: Prefetched,
-) -> anyhow::Result<(Metadata, InstanceTags, ClusterFact)> {
+) -> anyhow::Result<Instance> {
     let (md, cluster) = match metadata_file {
         Some(f) => {
             let md = match read.metadata {
@@ -316,7 +301,11 @@ pub async fn instance(
         }
         None => InstanceTags::Unknown,
     };
-    Ok((md, tags, cluster))
+    Ok(Instance {
+        metadata: md,
+        tags,
+        cluster,
+    })
 }
 
 /// The instance's metadata from IMDS (what the config needs read with it, in one pass), beside
@@ -358,41 +347,6 @@ async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>
         Err(e) => {
             tracing::warn!("cannot read the instance's tags: {e}");
             InstanceTags::Unknown
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A dry run read the AWS config and the role's credentials for a tag call it never makes
-    /// (the SDK's warnings about the config file then reached standard error whenever the
-    /// process outlived that task: test-aarch64 failed on it under qemu).
-    #[tokio::test]
-    async fn a_dry_run_makes_no_ec2_client_ready_and_a_run_that_applies_does() {
-        let _one_at_a_time = crate::tagging::READY_TESTS.lock().await;
-        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-        let dir = tempfile::tempdir().unwrap();
-        let md = dir.path().join("metadata.json");
-        let text = std::fs::read_to_string("examples/metadata.json").unwrap();
-        std::fs::write(&md, text.replace("eu-west-1", "xx-gather-1")).unwrap();
-        let c = crate::config::parse(
-            &std::fs::read_to_string("examples/master.json").unwrap(),
-            "master.json",
-        )
-        .unwrap();
-        let (spec, findings) = crate::spec::resolve(&c);
-        assert!(findings.is_empty());
-        let root = Path::new("examples/al2023-root");
-        let ep = spec.tagging.ec2_endpoint.as_deref();
-        for apply in [false, true] {
-            facts(Some(&md), &spec, root, Prefetched::default(), apply)
-                .await
-                .unwrap();
-            let ready = crate::tagging::take_ready("xx-gather-1", ep);
-            assert_eq!(ready.is_some(), apply, "apply: {apply}");
         }
     }
 }
