@@ -13,7 +13,6 @@ pub use crate::fsutil::FileFact;
 use crate::marker::HandoffState;
 use crate::metadata::Metadata;
 use crate::podcap::TypeFact;
-use crate::spec::Spec;
 use crate::userdata::UserDataFact;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -160,8 +159,9 @@ pub struct Facts {
     /// Whether this process may execute each path asked for (`access(X_OK)` on a regular file).
     pub executable: BTreeMap<PathBuf, bool>,
     pub exec_limits: ExecLimits,
-    /// The cluster's values as discovery left them (`None`: not run; the config's values alone).
-    pub cluster: Option<ClusterFact>,
+    /// The cluster's values: the config's, with what discovery found (its outcome `NotAsked`
+    /// when it was not configured or not run).
+    pub cluster: ClusterFact,
     /// The instance's user data as nodeadm reads it (`Unknown` without an instance).
     pub user_data: UserDataFact,
     /// Whether bootstrap.sh was handed the node in this boot (AL2; `None` elsewhere).
@@ -184,20 +184,6 @@ impl Facts {
         f: &mut Findings,
     ) -> Option<Current> {
         current_of(self.files.get(Path::new(path)), path, field, f)
-    }
-
-    /// These facts with the cluster as discovery found it.
-    pub(crate) fn with_cluster(mut self, cluster: ClusterFact) -> Facts {
-        self.cluster = Some(cluster);
-        self
-    }
-
-    /// The cluster's values the hand-offs carry: the config's, with what discovery found.
-    pub fn cluster(&self, spec: &Spec) -> std::borrow::Cow<'_, ClusterFact> {
-        match &self.cluster {
-            Some(c) => std::borrow::Cow::Borrowed(c),
-            None => std::borrow::Cow::Owned(ClusterFact::from_spec(&spec.cluster)),
-        }
     }
 
     /// The instance's Auto Scaling group: as the metadata file names it, else its
@@ -289,7 +275,16 @@ impl Facts {
                 max_arg_strlen: Some(131_072),
                 env_bytes: 0,
             },
-            cluster: None,
+            // No cluster values: a test that plans with the config's gives them
+            // (`.cluster(ClusterFact::from_spec(&spec.cluster))`).
+            cluster: ClusterFact {
+                name: String::new(),
+                api_server_endpoint: None,
+                certificate_authority: None,
+                cidr: None,
+                outcome: crate::discovery::Outcome::NotAsked,
+                cache_file: None,
+            },
             user_data: UserDataFact::Unknown,
             handoff: HandoffState::None,
             type_info: None,
@@ -360,7 +355,7 @@ impl FactsBuilder {
         self
     }
     pub fn cluster(mut self, c: ClusterFact) -> Self {
-        self.0.cluster = Some(c);
+        self.0.cluster = c;
         self
     }
     pub fn handoff(mut self, state: HandoffState) -> Self {

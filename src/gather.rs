@@ -3,14 +3,16 @@
 //! once, into one [`Facts`] value, before planning.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::aspects::{Reads, REGISTRY};
 use crate::aws::Transport;
 use crate::config::HandoffMode;
 use crate::discovery::{self, ClusterFact};
 use crate::ec2::Ec2;
-use crate::facts::{read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, InstanceTags};
+use crate::facts::{
+    read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, FileFact, InstanceTags,
+};
 use crate::fsutil::under;
 use crate::imds;
 use crate::marker::{self, HandoffState};
@@ -18,31 +20,47 @@ use crate::metadata::{self, Metadata, UserData};
 use crate::podcap::{self, TypeFact, TypeSource};
 use crate::procsys;
 use crate::retry::RetryPolicy;
+use crate::spec::pod_capacity::MaxPodsSpec;
 use crate::spec::Spec;
 use crate::userdata::UserDataFact;
 
-/// The facts, each read once: the node under `root` as the registry asks, with the instance,
-/// its tags and the cluster's values as [`instance`] read them.
+/// The facts, complete, each read once: the node under `root` as the registry asks; the
+/// instance, its tags and the cluster's values as [`instance`] read them; the instance type's
+/// numbers when `kubelet.maxPods` needs them ([`type_fact`]).
 pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
+    let node = NodeRead::of(root, spec);
+    let cache = node.files.get(Path::new(podcap::cache::CACHE));
+    let type_info = type_fact(spec, &instance.metadata, cache).await;
     let Instance {
         metadata,
         tags,
         cluster,
     } = instance;
-    let mut facts = node(root, spec, Some(metadata), tags).with_cluster(cluster);
-    let computed = matches!(
-        spec.kubelet.pod_capacity.max_pods,
-        Some(crate::spec::pod_capacity::MaxPodsSpec::Computed(_))
-    );
-    // A fixed max pods needs the type's numbers only for a warning: never a call for that.
-    if let (true, Some(TypeFact::Unknown(why)), Some(md)) =
-        (computed, &facts.type_info, &facts.instance)
-    {
-        let cache = facts.files.get(Path::new(podcap::cache::CACHE));
-        let fact = beyond_table(spec, md, cache, why).await;
-        facts.type_info = Some(fact);
-    }
-    facts
+    node.facts(Some(metadata), tags, cluster, type_info)
+}
+
+/// The facts of the node alone, nothing asked of the network: the cluster's values as the
+/// config gives them, the instance type's numbers (when asked for) from the embedded table only.
+/// For checking a config without an instance, and for tests.
+pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: InstanceTags) -> Facts {
+    let type_info = instance
+        .as_ref()
+        .and_then(|m| type_info(spec, &m.instance_type));
+    let cluster = ClusterFact::from_spec(&spec.cluster);
+    NodeRead::of(root, spec).facts(instance, tags, cluster, type_info)
+}
+
+/// The instance type's numbers, when `kubelet.maxPods` is set: the embedded table's; for a
+/// computed max pods, a type the table lacks is looked up beyond it ([`beyond_table`]). A fixed
+/// max pods needs them only for a warning: never a call for that.
+async fn type_fact(spec: &Spec, md: &Metadata, cache: Option<&FileFact>) -> Option<TypeFact> {
+    let fact = type_info(spec, &md.instance_type)?;
+    Some(match (spec.kubelet.pod_capacity.max_pods, fact) {
+        (Some(MaxPodsSpec::Computed(_)), TypeFact::Unknown(why)) => {
+            beyond_table(spec, md, cache, &why).await
+        }
+        (_, fact) => fact,
+    })
 }
 
 /// A type the embedded table lacks: the cached DescribeInstanceTypes answer for it, else
@@ -51,7 +69,7 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
 pub async fn beyond_table(
     spec: &Spec,
     md: &Metadata,
-    cache: Option<&crate::fsutil::FileFact>,
+    cache: Option<&FileFact>,
     not_in_table: &str,
 ) -> TypeFact {
     let t = &md.instance_type;
@@ -90,68 +108,96 @@ pub async fn beyond_table(
     }
 }
 
-/// Read what every aspect asks for from the node under `root`.
-pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: InstanceTags) -> Facts {
-    let family = detect_family(root, spec);
-    let fam = family.as_ref().ok().map(|f| f.family);
-    let mut reads = Reads::default();
-    for a in REGISTRY {
-        (a.reads)(spec, fam, &mut reads);
+/// The node under `root` as the registry asks it read: every fact but the instance's.
+struct NodeRead {
+    root: PathBuf,
+    family: Result<FamilyFact, FamilyError>,
+    sysctls: BTreeMap<String, Result<String, String>>,
+    files: BTreeMap<PathBuf, FileFact>,
+    dirs: BTreeMap<PathBuf, Vec<String>>,
+    exists: BTreeMap<PathBuf, bool>,
+    executable: BTreeMap<PathBuf, bool>,
+    handoff: HandoffState,
+}
+
+impl NodeRead {
+    /// Read what every aspect and kubelet contributor asks for from the node under `root`.
+    fn of(root: &Path, spec: &Spec) -> NodeRead {
+        let family = detect_family(root, spec);
+        let fam = family.as_ref().ok().map(|f| f.family);
+        let mut reads = Reads::default();
+        for a in REGISTRY {
+            (a.reads)(spec, fam, &mut reads);
+        }
+        crate::kubelet::reads(spec, &mut reads);
+        let mut files = BTreeMap::new();
+        let mut dirs = BTreeMap::new();
+        for d in &reads.conf_dirs {
+            let names = conf_names(&under(root, d));
+            reads.files.extend(names.iter().map(|n| d.join(n)));
+            dirs.insert(d.clone(), names);
+        }
+        for p in reads.files {
+            files
+                .entry(p.clone())
+                .or_insert_with(|| read_file(root, &p));
+        }
+        let all = |paths: &[PathBuf], f: &dyn Fn(&Path) -> bool| {
+            paths
+                .iter()
+                .map(|p| (p.clone(), f(&under(root, p))))
+                .collect()
+        };
+        NodeRead {
+            root: root.to_path_buf(),
+            family,
+            sysctls: reads
+                .sysctls
+                .iter()
+                .map(|k| {
+                    let live = procsys::read_live(root, k).map_err(|e| e.to_string());
+                    (k.clone(), live)
+                })
+                .collect(),
+            files,
+            dirs,
+            exists: all(&reads.exists, &Path::exists),
+            executable: all(&reads.executables, &is_executable),
+            handoff: if reads.handoff_marker {
+                marker::read_state(root)
+            } else {
+                HandoffState::None
+            },
+        }
     }
-    crate::kubelet::reads(spec, &mut reads);
-    let mut files = BTreeMap::new();
-    let mut dirs = BTreeMap::new();
-    for d in &reads.conf_dirs {
-        let names = conf_names(&under(root, d));
-        reads.files.extend(names.iter().map(|n| d.join(n)));
-        dirs.insert(d.clone(), names);
-    }
-    for p in reads.files {
-        files
-            .entry(p.clone())
-            .or_insert_with(|| read_file(root, &p));
-    }
-    Facts {
-        root: root.to_path_buf(),
-        sysctls: reads
-            .sysctls
-            .iter()
-            .map(|k| {
-                (
-                    k.clone(),
-                    procsys::read_live(root, k).map_err(|e| e.to_string()),
-                )
-            })
-            .collect(),
-        exists: reads
-            .exists
-            .iter()
-            .map(|p| (p.clone(), under(root, p).exists()))
-            .collect(),
-        executable: reads
-            .executables
-            .iter()
-            .map(|p| (p.clone(), is_executable(&under(root, p))))
-            .collect(),
-        exec_limits: exec_limits(),
-        // The user data parsed once, here, as nodeadm reads it.
-        user_data: instance
-            .as_ref()
-            .map_or(UserDataFact::Unknown, |m| m.user_data.fact()),
-        cluster: None,
-        handoff: if reads.handoff_marker {
-            marker::read_state(root)
-        } else {
-            HandoffState::None
-        },
-        type_info: instance
-            .as_ref()
-            .and_then(|m| type_info(spec, &m.instance_type)),
-        files,
-        dirs,
-        family,
-        instance,
-        tags,
+
+    /// The facts: the node's, with the instance's (`None`: checking a config alone).
+    fn facts(
+        self,
+        instance: Option<Metadata>,
+        tags: InstanceTags,
+        cluster: ClusterFact,
+        type_info: Option<TypeFact>,
+    ) -> Facts {
+        Facts {
+            root: self.root,
+            sysctls: self.sysctls,
+            exists: self.exists,
+            executable: self.executable,
+            exec_limits: exec_limits(),
+            // The user data parsed once, here, as nodeadm reads it.
+            user_data: instance
+                .as_ref()
+                .map_or(UserDataFact::Unknown, |m| m.user_data.fact()),
+            cluster,
+            handoff: self.handoff,
+            type_info,
+            files: self.files,
+            dirs: self.dirs,
+            family: self.family,
+            instance,
+            tags,
+        }
     }
 }
 
