@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::aspects::{Reads, REGISTRY};
 use crate::aws::Transport;
@@ -57,42 +58,66 @@ async fn type_fact(spec: &Spec, md: &Metadata, cache: Option<&FileFact>) -> Opti
     let fact = type_info(spec, &md.instance_type)?;
     Some(match (spec.kubelet.pod_capacity.max_pods, fact) {
         (Some(MaxPodsSpec::Computed(_)), TypeFact::Unknown(why)) => {
-            beyond_table(spec, md, cache, &why).await
+            let how = TypeLookup::of(spec, md);
+            beyond_table(&how, &md.instance_type, cache, &why).await
         }
         (_, fact) => fact,
     })
 }
 
+/// How long DescribeInstanceTypes may take, retries included. Its own deadline: the type's
+/// numbers are needed before anything is planned, while tagging's budget bounds a call made
+/// beside the local steps.
+pub const TYPE_LOOKUP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How a type the embedded table lacks is asked of EC2 (DescribeInstanceTypes).
+#[derive(Debug, Clone)]
+pub struct TypeLookup {
+    pub region: String,
+    /// `None`: the SDK's (`AWS_ENDPOINT_URL_EC2`, else EC2's own in the region).
+    pub endpoint: Option<String>,
+    pub deadline: Duration,
+    /// How the call reaches AWS (the config's `proxy` and `trust`).
+    pub transport: Option<Transport>,
+}
+
+impl TypeLookup {
+    /// For this instance: its region, the SDK's endpoint, [`TYPE_LOOKUP_DEADLINE`], the
+    /// config's transport.
+    pub fn of(spec: &Spec, md: &Metadata) -> TypeLookup {
+        TypeLookup {
+            region: md.region.clone(),
+            endpoint: None,
+            deadline: TYPE_LOOKUP_DEADLINE,
+            transport: spec.agent_transport(&md.region),
+        }
+    }
+}
+
 /// A type the embedded table lacks: the cached DescribeInstanceTypes answer for it, else
-/// DescribeInstanceTypes (the tagging section's EC2 endpoint, the agent's retry policy, the
-/// synchronous tagging budget as its deadline); when neither answers, why, and what to do.
+/// DescribeInstanceTypes as `how` says, under the agent's retry policy; when neither answers,
+/// why, and what to do.
 pub async fn beyond_table(
-    spec: &Spec,
-    md: &Metadata,
+    how: &TypeLookup,
+    instance_type: &str,
     cache: Option<&FileFact>,
     not_in_table: &str,
 ) -> TypeFact {
-    let t = &md.instance_type;
     let text = cache
         .and_then(|c| c.content.as_ref().ok())
         .and_then(Option::as_deref);
-    if let Some(info) = text.and_then(|x| podcap::cache::cached(x, t)) {
+    if let Some(info) = text.and_then(|x| podcap::cache::cached(x, instance_type)) {
         return TypeFact::Known {
             info,
             source: TypeSource::Cache,
         };
     }
-    let deadline = tokio::time::Instant::now() + spec.tagging.sync_budget;
-    let proxy = spec.agent_transport(&md.region);
-    let mut ec2 = Ec2::new(
-        &md.region,
-        spec.tagging.ec2_endpoint.as_deref(),
-        proxy.as_ref(),
-    )
-    .await;
-    let shown = crate::text::printable(t);
+    let deadline = tokio::time::Instant::now() + how.deadline;
+    let endpoint = how.endpoint.as_deref();
+    let mut ec2 = Ec2::new(&how.region, endpoint, how.transport.as_ref()).await;
+    let shown = crate::text::printable(instance_type);
     match ec2
-        .describe_instance_type(t, RetryPolicy::default(), deadline)
+        .describe_instance_type(instance_type, RetryPolicy::default(), deadline)
         .await
     {
         Ok(Some(info)) => TypeFact::Known {
@@ -394,5 +419,28 @@ async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>
             tracing::warn!("cannot read the instance's tags: {e}");
             InstanceTags::Unknown
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_instance_types_has_its_own_deadline_and_not_taggings_endpoint() {
+        let text = r#"{"cluster":{"name":"c"},"tagging":{"ec2Endpoint":"http://127.0.0.1:9","syncBudgetMs":1}}"#;
+        let c = crate::config::parse(text, "t.json").unwrap();
+        let spec = crate::spec::from_config(&c).unwrap();
+        let md = Metadata {
+            region: "eu-west-1".into(),
+            ..Metadata::default()
+        };
+        let how = TypeLookup::of(&spec, &md);
+        assert_eq!(
+            how.endpoint, None,
+            "the SDK's: AWS_ENDPOINT_URL_EC2, else EC2's"
+        );
+        assert_eq!(how.deadline, TYPE_LOOKUP_DEADLINE);
+        assert_eq!(how.region, "eu-west-1");
     }
 }
