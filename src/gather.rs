@@ -31,11 +31,12 @@ use crate::userdata::UserDataFact;
 pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
     let node = NodeRead::of(root, spec);
     let cache = node.files.get(Path::new(podcap::cache::CACHE));
-    let type_info = type_fact(spec, &instance.metadata, cache).await;
+    let type_info = type_fact(spec, &instance, cache).await;
     let Instance {
         metadata,
         tags,
         cluster,
+        ..
     } = instance;
     node.facts(Some(metadata), tags, cluster, type_info)
 }
@@ -44,22 +45,31 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
 /// config gives them, the instance type's numbers (when asked for) from the embedded table only.
 /// For checking a config without an instance, and for tests.
 pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: InstanceTags) -> Facts {
-    let type_info = instance
-        .as_ref()
-        .and_then(|m| type_info(spec, &m.instance_type));
+    let type_info = instance.as_ref().and_then(|m| {
+        spec.kubelet.pod_capacity.max_pods?;
+        Some(in_table(&m.instance_type))
+    });
     let cluster = ClusterFact::from_spec(&spec.cluster);
     NodeRead::of(root, spec).facts(instance, tags, cluster, type_info)
 }
 
-/// The instance type's numbers, when `kubelet.maxPods` is set: the embedded table's; for a
-/// computed max pods, a type the table lacks is looked up beyond it ([`beyond_table`]). A fixed
-/// max pods needs them only for a warning: never a call for that.
-async fn type_fact(spec: &Spec, md: &Metadata, cache: Option<&FileFact>) -> Option<TypeFact> {
-    let fact = type_info(spec, &md.instance_type)?;
-    Some(match (spec.kubelet.pod_capacity.max_pods, fact) {
-        (Some(MaxPodsSpec::Computed(_)), TypeFact::Unknown(why)) => {
-            let how = TypeLookup::of(spec, md);
-            beyond_table(&how, &md.instance_type, cache, &why).await
+/// The instance type's numbers, when `kubelet.maxPods` is set. A name no EC2 type can have is
+/// refused by its grammar, before any call; else the embedded table's; for a computed max pods,
+/// a type the table lacks is looked up beyond it ([`beyond_table`]). A fixed max pods needs
+/// them only for a warning: never a call for that.
+async fn type_fact(spec: &Spec, i: &Instance, cache: Option<&FileFact>) -> Option<TypeFact> {
+    let max_pods = spec.kubelet.pod_capacity.max_pods?;
+    let (md, t) = (&i.metadata, &i.metadata.instance_type);
+    if !podcap::table::well_formed(t) {
+        return Some(TypeFact::Unknown(format!(
+            "{} is `{}`, which no EC2 instance type can be (a family of lowercase letters, digits and hyphens, a dot, a size: m6i.large): nothing was asked of EC2; correct the metadata",
+            i.source.instance_type_field(),
+            crate::text::printable(t)
+        )));
+    }
+    Some(match (max_pods, in_table(t)) {
+        (MaxPodsSpec::Computed(_), TypeFact::Unknown(why)) => {
+            beyond_table(&TypeLookup::of(spec, md), t, cache, &why).await
         }
         (_, fact) => fact,
     })
@@ -226,10 +236,9 @@ impl NodeRead {
     }
 }
 
-/// The instance type's numbers, when `kubelet.maxPods` is set: from the embedded table.
-fn type_info(spec: &Spec, instance_type: &str) -> Option<TypeFact> {
-    spec.kubelet.pod_capacity.max_pods?;
-    Some(match podcap::table::lookup(instance_type) {
+/// The instance type's numbers from the embedded table, else why not.
+fn in_table(instance_type: &str) -> TypeFact {
+    match podcap::table::lookup(instance_type) {
         Some(info) => TypeFact::Known {
             info,
             source: TypeSource::Table,
@@ -239,7 +248,7 @@ fn type_info(spec: &Spec, instance_type: &str) -> Option<TypeFact> {
             crate::text::printable(instance_type),
             podcap::table::len()
         )),
-    })
+    }
 }
 
 /// What `execve` accepts here, and what this process's environment takes of it.
@@ -333,11 +342,34 @@ pub struct ImdsRead {
     pub user_data: UserData,
 }
 
-/// The instance as read: its metadata, its tags and the cluster's values.
+/// The instance as read: its metadata, its tags and the cluster's values, and where the
+/// metadata came from.
 pub struct Instance {
     pub metadata: Metadata,
     pub tags: InstanceTags,
     pub cluster: ClusterFact,
+    pub source: MetadataSource,
+}
+
+/// Where the instance's metadata was read, for a message naming one of its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataSource {
+    /// A `--metadata` file.
+    File(PathBuf),
+    Imds,
+}
+
+impl MetadataSource {
+    /// The instance type's field, as this source names it.
+    fn instance_type_field(&self) -> String {
+        match self {
+            MetadataSource::File(p) => format!(
+                "instanceType in the metadata file {}",
+                crate::text::printable(&p.display().to_string())
+            ),
+            MetadataSource::Imds => format!("IMDS {}", imds::md("instance-type")),
+        }
+    }
 }
 
 /// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
@@ -351,7 +383,7 @@ pub async fn instance(
     root: &Path,
     read: Prefetched,
 ) -> anyhow::Result<Instance> {
-    let (md, cluster) = match metadata_file {
+    let (md, cluster, source) = match metadata_file {
         Some(f) => {
             let md = match read.metadata {
                 Some(md) => md,
@@ -359,14 +391,17 @@ pub async fn instance(
             };
             let region = md.region.clone();
             let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
-            (md, cluster)
+            (md, cluster, MetadataSource::File(f.to_path_buf()))
         }
-        None => from_imds(spec, root, read.imds).await?,
+        None => {
+            let (md, cluster) = from_imds(spec, root, read.imds).await?;
+            (md, cluster, MetadataSource::Imds)
+        }
     };
     tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
     let tags = match md.tags.clone() {
         Some(t) => InstanceTags::Known(t),
-        None if metadata_file.is_none() && spec.tagging.enabled => {
+        None if source == MetadataSource::Imds && spec.tagging.enabled => {
             let proxy = spec.agent_transport(&md.region);
             describe_tags(&md, spec, proxy.as_ref()).await
         }
@@ -376,6 +411,7 @@ pub async fn instance(
         metadata: md,
         tags,
         cluster,
+        source,
     })
 }
 
@@ -442,5 +478,27 @@ mod tests {
         );
         assert_eq!(how.deadline, TYPE_LOOKUP_DEADLINE);
         assert_eq!(how.region, "eu-west-1");
+    }
+
+    #[tokio::test]
+    async fn an_instance_type_no_ec2_type_can_be_is_refused_naming_the_imds_path() {
+        let text = r#"{"cluster":{"name":"c"},"kubelet":{"maxPods":{}}}"#;
+        let c = crate::config::parse(text, "t.json").unwrap();
+        let spec = crate::spec::from_config(&c).unwrap();
+        let instance = Instance {
+            metadata: Metadata {
+                instance_type: "m6i.large\u{1b}[2J".into(),
+                region: "eu-west-1".into(),
+                ..Metadata::default()
+            },
+            tags: InstanceTags::Unknown,
+            cluster: ClusterFact::from_spec(&spec.cluster),
+            source: MetadataSource::Imds,
+        };
+        let Some(TypeFact::Unknown(why)) = type_fact(&spec, &instance, None).await else {
+            panic!("a type")
+        };
+        let want = "IMDS /latest/meta-data/instance-type is `m6i.large\\u{1b}[2J`, which no EC2";
+        assert!(why.starts_with(want), "{why}");
     }
 }

@@ -309,6 +309,7 @@ mod tests {
             metadata: crate::metadata::load_file(Path::new("examples/metadata.json")).unwrap(),
             tags: InstanceTags::Unknown,
             cluster: crate::discovery::ClusterFact::from_spec(&spec.cluster),
+            source: gather::MetadataSource::Imds,
         };
         for apply in [false, true] {
             let ready = ready_ec2(&spec, &instance, apply);

@@ -369,3 +369,44 @@ fn only_a_computed_max_pods_asks_ec2_for_a_type_the_table_lacks() {
         }
     }
 }
+
+/// An instance type no EC2 type can be (a typo in a metadata file) is refused by its grammar at
+/// once, as a finding naming the metadata field with the value escaped and cut: never asked of
+/// EC2 (it was, with retries until the deadline).
+#[test]
+fn an_instance_type_no_ec2_type_can_be_is_refused_before_any_call() {
+    use common::ec2_server::{Ec2Server, Ec2State};
+    let ec2 = Ec2Server::start(Ec2State::default());
+    let root = common::sample_root("al2023-root");
+    let md = root.path().join("md.json");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false});
+        v["kubelet"]["maxPods"] = serde_json::json!({});
+    });
+    let long = format!("*{}", "m".repeat(300));
+    for (bad, shown) in [
+        ("*m6i.large\r", "`*m6i.large\\r`".to_string()),
+        (
+            long.as_str(),
+            format!("`*{}…(301 characters)`", "m".repeat(119)),
+        ),
+    ] {
+        std::fs::write(
+            &md,
+            serde_json::json!({"instanceId": "i-1", "privateIpv4": "10.0.0.1",
+                "instanceType": bad, "region": "us-east-1", "availabilityZone": "us-east-1a"})
+            .to_string(),
+        )
+        .unwrap();
+        let out = dry_run_with_ec2(&ec2.url(), &md, &cfg, root.path());
+        assert_eq!(out.status.code(), Some(3));
+        let err = common::stderr(&out);
+        let field = format!("instanceType in the metadata file {}", md.display());
+        assert!(
+            err.contains(&format!("kubelet.maxPods: {field} is {shown}")) && !err.contains('\r'),
+            "{err}"
+        );
+    }
+    let calls = ec2.state.lock().unwrap().calls.len();
+    assert_eq!(calls, 0, "nothing asked of EC2");
+}
