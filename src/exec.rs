@@ -18,7 +18,7 @@ use crate::procsys;
 use crate::report::{now_ms, Outcome, Report, StepOutcome, TaggingRecord};
 use crate::step::{name, Handoff, IfFailed, Run, Step, Unit, UnitJob};
 use crate::systemd::{self, PropertyCheck};
-use crate::tagging::Session;
+use crate::tagging::{ReadyClient, Session};
 
 impl From<systemd::SystemdError> for ExecError {
     fn from(e: systemd::SystemdError) -> Self {
@@ -65,12 +65,13 @@ pub enum ExecError {
 /// new file is written and fsynced beside its target and every live value opened; only when
 /// all of that succeeded does the second phase run the steps in plan order (files renamed into
 /// place, values set, programs run, units told), then the hand-off. The tag starts with the
-/// second phase.
+/// second phase, on `ec2` when the command made a client ready for it.
 pub(crate) async fn execute(
     root: &Path,
     plan: &Plan,
     bus: &Bus,
     lock: Option<&RunLock>,
+    ec2: Option<ReadyClient>,
 ) -> Result<()> {
     let mut report = Report::start(plan);
     for w in &plan.warnings {
@@ -91,7 +92,7 @@ pub(crate) async fn execute(
             return Err(failed_run(root, plan, &mut report, "prepare", e));
         }
     };
-    let tagging = Session::start(plan);
+    let tagging = Session::start(plan, ec2);
     if let Err(e) = apply(root, plan, &mut prepared, bus, &mut report).await {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
     }

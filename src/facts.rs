@@ -13,7 +13,6 @@ pub use crate::fsutil::FileFact;
 use crate::marker::HandoffState;
 use crate::metadata::Metadata;
 use crate::podcap::TypeFact;
-use crate::spec::Spec;
 use crate::userdata::UserDataFact;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -49,6 +48,9 @@ pub struct FamilyFact {
     pub reason: String,
 }
 
+/// The tag Auto Scaling puts on its instances: the group's name.
+pub const ASG_TAG: &str = "aws:autoscaling:groupName";
+
 /// One tag's state: not known (tags not readable), known absent, or this value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TagState {
@@ -82,6 +84,14 @@ pub enum InstanceTags {
 }
 
 impl InstanceTags {
+    /// The tag's value, when the tags are known and it is set.
+    pub fn value(&self, key: &str) -> Option<&str> {
+        match self {
+            InstanceTags::Unknown => None,
+            InstanceTags::Known(m) => m.get(key).map(String::as_str),
+        }
+    }
+
     pub fn get(&self, key: &str) -> TagState {
         match self {
             InstanceTags::Unknown => TagState::Unknown,
@@ -149,8 +159,9 @@ pub struct Facts {
     /// Whether this process may execute each path asked for (`access(X_OK)` on a regular file).
     pub executable: BTreeMap<PathBuf, bool>,
     pub exec_limits: ExecLimits,
-    /// The cluster's values as discovery left them (`None`: not run; the config's values alone).
-    pub cluster: Option<ClusterFact>,
+    /// The cluster's values: the config's, with what discovery found (its outcome `NotAsked`
+    /// when it was not configured or not run).
+    pub cluster: ClusterFact,
     /// The instance's user data as nodeadm reads it (`Unknown` without an instance).
     pub user_data: UserDataFact,
     /// Whether bootstrap.sh was handed the node in this boot (AL2; `None` elsewhere).
@@ -175,18 +186,13 @@ impl Facts {
         current_of(self.files.get(Path::new(path)), path, field, f)
     }
 
-    /// These facts with the cluster as discovery found it.
-    pub(crate) fn with_cluster(mut self, cluster: ClusterFact) -> Facts {
-        self.cluster = Some(cluster);
-        self
-    }
-
-    /// The cluster's values the hand-offs carry: the config's, with what discovery found.
-    pub fn cluster(&self, spec: &Spec) -> std::borrow::Cow<'_, ClusterFact> {
-        match &self.cluster {
-            Some(c) => std::borrow::Cow::Borrowed(c),
-            None => std::borrow::Cow::Owned(ClusterFact::from_spec(&spec.cluster)),
-        }
+    /// The instance's Auto Scaling group: as the metadata file names it, else its
+    /// `aws:autoscaling:groupName` tag (from IMDS, the metadata file or DescribeTags).
+    pub fn autoscaling_group(&self) -> Option<&str> {
+        let md = self.instance.as_ref()?;
+        md.autoscaling_group_name
+            .as_deref()
+            .or_else(|| self.tags.value(ASG_TAG))
     }
 
     pub fn exists(&self, p: &Path) -> bool {
@@ -269,7 +275,16 @@ impl Facts {
                 max_arg_strlen: Some(131_072),
                 env_bytes: 0,
             },
-            cluster: None,
+            // No cluster values: a test that plans with the config's gives them
+            // (`.cluster(ClusterFact::from_spec(&spec.cluster))`).
+            cluster: ClusterFact {
+                name: String::new(),
+                api_server_endpoint: None,
+                certificate_authority: None,
+                cidr: None,
+                outcome: crate::discovery::Outcome::NotAsked,
+                cache_file: None,
+            },
             user_data: UserDataFact::Unknown,
             handoff: HandoffState::None,
             type_info: None,
@@ -340,7 +355,7 @@ impl FactsBuilder {
         self
     }
     pub fn cluster(mut self, c: ClusterFact) -> Self {
-        self.0.cluster = Some(c);
+        self.0.cluster = c;
         self
     }
     pub fn handoff(mut self, state: HandoffState) -> Self {
@@ -349,5 +364,25 @@ impl FactsBuilder {
     }
     pub fn build(self) -> Facts {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_asg_name_comes_from_the_metadata_file_else_the_tags() {
+        let tags = [(ASG_TAG, "asg-t")];
+        let mut md = Metadata::default();
+        let with = |md: &Metadata| Facts::builder(Family::Al2).instance(md.clone());
+        let facts = with(&md).tags(tags).build();
+        assert_eq!(facts.autoscaling_group(), Some("asg-t"));
+        assert_eq!(with(&md).build().autoscaling_group(), None, "tags unknown");
+        md.autoscaling_group_name = Some("asg-file".into());
+        let facts = with(&md).tags(tags).build();
+        assert_eq!(facts.autoscaling_group(), Some("asg-file"));
+        let no_instance = Facts::builder(Family::Al2).tags(tags).build();
+        assert_eq!(no_instance.autoscaling_group(), None);
     }
 }

@@ -3,90 +3,131 @@
 //! once, into one [`Facts`] value, before planning.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::aspects::{Reads, REGISTRY};
 use crate::aws::Transport;
 use crate::config::HandoffMode;
 use crate::discovery::{self, ClusterFact};
 use crate::ec2::Ec2;
-use crate::facts::{read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, InstanceTags};
+use crate::facts::{
+    read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, FileFact, InstanceTags,
+};
 use crate::fsutil::under;
 use crate::imds;
 use crate::marker::{self, HandoffState};
-use crate::metadata::{self, Metadata};
+use crate::metadata::{self, Metadata, UserData};
 use crate::podcap::{self, TypeFact, TypeSource};
 use crate::procsys;
 use crate::retry::RetryPolicy;
+use crate::spec::pod_capacity::MaxPodsSpec;
 use crate::spec::Spec;
 use crate::userdata::UserDataFact;
 
-/// Everything in one call: the instance (from `--metadata` or IMDS, beside the cluster's values),
-/// then the node. `apply`: the run will apply its plan (a dry run never tags, so it makes no
-/// EC2 client ready: no AWS config or credentials read for a call it will not make).
-pub async fn facts(
-    metadata_file: Option<&Path>,
-    spec: &Spec,
-    root: &Path,
-    read: Prefetched,
-    apply: bool,
-) -> anyhow::Result<Facts> {
-    let (md, tags, cluster) = instance(metadata_file, spec, root, read).await?;
-    if apply && tagging_likely(spec, &tags) {
-        // The EC2 client and the role's credentials are made ready while the node is read,
-        // planned and staged: reads only, off the path to the tag call.
-        crate::tagging::prepare_client(
-            &md.region,
-            spec.tagging.ec2_endpoint.as_deref(),
-            spec.agent_transport(&md.region),
-        );
+/// The facts, complete, each read once: the node under `root` as the registry asks; the
+/// instance, its tags and the cluster's values as [`instance`] read them; the instance type's
+/// numbers when `kubelet.maxPods` needs them ([`type_fact`]).
+pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
+    let node = NodeRead::of(root, spec);
+    let cache = node.files.get(Path::new(podcap::cache::CACHE));
+    let type_info = type_fact(spec, &instance, cache).await;
+    let Instance {
+        metadata,
+        tags,
+        cluster,
+        ..
+    } = instance;
+    node.facts(Some(metadata), tags, cluster, type_info)
+}
+
+/// The facts of the node alone, nothing asked of the network: the cluster's values as the
+/// config gives them, the instance type's numbers (when asked for) from the embedded table only.
+/// For checking a config without an instance, and for tests.
+pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: InstanceTags) -> Facts {
+    let type_info = instance.as_ref().and_then(|m| {
+        spec.kubelet.pod_capacity.max_pods?;
+        Some(in_table(&m.instance_type))
+    });
+    let cluster = ClusterFact::from_spec(&spec.cluster);
+    NodeRead::of(root, spec).facts(instance, tags, cluster, type_info)
+}
+
+/// The instance type's numbers, when `kubelet.maxPods` is set. A name no EC2 type can have is
+/// refused by its grammar, before any call; else the embedded table's; for a computed max pods,
+/// a type the table lacks is looked up beyond it ([`beyond_table`]). A fixed max pods needs
+/// them only for a warning: never a call for that.
+async fn type_fact(spec: &Spec, i: &Instance, cache: Option<&FileFact>) -> Option<TypeFact> {
+    let max_pods = spec.kubelet.pod_capacity.max_pods?;
+    let (md, t) = (&i.metadata, &i.metadata.instance_type);
+    if !podcap::table::well_formed(t) {
+        return Some(TypeFact::Unknown(format!(
+            "{} is `{}`, which no EC2 instance type can be (a family of lowercase letters, digits and hyphens, a dot, a size: m6i.large): nothing was asked of EC2; correct the metadata",
+            i.source.instance_type_field(),
+            crate::text::printable(t)
+        )));
     }
-    let mut facts = node(root, spec, Some(md), tags).with_cluster(cluster);
-    let computed = matches!(
-        spec.kubelet.pod_capacity.max_pods,
-        Some(crate::spec::pod_capacity::MaxPodsSpec::Computed(_))
-    );
-    // A fixed max pods needs the type's numbers only for a warning: never a call for that.
-    if let (true, Some(TypeFact::Unknown(why)), Some(md)) =
-        (computed, &facts.type_info, &facts.instance)
-    {
-        let cache = facts.files.get(Path::new(podcap::cache::CACHE));
-        let fact = beyond_table(spec, md, cache, why).await;
-        facts.type_info = Some(fact);
+    Some(match (max_pods, in_table(t)) {
+        (MaxPodsSpec::Computed(_), TypeFact::Unknown(why)) => {
+            beyond_table(&TypeLookup::of(spec, md), t, cache, &why).await
+        }
+        (_, fact) => fact,
+    })
+}
+
+/// How long DescribeInstanceTypes may take, retries included. Its own deadline: the type's
+/// numbers are needed before anything is planned, while tagging's budget bounds a call made
+/// beside the local steps.
+pub const TYPE_LOOKUP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How a type the embedded table lacks is asked of EC2 (DescribeInstanceTypes).
+#[derive(Debug, Clone)]
+pub struct TypeLookup {
+    pub region: String,
+    /// `None`: the SDK's (`AWS_ENDPOINT_URL_EC2`, else EC2's own in the region).
+    pub endpoint: Option<String>,
+    pub deadline: Duration,
+    /// How the call reaches AWS (the config's `proxy` and `trust`).
+    pub transport: Option<Transport>,
+}
+
+impl TypeLookup {
+    /// For this instance: its region, the SDK's endpoint, [`TYPE_LOOKUP_DEADLINE`], the
+    /// config's transport.
+    pub fn of(spec: &Spec, md: &Metadata) -> TypeLookup {
+        TypeLookup {
+            region: md.region.clone(),
+            endpoint: None,
+            deadline: TYPE_LOOKUP_DEADLINE,
+            transport: spec.agent_transport(&md.region),
+        }
     }
-    Ok(facts)
 }
 
 /// A type the embedded table lacks: the cached DescribeInstanceTypes answer for it, else
-/// DescribeInstanceTypes (the tagging section's EC2 endpoint, the agent's retry policy, the
-/// synchronous tagging budget as its deadline); when neither answers, why, and what to do.
+/// DescribeInstanceTypes as `how` says, under the agent's retry policy; when neither answers,
+/// why, and what to do.
 pub async fn beyond_table(
-    spec: &Spec,
-    md: &Metadata,
-    cache: Option<&crate::fsutil::FileFact>,
+    how: &TypeLookup,
+    instance_type: &str,
+    cache: Option<&FileFact>,
     not_in_table: &str,
 ) -> TypeFact {
-    let t = &md.instance_type;
     let text = cache
         .and_then(|c| c.content.as_ref().ok())
         .and_then(Option::as_deref);
-    if let Some(info) = text.and_then(|x| podcap::cache::cached(x, t)) {
+    if let Some(info) = text.and_then(|x| podcap::cache::cached(x, instance_type)) {
         return TypeFact::Known {
             info,
             source: TypeSource::Cache,
         };
     }
-    let deadline = tokio::time::Instant::now() + spec.tagging.sync_budget;
-    let proxy = spec.agent_transport(&md.region);
-    let mut ec2 = Ec2::new(
-        &md.region,
-        spec.tagging.ec2_endpoint.as_deref(),
-        proxy.as_ref(),
-    )
-    .await;
-    let shown = crate::text::printable(t);
+    let deadline = tokio::time::Instant::now() + how.deadline;
+    let endpoint = how.endpoint.as_deref();
+    let mut ec2 = Ec2::new(&how.region, endpoint, how.transport.as_ref()).await;
+    let shown = crate::text::printable(instance_type);
     match ec2
-        .describe_instance_type(t, RetryPolicy::default(), deadline)
+        .describe_instance_type(instance_type, RetryPolicy::default(), deadline)
         .await
     {
         Ok(Some(info)) => TypeFact::Known {
@@ -102,85 +143,102 @@ pub async fn beyond_table(
     }
 }
 
-/// Whether the run will likely call EC2 to tag: tagging on and the Name tag unknown or absent
-/// (when it is set, the plan tags only if its value changed; then the client is made then).
-fn tagging_likely(spec: &Spec, tags: &InstanceTags) -> bool {
-    spec.tagging.enabled
-        && !matches!(
-            tags.get(crate::aspects::name_tag::KEY),
-            crate::facts::TagState::Is(_)
-        )
+/// The node under `root` as the registry asks it read: every fact but the instance's.
+struct NodeRead {
+    root: PathBuf,
+    family: Result<FamilyFact, FamilyError>,
+    sysctls: BTreeMap<String, Result<String, String>>,
+    files: BTreeMap<PathBuf, FileFact>,
+    dirs: BTreeMap<PathBuf, Vec<String>>,
+    exists: BTreeMap<PathBuf, bool>,
+    executable: BTreeMap<PathBuf, bool>,
+    handoff: HandoffState,
 }
 
-/// Read what every aspect asks for from the node under `root`.
-pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: InstanceTags) -> Facts {
-    let family = detect_family(root, spec);
-    let fam = family.as_ref().ok().map(|f| f.family);
-    let mut reads = Reads::default();
-    for a in REGISTRY {
-        (a.reads)(spec, fam, &mut reads);
+impl NodeRead {
+    /// Read what every aspect and kubelet contributor asks for from the node under `root`.
+    fn of(root: &Path, spec: &Spec) -> NodeRead {
+        let family = detect_family(root, spec);
+        let fam = family.as_ref().ok().map(|f| f.family);
+        let mut reads = Reads::default();
+        for a in REGISTRY {
+            (a.reads)(spec, fam, &mut reads);
+        }
+        crate::kubelet::reads(spec, &mut reads);
+        let mut files = BTreeMap::new();
+        let mut dirs = BTreeMap::new();
+        for d in &reads.conf_dirs {
+            let names = conf_names(&under(root, d));
+            reads.files.extend(names.iter().map(|n| d.join(n)));
+            dirs.insert(d.clone(), names);
+        }
+        for p in reads.files {
+            files
+                .entry(p.clone())
+                .or_insert_with(|| read_file(root, &p));
+        }
+        let all = |paths: &[PathBuf], f: &dyn Fn(&Path) -> bool| {
+            paths
+                .iter()
+                .map(|p| (p.clone(), f(&under(root, p))))
+                .collect()
+        };
+        NodeRead {
+            root: root.to_path_buf(),
+            family,
+            sysctls: reads
+                .sysctls
+                .iter()
+                .map(|k| {
+                    let live = procsys::read_live(root, k).map_err(|e| e.to_string());
+                    (k.clone(), live)
+                })
+                .collect(),
+            files,
+            dirs,
+            exists: all(&reads.exists, &Path::exists),
+            executable: all(&reads.executables, &is_executable),
+            handoff: if reads.handoff_marker {
+                marker::read_state(root)
+            } else {
+                HandoffState::None
+            },
+        }
     }
-    crate::kubelet::reads(spec, &mut reads);
-    let mut files = BTreeMap::new();
-    let mut dirs = BTreeMap::new();
-    for d in &reads.conf_dirs {
-        let names = conf_names(&under(root, d));
-        reads.files.extend(names.iter().map(|n| d.join(n)));
-        dirs.insert(d.clone(), names);
-    }
-    for p in reads.files {
-        files
-            .entry(p.clone())
-            .or_insert_with(|| read_file(root, &p));
-    }
-    Facts {
-        root: root.to_path_buf(),
-        sysctls: reads
-            .sysctls
-            .iter()
-            .map(|k| {
-                (
-                    k.clone(),
-                    procsys::read_live(root, k).map_err(|e| e.to_string()),
-                )
-            })
-            .collect(),
-        exists: reads
-            .exists
-            .iter()
-            .map(|p| (p.clone(), under(root, p).exists()))
-            .collect(),
-        executable: reads
-            .executables
-            .iter()
-            .map(|p| (p.clone(), is_executable(&under(root, p))))
-            .collect(),
-        exec_limits: exec_limits(),
-        // The user data parsed once, here, as nodeadm reads it.
-        user_data: instance
-            .as_ref()
-            .map_or(UserDataFact::Unknown, |m| m.user_data.fact()),
-        cluster: None,
-        handoff: if reads.handoff_marker {
-            marker::read_state(root)
-        } else {
-            HandoffState::None
-        },
-        type_info: instance
-            .as_ref()
-            .and_then(|m| type_info(spec, &m.instance_type)),
-        files,
-        dirs,
-        family,
-        instance,
-        tags,
+
+    /// The facts: the node's, with the instance's (`None`: checking a config alone).
+    fn facts(
+        self,
+        instance: Option<Metadata>,
+        tags: InstanceTags,
+        cluster: ClusterFact,
+        type_info: Option<TypeFact>,
+    ) -> Facts {
+        Facts {
+            root: self.root,
+            sysctls: self.sysctls,
+            exists: self.exists,
+            executable: self.executable,
+            exec_limits: exec_limits(),
+            // The user data parsed once, here, as nodeadm reads it.
+            user_data: instance
+                .as_ref()
+                .map_or(UserDataFact::Unknown, |m| m.user_data.fact()),
+            cluster,
+            handoff: self.handoff,
+            type_info,
+            files: self.files,
+            dirs: self.dirs,
+            family: self.family,
+            instance,
+            tags,
+        }
     }
 }
 
-/// The instance type's numbers, when `kubelet.maxPods` is set: from the embedded table.
-fn type_info(spec: &Spec, instance_type: &str) -> Option<TypeFact> {
-    spec.kubelet.pod_capacity.max_pods?;
-    Some(match podcap::table::lookup(instance_type) {
+/// The instance type's numbers from the embedded table, else why not.
+fn in_table(instance_type: &str) -> TypeFact {
+    match podcap::table::lookup(instance_type) {
         Some(info) => TypeFact::Known {
             info,
             source: TypeSource::Table,
@@ -190,7 +248,7 @@ fn type_info(spec: &Spec, instance_type: &str) -> Option<TypeFact> {
             crate::text::printable(instance_type),
             podcap::table::len()
         )),
-    })
+    }
 }
 
 /// What `execve` accepts here, and what this process's environment takes of it.
@@ -274,13 +332,49 @@ fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, FamilyError> {
 pub struct Prefetched {
     /// The `--metadata` file.
     pub metadata: Option<Metadata>,
-    /// The IMDS client and the user data it read (`None`: the instance has none).
-    pub imds: Option<(imds::ImdsClient, Option<Vec<u8>>)>,
+    /// The user data as read from IMDS, and the client that read it.
+    pub imds: Option<ImdsRead>,
+}
+
+/// The user data as an IMDS client read it (`Absent`: the instance has none), and that client.
+pub struct ImdsRead {
+    pub client: imds::ImdsClient,
+    pub user_data: UserData,
+}
+
+/// The instance as read: its metadata, its tags and the cluster's values, and where the
+/// metadata came from.
+pub struct Instance {
+    pub metadata: Metadata,
+    pub tags: InstanceTags,
+    pub cluster: ClusterFact,
+    pub source: MetadataSource,
+}
+
+/// Where the instance's metadata was read, for a message naming one of its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataSource {
+    /// A `--metadata` file.
+    File(PathBuf),
+    Imds,
+}
+
+impl MetadataSource {
+    /// The instance type's field, as this source names it.
+    fn instance_type_field(&self) -> String {
+        match self {
+            MetadataSource::File(p) => format!(
+                "instanceType in the metadata file {}",
+                crate::text::printable(&p.display().to_string())
+            ),
+            MetadataSource::Imds => format!("IMDS {}", imds::md("instance-type")),
+        }
+    }
 }
 
 /// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
 /// waits only for the region, and makes no call on a cache hit). With IMDS tags off and tagging
-/// on, the tags (and with them the ASG name and the current Name) come from one DescribeTags
+/// on, the tags (and with them the ASG's name and the current Name) come from one DescribeTags
 /// under the tagging budget; when that fails they stay unknown and tagging reads them again
 /// later.
 pub async fn instance(
@@ -288,8 +382,8 @@ pub async fn instance(
     spec: &Spec,
     root: &Path,
     read: Prefetched,
-) -> anyhow::Result<(Metadata, InstanceTags, ClusterFact)> {
-    let (mut md, cluster) = match metadata_file {
+) -> anyhow::Result<Instance> {
+    let (md, cluster, source) = match metadata_file {
         Some(f) => {
             let md = match read.metadata {
                 Some(md) => md,
@@ -297,61 +391,56 @@ pub async fn instance(
             };
             let region = md.region.clone();
             let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
-            (md, cluster)
+            (md, cluster, MetadataSource::File(f.to_path_buf()))
         }
         None => {
-            let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
-            // The client that read the user data (with the config in it) goes on, token and all,
-            // when the config names no other endpoint.
-            let (client, user_data) = match read.imds {
-                Some((client, user_data)) if client.endpoint() == endpoint => {
-                    (client, Some(user_data))
-                }
-                other => (
-                    imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
-                    other.map(|(_, user_data)| user_data),
-                ),
-            };
-            let (md, cluster, vpc) = tokio::join!(
-                imds::fetch(
-                    &client,
-                    spec.imds.deadline,
-                    user_data.as_ref().map(Option::as_deref)
-                ),
-                discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
-                async {
-                    match spec.proxy {
-                        Some(_) => imds::vpc_cidr_blocks(&client, spec.imds.deadline).await,
-                        None => Ok(None),
-                    }
-                },
-            );
-            let mut md = md?;
-            md.vpc_cidr_blocks = vpc?;
-            (md, cluster)
+            let (md, cluster) = from_imds(spec, root, read.imds).await?;
+            (md, cluster, MetadataSource::Imds)
         }
     };
     tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
     let tags = match md.tags.clone() {
         Some(t) => InstanceTags::Known(t),
-        None if metadata_file.is_none() && spec.tagging.enabled => {
+        None if source == MetadataSource::Imds && spec.tagging.enabled => {
             let proxy = spec.agent_transport(&md.region);
             describe_tags(&md, spec, proxy.as_ref()).await
         }
         None => InstanceTags::Unknown,
     };
-    md.autoscaling_group_name = asg_name(&md, &tags);
-    Ok((md, tags, cluster))
+    Ok(Instance {
+        metadata: md,
+        tags,
+        cluster,
+        source,
+    })
 }
 
-/// The Auto Scaling group's name: as the metadata file gives it, else from the instance's tags
-/// (IMDS or DescribeTags), derived here only.
-fn asg_name(md: &Metadata, tags: &InstanceTags) -> Option<String> {
-    let from_tags = match tags {
-        InstanceTags::Known(t) => t.get("aws:autoscaling:groupName").cloned(),
-        InstanceTags::Unknown => None,
+/// The instance's metadata from IMDS (what the config needs read with it, in one pass), beside
+/// the cluster's values.
+async fn from_imds(
+    spec: &Spec,
+    root: &Path,
+    read: Option<ImdsRead>,
+) -> anyhow::Result<(Metadata, ClusterFact)> {
+    let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
+    // The client that read the user data (with the config in it) goes on, token and all,
+    // when the config names no other endpoint.
+    let (client, user_data) = match read {
+        Some(r) if r.client.endpoint() == endpoint => (r.client, r.user_data),
+        other => (
+            imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
+            other.map_or(UserData::Unknown, |r| r.user_data),
+        ),
     };
-    md.autoscaling_group_name.clone().or(from_tags)
+    let ask = imds::Ask {
+        user_data,
+        vpc_cidr_blocks: spec.proxy.is_some(),
+    };
+    let (md, cluster) = tokio::join!(
+        imds::fetch(&client, spec.imds.deadline, ask),
+        discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
+    );
+    Ok((md?, cluster))
 }
 
 async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>) -> InstanceTags {
@@ -374,43 +463,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_asg_name_comes_from_the_metadata_file_else_the_tags() {
-        let tags =
-            InstanceTags::Known([("aws:autoscaling:groupName".into(), "asg-t".into())].into());
-        let mut md = Metadata::default();
-        assert_eq!(asg_name(&md, &tags).as_deref(), Some("asg-t"));
-        assert_eq!(asg_name(&md, &InstanceTags::Unknown), None);
-        md.autoscaling_group_name = Some("asg-file".into());
-        assert_eq!(asg_name(&md, &tags).as_deref(), Some("asg-file"));
+    fn describe_instance_types_has_its_own_deadline_and_not_taggings_endpoint() {
+        let text = r#"{"cluster":{"name":"c"},"tagging":{"ec2Endpoint":"http://127.0.0.1:9","syncBudgetMs":1}}"#;
+        let c = crate::config::parse(text, "t.json").unwrap();
+        let spec = crate::spec::from_config(&c).unwrap();
+        let md = Metadata {
+            region: "eu-west-1".into(),
+            ..Metadata::default()
+        };
+        let how = TypeLookup::of(&spec, &md);
+        assert_eq!(
+            how.endpoint, None,
+            "the SDK's: AWS_ENDPOINT_URL_EC2, else EC2's"
+        );
+        assert_eq!(how.deadline, TYPE_LOOKUP_DEADLINE);
+        assert_eq!(how.region, "eu-west-1");
     }
 
-    /// A dry run read the AWS config and the role's credentials for a tag call it never makes
-    /// (the SDK's warnings about the config file then reached standard error whenever the
-    /// process outlived that task: test-aarch64 failed on it under qemu).
     #[tokio::test]
-    async fn a_dry_run_makes_no_ec2_client_ready_and_a_run_that_applies_does() {
-        let _one_at_a_time = crate::tagging::READY_TESTS.lock().await;
-        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-        let dir = tempfile::tempdir().unwrap();
-        let md = dir.path().join("metadata.json");
-        let text = std::fs::read_to_string("examples/metadata.json").unwrap();
-        std::fs::write(&md, text.replace("eu-west-1", "xx-gather-1")).unwrap();
-        let c = crate::config::parse(
-            &std::fs::read_to_string("examples/master.json").unwrap(),
-            "master.json",
-        )
-        .unwrap();
-        let (spec, findings) = crate::spec::resolve(&c);
-        assert!(findings.is_empty());
-        let root = Path::new("examples/al2023-root");
-        let ep = spec.tagging.ec2_endpoint.as_deref();
-        for apply in [false, true] {
-            facts(Some(&md), &spec, root, Prefetched::default(), apply)
-                .await
-                .unwrap();
-            let ready = crate::tagging::take_ready("xx-gather-1", ep);
-            assert_eq!(ready.is_some(), apply, "apply: {apply}");
-        }
+    async fn an_instance_type_no_ec2_type_can_be_is_refused_naming_the_imds_path() {
+        let text = r#"{"cluster":{"name":"c"},"kubelet":{"maxPods":{}}}"#;
+        let c = crate::config::parse(text, "t.json").unwrap();
+        let spec = crate::spec::from_config(&c).unwrap();
+        let instance = Instance {
+            metadata: Metadata {
+                instance_type: "m6i.large\u{1b}[2J".into(),
+                region: "eu-west-1".into(),
+                ..Metadata::default()
+            },
+            tags: InstanceTags::Unknown,
+            cluster: ClusterFact::from_spec(&spec.cluster),
+            source: MetadataSource::Imds,
+        };
+        let Some(TypeFact::Unknown(why)) = type_fact(&spec, &instance, None).await else {
+            panic!("a type")
+        };
+        let want = "IMDS /latest/meta-data/instance-type is `m6i.large\\u{1b}[2J`, which no EC2";
+        assert!(why.starts_with(want), "{why}");
     }
 }

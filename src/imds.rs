@@ -301,14 +301,11 @@ pub(crate) fn user_data_path() -> String {
     format!("/{API_VERSION}/user-data")
 }
 
-/// The instance's user data alone (`None`: the instance has none), under `deadline`: read before
-/// the config exists when the config is in it (`--config imds://user-data`).
-pub async fn user_data(
-    client: &ImdsClient,
-    deadline: Duration,
-) -> Result<Option<Vec<u8>>, ImdsError> {
-    match tokio::time::timeout(deadline, client.get_bytes(&user_data_path())).await {
-        Ok(r) => r.map(|b| b.map(|b| b.to_vec())),
+/// The instance's user data alone (`Absent`: the instance has none), under `deadline`: read
+/// before the config exists when the config is in it (`--config imds://user-data`).
+pub async fn user_data(client: &ImdsClient, deadline: Duration) -> Result<UserData, ImdsError> {
+    match tokio::time::timeout(deadline, user_data_bytes(client)).await {
+        Ok(r) => r,
         Err(_) => Err(deadline_error(client, deadline)),
     }
 }
@@ -324,18 +321,27 @@ fn deadline_error(client: &ImdsClient, deadline: Duration) -> ImdsError {
     }
 }
 
-/// Read everything the agent needs, concurrently, under one total deadline. `known_user_data`:
-/// the user data when it was already read (with the config), so it is not read twice.
+/// What [`fetch`] is given, and what it reads beyond what every run needs.
+#[derive(Debug, Default)]
+pub struct Ask {
+    /// The user data when it was already read (with the config in it), so that it is not read
+    /// twice; `Unknown`: read it.
+    pub user_data: UserData,
+    /// Read the VPC's CIDR blocks too: a config with a proxy puts them in NO_PROXY.
+    pub vpc_cidr_blocks: bool,
+}
+
+/// Read everything the agent needs, concurrently, under one total deadline.
 pub async fn fetch(
     client: &ImdsClient,
     deadline: Duration,
-    known_user_data: Option<Option<&[u8]>>,
+    ask: Ask,
 ) -> Result<Metadata, ImdsError> {
     if let Ok(mut last) = client.last_error.lock() {
         last.clear();
     }
     let work = async {
-        let (id, v4, v6, itype, region, az, tag_keys, lifecycle, user_data) = tokio::join!(
+        let (id, v4, v6, itype, region, az, tag_keys, lifecycle, user_data, vpc) = tokio::join!(
             client.get(&md("instance-id")),
             client.get(&md("local-ipv4")),
             client.get(&md("ipv6")),
@@ -345,9 +351,15 @@ pub async fn fetch(
             client.get(&md("tags/instance")),
             client.get(&md(crate::lifecycle::IMDS_PATH)),
             async {
-                match known_user_data {
-                    Some(known) => Ok(known.map(Bytes::copy_from_slice)),
-                    None => client.get_bytes(&user_data_path()).await,
+                match ask.user_data {
+                    UserData::Unknown => user_data_bytes(client).await,
+                    known => Ok(known),
+                }
+            },
+            async {
+                match ask.vpc_cidr_blocks {
+                    true => vpc_cidr_blocks(client).await,
+                    false => Ok(None),
                 }
             },
         );
@@ -365,15 +377,11 @@ pub async fn fetch(
             availability_zone: need(az, "placement/availability-zone")?,
             // Read as nodeadm reads it, reduced at once to what the plan needs; never kept or
             // logged (it may hold secrets such as the cluster CA).
-            user_data: match user_data? {
-                Some(b) => UserData::Bytes(b.to_vec()),
-                None => UserData::Absent,
-            },
-            // Derived from the tags, once, where they are known (gather).
+            user_data: user_data?,
+            // IMDS names no group: the group is one of the tags (`Facts::autoscaling_group`).
             autoscaling_group_name: None,
             target_lifecycle_state: lifecycle?.as_deref().and_then(crate::lifecycle::parse),
-            // Read beside this, only for a config with a proxy (gather).
-            vpc_cidr_blocks: None,
+            vpc_cidr_blocks: vpc?,
             tags,
         })
     };
@@ -381,6 +389,12 @@ pub async fn fetch(
         Ok(r) => r,
         Err(_) => Err(deadline_error(client, deadline)),
     }
+}
+
+/// The user data's bytes as they are (`Absent`: the instance has none).
+async fn user_data_bytes(client: &ImdsClient) -> Result<UserData, ImdsError> {
+    let b = client.get_bytes(&user_data_path()).await?;
+    Ok(b.map_or(UserData::Absent, |b| UserData::Bytes(b.to_vec())))
 }
 
 /// Each tag's value, for the keys IMDS listed (`None`: instance-metadata tags are off).
@@ -427,39 +441,29 @@ pub async fn region(client: &ImdsClient, deadline: Duration) -> Result<String, S
 
 /// The VPC's CIDR blocks (IPv4, then IPv6 when the VPC has any), as IMDS gives them for the
 /// primary interface (`mac`, then `network/interfaces/macs/<mac>/vpc-ipv4-cidr-blocks` and
-/// `vpc-ipv6-cidr-blocks`): read only when the config has a proxy (they go into NO_PROXY).
-/// `None` when IMDS serves no interface or no IPv4 blocks.
-pub async fn vpc_cidr_blocks(
-    client: &ImdsClient,
-    deadline: Duration,
-) -> Result<Option<Vec<String>>, ImdsError> {
-    let work = async {
-        let Some(mac) = client.get(&md("mac")).await? else {
-            return Ok(None);
-        };
-        let base = format!("network/interfaces/macs/{}", mac.trim());
-        let (v4, v6) = tokio::join!(
-            client.get(&md(&format!("{base}/vpc-ipv4-cidr-blocks"))),
-            client.get(&md(&format!("{base}/vpc-ipv6-cidr-blocks"))),
-        );
-        let Some(v4) = v4? else {
-            return Ok(None);
-        };
-        let lines = |t: &str| -> Vec<String> {
-            t.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect()
-        };
-        let mut all = lines(&v4);
-        all.extend(v6?.as_deref().map(lines).unwrap_or_default());
-        Ok(Some(all))
+/// `vpc-ipv6-cidr-blocks`). `None` when IMDS serves no interface or no IPv4 blocks.
+async fn vpc_cidr_blocks(client: &ImdsClient) -> Result<Option<Vec<String>>, ImdsError> {
+    let Some(mac) = client.get(&md("mac")).await? else {
+        return Ok(None);
     };
-    match tokio::time::timeout(deadline, work).await {
-        Ok(r) => r,
-        Err(_) => Err(deadline_error(client, deadline)),
-    }
+    let base = format!("network/interfaces/macs/{}", mac.trim());
+    let (v4, v6) = tokio::join!(
+        client.get(&md(&format!("{base}/vpc-ipv4-cidr-blocks"))),
+        client.get(&md(&format!("{base}/vpc-ipv6-cidr-blocks"))),
+    );
+    let Some(v4) = v4? else {
+        return Ok(None);
+    };
+    let lines = |t: &str| -> Vec<String> {
+        t.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let mut all = lines(&v4);
+    all.extend(v6?.as_deref().map(lines).unwrap_or_default());
+    Ok(Some(all))
 }
 
 /// Run futures concurrently and collect their outputs in order.

@@ -19,6 +19,8 @@ pub struct Metadata {
     pub instance_type: String,
     pub region: String,
     pub availability_zone: String,
+    /// The Auto Scaling group as a metadata file names it. IMDS names none: the group is one of
+    /// the instance's tags, which the facts read it from (`Facts::autoscaling_group`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling_group_name: Option<String>,
     /// The Auto Scaling target lifecycle state (`InService`, `Warmed:Stopped`, …): IMDS
@@ -66,6 +68,14 @@ impl std::fmt::Debug for UserData {
 }
 
 impl UserData {
+    /// The bytes, when read and present.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            UserData::Bytes(b) => Some(b),
+            UserData::Unknown | UserData::Absent => None,
+        }
+    }
+
     /// Read as nodeadm reads it, reduced to what the plan needs.
     pub fn fact(&self) -> UserDataFact {
         match self {

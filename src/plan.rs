@@ -57,14 +57,13 @@ impl DiscoveryView {
     fn of(facts: &Facts) -> Option<DiscoveryView> {
         let crate::discovery::Outcome::Found {
             from_cache, calls, ..
-        } = &facts.cluster.as_ref()?.outcome
+        } = &facts.cluster.outcome
         else {
             return None;
         };
         Some(DiscoveryView {
             values: facts
                 .cluster
-                .as_ref()?
                 .origins()
                 .into_iter()
                 .map(|(field, from)| ValueSource {

@@ -11,11 +11,11 @@ use crate::cli::{InitArgs, Output};
 use crate::exec::{self, Bus};
 use crate::facts::InstanceTags;
 use crate::findings::Invalid;
-use crate::gather::{self, Prefetched};
+use crate::gather::{self, ImdsRead, Prefetched};
 use crate::plan;
 use crate::report::{now_ms, Report, TaggingRecord};
 use crate::spec::{self, Spec};
-use crate::tagging::{self, Continuation};
+use crate::tagging::{self, Continuation, ReadyClient};
 use crate::{config, imds, lock, userdata};
 
 /// Load the config and check it once into a spec; every problem comes back as [`Invalid`]
@@ -83,9 +83,12 @@ async fn load_config(args: &InitArgs) -> Result<(config::Config, Prefetched)> {
                     let deadline =
                         Duration::from_millis(config::ImdsSettings::default().deadline_ms);
                     let user_data = imds::user_data(&client, deadline).await?;
-                    read.imds = Some((client, user_data));
+                    read.imds = Some(ImdsRead { client, user_data });
                 }
-                read.imds.as_ref().and_then(|(_, u)| u.clone())
+                read.imds
+                    .as_ref()
+                    .and_then(|r| r.user_data.bytes())
+                    .map(<[u8]>::to_vec)
             }
         };
         let Some(user_data) = user_data else {
@@ -127,7 +130,9 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     // The EC2 client's trust store loads while IMDS answers.
     let apply = !args.dry_run;
     let _warm = (apply && spec.tagging.enabled).then(crate::ec2::warm_up);
-    let facts = gather::facts(args.metadata.as_deref(), &spec, &args.root, read, apply).await?;
+    let instance = gather::instance(args.metadata.as_deref(), &spec, &args.root, read).await?;
+    let ec2 = ready_ec2(&spec, &instance, apply);
+    let facts = gather::facts(&spec, &args.root, instance).await;
     let plan = plan::build(&spec, &facts)?;
     print!(
         "{}",
@@ -139,7 +144,21 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     if args.dry_run {
         return Ok(());
     }
-    exec::execute(&args.root, &plan, &bus_for(args), run_lock.as_ref()).await
+    exec::execute(&args.root, &plan, &bus_for(args), run_lock.as_ref(), ec2).await
+}
+
+/// The EC2 client made ready while the node is read, planned and staged (reads only, off the
+/// path to the tag call), for a run that applies its plan and will likely tag. A dry run never
+/// tags, so it makes none: no AWS config or credentials read for a call it will not make.
+fn ready_ec2(spec: &Spec, instance: &gather::Instance, apply: bool) -> Option<ReadyClient> {
+    let region = &instance.metadata.region;
+    (apply && tagging::likely(&spec.tagging, &instance.tags)).then(|| {
+        ReadyClient::start(
+            region,
+            spec.tagging.ec2_endpoint.as_deref(),
+            spec.agent_transport(region),
+        )
+    })
 }
 
 /// The background continuation: its job as JSON on stdin; keep trying until the deadline, then
@@ -287,4 +306,35 @@ pub fn max_pods(a: &crate::cli::MaxPodsArgs) -> Result<()> {
         ),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dry run read the AWS config and the role's credentials for a tag call it never makes
+    /// (the SDK's warnings about the config file then reached standard error whenever the
+    /// process outlived that task: test-aarch64 failed on it under qemu).
+    #[tokio::test]
+    async fn a_dry_run_makes_no_ec2_client_ready_and_a_run_that_applies_does() {
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+        let c = config::parse(
+            &std::fs::read_to_string("examples/master.json").unwrap(),
+            "master.json",
+        )
+        .unwrap();
+        let (spec, findings) = spec::resolve(&c);
+        assert!(findings.is_empty());
+        let instance = gather::Instance {
+            metadata: crate::metadata::load_file(Path::new("examples/metadata.json")).unwrap(),
+            tags: InstanceTags::Unknown,
+            cluster: crate::discovery::ClusterFact::from_spec(&spec.cluster),
+            source: gather::MetadataSource::Imds,
+        };
+        for apply in [false, true] {
+            let ready = ready_ec2(&spec, &instance, apply);
+            assert_eq!(ready.is_some(), apply, "apply: {apply}");
+        }
+    }
 }

@@ -40,56 +40,59 @@ pub struct Job {
     pub transport: Option<crate::aws::Transport>,
 }
 
-/// A client made ready beside the rest of the run ([`prepare_client`]), for the job in this
-/// process that tags in that region through that endpoint.
-type ReadyClient = (String, Option<String>, tokio::task::JoinHandle<Ec2>);
-static READY: std::sync::Mutex<Option<ReadyClient>> = std::sync::Mutex::new(None);
+/// An EC2 client being made ready beside the rest of the run (its config loaded and the role's
+/// credentials resolved: reads only, changing nothing), for the tag call in its region through
+/// its endpoint. The command starts it; the executor hands it to the tagging session.
+pub struct ReadyClient {
+    region: String,
+    endpoint: Option<String>,
+    task: tokio::task::JoinHandle<Ec2>,
+}
 
-/// Held by each unit test that makes a client ready and looks at the one slot, so that two
-/// such tests in parallel do not take or replace each other's client.
-#[cfg(test)]
-pub(crate) static READY_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+impl ReadyClient {
+    /// Start making the client ready, off the path to the tag call.
+    pub fn start(
+        region: &str,
+        endpoint: Option<&str>,
+        transport: Option<crate::aws::Transport>,
+    ) -> ReadyClient {
+        let (r, e) = (region.to_string(), endpoint.map(String::from));
+        let task = tokio::spawn({
+            let (r, e) = (r.clone(), e.clone());
+            async move { Ec2::ready(&r, e.as_deref(), transport.as_ref()).await }
+        });
+        ReadyClient {
+            region: r,
+            endpoint: e,
+            task,
+        }
+    }
 
-/// Start making the EC2 client ready (its config and the role's credentials) while the node is
-/// read, planned and staged, off the path to the tag call. Reads only; changes nothing.
-pub(crate) fn prepare_client(
-    region: &str,
-    endpoint: Option<&str>,
-    transport: Option<crate::aws::Transport>,
-) {
-    let (r, e) = (region.to_string(), endpoint.map(String::from));
-    let task = tokio::spawn({
-        let (r, e) = (r.clone(), e.clone());
-        async move { Ec2::ready(&r, e.as_deref(), transport.as_ref()).await }
-    });
-    if let Ok(mut slot) = READY.lock() {
-        *slot = Some((r, e, task));
+    /// The client, when it was made for this region and endpoint (and its task did not fail).
+    async fn client_for(self, region: &str, endpoint: Option<&str>) -> Option<Ec2> {
+        if self.region != region || self.endpoint.as_deref() != endpoint {
+            return None;
+        }
+        self.task.await.ok()
     }
 }
 
-/// The client made ready for this region and endpoint, taken (once); `None` for any other.
-pub(crate) fn take_ready(
-    region: &str,
-    endpoint: Option<&str>,
-) -> Option<tokio::task::JoinHandle<Ec2>> {
-    let mut slot = READY.lock().ok()?;
-    let matches = slot
-        .as_ref()
-        .is_some_and(|(r, e, _)| r == region && e.as_deref() == endpoint);
-    matches
-        .then(|| slot.take())
-        .flatten()
-        .map(|(_, _, task)| task)
+/// Whether a run that applies its plan will likely call EC2 to tag: tagging on and the Name tag
+/// unknown or absent (when it is set, the plan tags only if its value changed; then the client
+/// is made then).
+pub fn likely(spec: &TaggingSpec, tags: &InstanceTags) -> bool {
+    spec.enabled && !matches!(tags.get(crate::aspects::name_tag::KEY), TagState::Is(_))
 }
 
 /// The client made ready for this region and endpoint, else a new one.
 async fn client(
+    ready: Option<ReadyClient>,
     region: &str,
     endpoint: Option<&str>,
     transport: Option<&crate::aws::Transport>,
 ) -> Ec2 {
-    if let Some(task) = take_ready(region, endpoint) {
-        if let Ok(ec2) = task.await {
+    if let Some(ready) = ready {
+        if let Some(ec2) = ready.client_for(region, endpoint).await {
             return ec2;
         }
     }
@@ -110,9 +113,15 @@ impl Job {
         }
     }
 
-    /// Build a client and make the tag hold the value, until `deadline`.
-    async fn run(&self, deadline: Instant) -> (Result<TagOutcome, TagError>, Calls) {
+    /// Take the client made ready (else build one) and make the tag hold the value, until
+    /// `deadline`.
+    async fn run(
+        &self,
+        ready: Option<ReadyClient>,
+        deadline: Instant,
+    ) -> (Result<TagOutcome, TagError>, Calls) {
         let mut ec2 = client(
+            ready,
             &self.region,
             self.endpoint.as_deref(),
             self.transport.as_ref(),
@@ -195,6 +204,16 @@ pub fn draw_spread(spread: Duration) -> Duration {
 /// job with a spread `delay` makes no call here at all; the background part waits the delay,
 /// so the hand-off never waits for the spread. The calls are those of finished attempts.
 pub async fn foreground(job: &Job, delay: Duration, budget: Duration) -> (Foreground, Calls) {
+    foreground_with(job, None, delay, budget).await
+}
+
+/// [`foreground`] with the client made ready for it, if any.
+async fn foreground_with(
+    job: &Job,
+    ready: Option<ReadyClient>,
+    delay: Duration,
+    budget: Duration,
+) -> (Foreground, Calls) {
     if !delay.is_zero() {
         return (
             Foreground::Pending {
@@ -205,7 +224,7 @@ pub async fn foreground(job: &Job, delay: Duration, budget: Duration) -> (Foregr
         );
     }
     let deadline = far(budget);
-    match tokio::time::timeout_at(deadline, job.run(deadline)).await {
+    match tokio::time::timeout_at(deadline, job.run(ready, deadline)).await {
         Ok((Ok(o), calls)) => (Foreground::Done(o), calls),
         Ok((Err(TagError::Deadline { .. }), calls)) => (
             Foreground::Pending {
@@ -231,9 +250,19 @@ pub async fn background(
     initial_delay: Duration,
     deadline: Duration,
 ) -> (Result<TagOutcome, TagError>, Calls) {
+    background_with(job, None, initial_delay, deadline).await
+}
+
+/// [`background`] with the client made ready for it, if any.
+async fn background_with(
+    job: &Job,
+    ready: Option<ReadyClient>,
+    initial_delay: Duration,
+    deadline: Duration,
+) -> (Result<TagOutcome, TagError>, Calls) {
     let end = far(deadline);
     tokio::time::sleep(initial_delay).await;
-    job.run(end).await
+    job.run(ready, end).await
 }
 
 /// `now + d`, saturating far in the future instead of overflowing.
@@ -265,8 +294,9 @@ enum TagTask {
 
 impl Session {
     /// Start the plan's tag step, if it has one: its spread drawn, then the foreground part
-    /// under the sync budget, or, for a required tag, the whole job.
-    pub fn start(plan: &Plan) -> Option<Session> {
+    /// under the sync budget, or, for a required tag, the whole job; with `ready`, the client
+    /// the command made ready for it.
+    pub fn start(plan: &Plan, ready: Option<ReadyClient>) -> Option<Session> {
         let (job, policy) = plan.steps.iter().find_map(|s| match s {
             Step::Tag {
                 instance_id,
@@ -295,13 +325,13 @@ impl Session {
             let deadline = policy.background_deadline;
             // A required tag is worth the wait: the spread delay is waited out here.
             TagTask::Required(tokio::spawn(async move {
-                background(&j, delay, deadline).await
+                background_with(&j, ready, delay, deadline).await
             }))
         } else {
             let budget = policy.sync_budget;
-            TagTask::Foreground(tokio::spawn(
-                async move { foreground(&j, delay, budget).await },
-            ))
+            TagTask::Foreground(tokio::spawn(async move {
+                foreground_with(&j, ready, delay, budget).await
+            }))
         };
         Some(Session { job, policy, task })
     }
@@ -449,18 +479,47 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_client_made_ready_is_taken_once_and_only_for_its_region_and_endpoint() {
-        let _one_at_a_time = READY_TESTS.lock().await;
+    async fn a_client_made_ready_is_taken_only_for_its_region_and_endpoint() {
         // Static credentials: the default chain stops at the environment, never asks IMDS.
         std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
         std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
         let ep = Some("http://127.0.0.1:9");
-        prepare_client("eu-west-1", ep, None);
-        assert!(take_ready("us-east-1", ep).is_none(), "another region");
-        assert!(take_ready("eu-west-1", None).is_none(), "another endpoint");
-        let task = take_ready("eu-west-1", ep).expect("the client made ready");
-        let ec2 = task.await.expect("made ready without a call");
+        let ready = || ReadyClient::start("eu-west-1", ep, None);
+        assert!(
+            ready().client_for("us-east-1", ep).await.is_none(),
+            "another region"
+        );
+        assert!(
+            ready().client_for("eu-west-1", None).await.is_none(),
+            "another endpoint"
+        );
+        let ec2 = ready().client_for("eu-west-1", ep).await;
+        let ec2 = ec2.expect("made ready without a call");
         assert_eq!(ec2.calls, Calls::default());
-        assert!(take_ready("eu-west-1", ep).is_none(), "taken once");
+    }
+
+    #[test]
+    fn a_client_is_made_ready_only_when_the_run_will_likely_tag() {
+        let on = crate::spec::TaggingSpec {
+            enabled: true,
+            required: false,
+            sync_budget: Duration::from_secs(3),
+            background_deadline: Duration::from_secs(600),
+            spread: Duration::ZERO,
+            ec2_endpoint: None,
+        };
+        let off = crate::spec::TaggingSpec {
+            enabled: false,
+            ..on.clone()
+        };
+        let named = InstanceTags::Known([("Name".into(), "n".into())].into());
+        let unnamed = InstanceTags::Known(Default::default());
+        assert!(likely(&on, &InstanceTags::Unknown));
+        assert!(likely(&on, &unnamed));
+        assert!(
+            !likely(&on, &named),
+            "set: the plan tags only if it changed"
+        );
+        assert!(!likely(&off, &InstanceTags::Unknown));
     }
 }

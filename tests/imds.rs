@@ -5,7 +5,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::imds_server::{ImdsServer, State};
-use eks_nodeinit::imds::{fetch, ImdsClient, ImdsError};
+use eks_nodeinit::imds::{fetch, Ask, ImdsClient, ImdsError};
+use eks_nodeinit::metadata::UserData;
 
 fn client(s: &ImdsServer) -> ImdsClient {
     ImdsClient::new(&s.url(), false).unwrap()
@@ -15,14 +16,16 @@ fn client(s: &ImdsServer) -> ImdsClient {
 async fn reads_everything_with_one_token() {
     let s = ImdsServer::start();
     let c = client(&s);
-    let md = fetch(&c, Duration::from_secs(5), None).await.unwrap();
+    let md = fetch(&c, Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
     assert_eq!(md.private_ipv4.as_deref(), Some("10.0.12.34"));
     assert_eq!(md.ipv6, None, "404 is absent, not an error");
     assert_eq!(md.instance_type, "m6i.large");
     assert_eq!(md.region, "eu-west-1");
     assert_eq!(md.availability_zone, "eu-west-1a");
-    // The ASG name is derived from the tags once, by gathering, not by the fetcher.
+    // IMDS names no group: the group is one of the tags (`Facts::autoscaling_group`).
     assert_eq!(md.autoscaling_group_name, None);
     assert_eq!(
         md.tags.as_ref().unwrap()["aws:autoscaling:groupName"],
@@ -57,7 +60,7 @@ async fn tags_off_and_ipv6_only() {
         st.data.insert(k.into(), v.into());
     }
     let s = ImdsServer::start_with(st);
-    let md = fetch(&client(&s), Duration::from_secs(5), None)
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
         .await
         .unwrap();
     assert_eq!(md.tags, None);
@@ -73,7 +76,7 @@ async fn tags_off_and_ipv6_only() {
 async fn expired_token_is_refreshed_once() {
     let s = ImdsServer::start();
     s.state.lock().unwrap().expire_tokens_after_gets = Some(1);
-    let md = fetch(&client(&s), Duration::from_secs(5), None)
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
         .await
         .unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
@@ -86,7 +89,7 @@ async fn expired_token_is_refreshed_once() {
 async fn server_errors_are_retried() {
     let s = ImdsServer::start();
     s.state.lock().unwrap().fail_first = 3;
-    let md = fetch(&client(&s), Duration::from_secs(5), None)
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
         .await
         .unwrap();
     assert_eq!(md.region, "eu-west-1");
@@ -100,7 +103,7 @@ async fn slow_server_hits_the_total_deadline() {
     let s = ImdsServer::start();
     s.state.lock().unwrap().delay = Duration::from_secs(3);
     let t = Instant::now();
-    let e = fetch(&client(&s), Duration::from_millis(1500), None)
+    let e = fetch(&client(&s), Duration::from_millis(1500), Ask::default())
         .await
         .unwrap_err();
     let took = t.elapsed();
@@ -122,7 +125,9 @@ async fn refused_connection_fails_fast_off_ec2() {
         .port();
     let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), false).unwrap();
     let t = Instant::now();
-    let e = fetch(&c, Duration::from_secs(10), None).await.unwrap_err();
+    let e = fetch(&c, Duration::from_secs(10), Ask::default())
+        .await
+        .unwrap_err();
     let took = t.elapsed();
     assert!(matches!(e, ImdsError::Unreachable { .. }), "{e}");
     assert!(
@@ -182,7 +187,7 @@ async fn imdsv1_only_when_the_config_opts_in() {
         st.v1_allowed = true;
     }
     // Default: IMDSv2 only, and the refusal says how to opt in.
-    let e = fetch(&client(&s), Duration::from_secs(5), None)
+    let e = fetch(&client(&s), Duration::from_secs(5), Ask::default())
         .await
         .unwrap_err();
     assert!(
@@ -197,7 +202,9 @@ async fn imdsv1_only_when_the_config_opts_in() {
     );
     // Opted in: tokenless reads.
     let v1 = ImdsClient::new(&s.url(), true).unwrap();
-    let md = fetch(&v1, Duration::from_secs(5), None).await.unwrap();
+    let md = fetch(&v1, Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
     assert_eq!(s.state.lock().unwrap().gets, 11);
 }
@@ -301,7 +308,7 @@ async fn the_target_lifecycle_state_is_read_with_the_rest_and_checked() {
         "autoscaling/target-lifecycle-state".into(),
         "Warmed:Stopped".into(),
     );
-    let md = fetch(&client(&s), Duration::from_secs(5), None)
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
         .await
         .unwrap();
     assert_eq!(md.target_lifecycle_state.as_deref(), Some("Warmed:Stopped"));
@@ -312,7 +319,7 @@ async fn the_target_lifecycle_state_is_read_with_the_rest_and_checked() {
         "autoscaling/target-lifecycle-state".into(),
         "Warmed Stopped\u{1b}[2J".into(),
     );
-    let md = fetch(&client(&s), Duration::from_secs(5), None)
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
         .await
         .unwrap();
     let kept = md.target_lifecycle_state.unwrap();
@@ -321,4 +328,46 @@ async fn the_target_lifecycle_state_is_read_with_the_rest_and_checked() {
         eks_nodeinit::lifecycle::meaning(&kept),
         eks_nodeinit::lifecycle::Meaning::Unknown
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_asked_is_read_in_the_same_pass_and_what_is_known_is_not_read_again() {
+    let s = ImdsServer::start();
+    {
+        let mut st = s.state.lock().unwrap();
+        st.user_data = Some(b"#!/bin/bash\n".to_vec());
+        for (k, v) in [
+            ("mac", "0e:00:00:00:00:01"),
+            (
+                "network/interfaces/macs/0e:00:00:00:00:01/vpc-ipv4-cidr-blocks",
+                "10.0.0.0/16\n10.1.0.0/16",
+            ),
+        ] {
+            st.data.insert(k.into(), v.into());
+        }
+    }
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.vpc_cidr_blocks, None, "not asked: not read");
+    assert_eq!(md.user_data, UserData::Bytes(b"#!/bin/bash\n".to_vec()));
+    let reads = |s: &ImdsServer, end: &str| {
+        let st = s.state.lock().unwrap();
+        st.paths.iter().filter(|p| p.ends_with(end)).count()
+    };
+    assert_eq!(reads(&s, "/mac"), 0);
+    let ask = Ask {
+        user_data: UserData::Absent,
+        vpc_cidr_blocks: true,
+    };
+    let md = fetch(&client(&s), Duration::from_secs(5), ask)
+        .await
+        .unwrap();
+    assert_eq!(
+        md.vpc_cidr_blocks,
+        Some(vec!["10.0.0.0/16".to_string(), "10.1.0.0/16".to_string()])
+    );
+    assert_eq!(md.user_data, UserData::Absent, "as known, not read again");
+    assert_eq!(reads(&s, "/user-data"), 1, "read by the first fetch only");
+    assert_eq!(reads(&s, "/mac"), 1);
 }

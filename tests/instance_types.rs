@@ -7,8 +7,7 @@ mod common;
 
 use common::*;
 use eks_nodeinit::fsutil::FileFact;
-use eks_nodeinit::gather::beyond_table;
-use eks_nodeinit::metadata::Metadata;
+use eks_nodeinit::gather::{beyond_table, TypeLookup, TYPE_LOOKUP_DEADLINE};
 use eks_nodeinit::podcap::{cache, TypeFact, TypeInfo, TypeSource};
 
 #[test]
@@ -23,21 +22,17 @@ fn describe_instance_types_answers_what_the_table_lacks_once() {
         return;
     };
     ec2_server::use_test_credentials();
-    let spec = spec_of(&serde_json::json!({
-        "cluster": {"name": "c"},
-        "tagging": {"ec2Endpoint": moto.url, "syncBudgetMs": 10000},
-        "kubelet": {"maxPods": {}}
-    }));
-    let md = |t: &str| Metadata {
-        instance_type: t.into(),
+    let how = TypeLookup {
         region: "us-east-1".into(),
-        ..Metadata::default()
+        endpoint: Some(moto.url.clone()),
+        deadline: TYPE_LOOKUP_DEADLINE,
+        transport: None,
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let why = "not in the table";
 
     // Two network cards of 8 ENIs each: the default card's 8.
-    let got = rt.block_on(beyond_table(&spec, &md("c6in.32xlarge"), None, why));
+    let got = rt.block_on(beyond_table(&how, "c6in.32xlarge", None, why));
     let want = TypeInfo {
         enis: 8,
         ipv4_per_eni: 50,
@@ -56,12 +51,7 @@ fn describe_instance_types_answers_what_the_table_lacks_once() {
         mode: Some(0o644),
         link: None,
     };
-    let got = rt.block_on(beyond_table(
-        &spec,
-        &md("c6in.32xlarge"),
-        Some(&cached),
-        why,
-    ));
+    let got = rt.block_on(beyond_table(&how, "c6in.32xlarge", Some(&cached), why));
     assert_eq!(
         got,
         TypeFact::Known {
@@ -71,8 +61,7 @@ fn describe_instance_types_answers_what_the_table_lacks_once() {
     );
 
     // A type EC2 does not know.
-    let TypeFact::Unknown(m) =
-        rt.block_on(beyond_table(&spec, &md("zz9.mega"), Some(&cached), why))
+    let TypeFact::Unknown(m) = rt.block_on(beyond_table(&how, "zz9.mega", Some(&cached), why))
     else {
         panic!("zz9.mega is known")
     };
@@ -112,9 +101,4 @@ fn describe_instance_types_answers_what_the_table_lacks_once() {
         calls[0]
     );
     assert!(calls[1].contains("InstanceType.1=zz9.mega"), "{}", calls[1]);
-}
-
-fn spec_of(v: &serde_json::Value) -> eks_nodeinit::spec::Spec {
-    eks_nodeinit::spec::from_config(&eks_nodeinit::config::parse(&v.to_string(), "t").unwrap())
-        .unwrap()
 }

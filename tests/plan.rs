@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use eks_nodeinit::aspects::{logind, nodeconfig, sysctls};
 use eks_nodeinit::config::parse;
+use eks_nodeinit::discovery::ClusterFact;
 use eks_nodeinit::facts::{Facts, Family, FamilyError, FileFact, InstanceTags, TagState};
+use eks_nodeinit::findings::Invalid;
 use eks_nodeinit::metadata::Metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
@@ -102,8 +104,22 @@ fn steps(p: &Plan) -> Vec<String> {
     p.steps.iter().map(Step::describe).collect()
 }
 
+/// `f` with the cluster as the config `s` gives it (nothing looked up).
+fn configured(s: &Spec, f: &Facts) -> Facts {
+    let cluster = ClusterFact::from_spec(&s.cluster);
+    Facts {
+        cluster,
+        ..f.clone()
+    }
+}
+
+fn build(s: &Spec, f: &Facts) -> Result<Plan, Invalid> {
+    plan::build(s, &configured(s, f))
+}
+
 fn errors(s: &Spec, f: &Facts) -> Vec<String> {
-    plan::findings(s, f).iter().map(|x| x.to_string()).collect()
+    let e = plan::findings(s, &configured(s, f));
+    e.iter().map(ToString::to_string).collect()
 }
 
 const CLUSTER_TAG: (&str, &str) = ("kubernetes.io/cluster/prod", "owned");
@@ -112,12 +128,12 @@ const CLUSTER_TAG: (&str, &str) = ("kubernetes.io/cluster/prod", "owned");
 fn name_tag_change_noop_and_unknown() {
     let s = spec(|_| {});
     // Change: the Name differs.
-    let p = plan::build(&s, &al2023(&[CLUSTER_TAG, ("Name", "old")])).unwrap();
+    let p = build(&s, &al2023(&[CLUSTER_TAG, ("Name", "old")])).unwrap();
     assert!(
         matches!(&p.steps[0], Step::Tag { value, current: TagState::Is(c), .. } if value == "g-10x0x12x34" && c == "old")
     );
     // No-op: it already holds the value.
-    let p = plan::build(&s, &al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")])).unwrap();
+    let p = build(&s, &al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")])).unwrap();
     assert!(
         !p.steps.iter().any(|x| matches!(x, Step::Tag { .. })),
         "{:?}",
@@ -127,7 +143,7 @@ fn name_tag_change_noop_and_unknown() {
     // Unknown tags: a tag step that reads first, and no cluster-tag warning (cannot tell).
     let mut f = al2023(&[]);
     f.tags = InstanceTags::Unknown;
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert!(matches!(
         &p.steps[0],
         Step::Tag {
@@ -145,7 +161,7 @@ fn name_tag_change_noop_and_unknown() {
         "{e:?}"
     );
     // Missing cluster tag: a warning, the node would not join.
-    let p = plan::build(&spec(|_| {}), &al2023(&[])).unwrap();
+    let p = build(&spec(|_| {}), &al2023(&[])).unwrap();
     assert!(
         p.warnings[0].contains("no `kubernetes.io/cluster/prod` tag"),
         "{:?}",
@@ -159,7 +175,7 @@ fn sysctls_change_noop_unreadable_and_protected() {
     let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
     f.sysctls
         .insert("fs.inotify.max_user_watches".into(), Ok("8192".into()));
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert_eq!(
         steps(&p)[..2],
         [
@@ -179,7 +195,7 @@ fn sysctls_change_noop_unreadable_and_protected() {
         sysctls::PERSIST_PATH.into(),
         file(&sysctls::persisted_content(&wanted)),
     );
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert!(
         !steps(&p).iter().any(|x| x.contains("sysctl")),
         "{:?}",
@@ -233,7 +249,7 @@ fn kubelet_config_change_noop_kept_and_malformed() {
     let s = spec(|v| {
         v["kubelet"] = json!({"shutdownGracePeriod": "90s", "imageGCHighThresholdPercent": 90})
     });
-    let p = plan::build(&s, &al2("{\n  \"a\": 1\n}\n")).unwrap();
+    let p = build(&s, &al2("{\n  \"a\": 1\n}\n")).unwrap();
     let Step::File(eks_nodeinit::step::File { new, backup, .. }) = &p.steps[0] else {
         panic!("{:?}", steps(&p))
     };
@@ -244,14 +260,14 @@ fn kubelet_config_change_noop_kept_and_malformed() {
     );
     // No-op: the values are there (1m30s is 90s).
     let done = "{\"shutdownGracePeriod\": \"1m30s\", \"imageGCHighThresholdPercent\": 90}";
-    let p = plan::build(&s, &al2(done)).unwrap();
+    let p = build(&s, &al2(done)).unwrap();
     assert!(
         !steps(&p).iter().any(|x| x.contains("kubelet-config")),
         "{:?}",
         steps(&p)
     );
     // Kept: the operator's value stays, with a warning.
-    let p = plan::build(&s, &al2("{\"shutdownGracePeriod\": \"2m\"}")).unwrap();
+    let p = build(&s, &al2("{\"shutdownGracePeriod\": \"2m\"}")).unwrap();
     assert!(
         p.warnings
             .iter()
@@ -271,7 +287,7 @@ fn kubelet_config_change_noop_kept_and_malformed() {
 #[test]
 fn logind_change_noop_and_later_dropin() {
     let s = spec(|v| v["kubelet"] = json!({"shutdownGracePeriod": "90s"}));
-    let p = plan::build(&s, &al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")])).unwrap();
+    let p = build(&s, &al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")])).unwrap();
     assert_eq!(
         steps(&p)[..2],
         [
@@ -292,7 +308,7 @@ fn logind_change_noop_and_later_dropin() {
         logind::DROPIN_PATH.into(),
         file(&logind::dropin_content(90)),
     );
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert!(
         !steps(&p).iter().any(|x| x.contains("logind")),
         "{:?}",
@@ -305,7 +321,7 @@ fn logind_change_noop_and_later_dropin() {
         run.join("zz-late.conf"),
         file("[Login]\nInhibitDelayMaxSec=5\n"),
     );
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert!(
         p.warnings
             .iter()
@@ -322,7 +338,7 @@ fn handoffs_per_family_and_undetected_family() {
         v["taints"] = json!(["dedicated=infra:NoSchedule"]);
     });
     // AL2: exec with argv, the CA a secret.
-    let p = plan::build(&s, &al2("{}")).unwrap();
+    let p = build(&s, &al2("{}")).unwrap();
     let Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv })) = p.steps.last() else {
         panic!("{:?}", steps(&p))
     };
@@ -332,7 +348,7 @@ fn handoffs_per_family_and_undetected_family() {
     assert!(!p.to_text().contains("c2VjcmV0"));
     // AL2023: the drop-in, then nodeadm; no-op when it is already there.
     let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert_eq!(
         steps(&p),
         [
@@ -340,16 +356,16 @@ fn handoffs_per_family_and_undetected_family() {
             "nodeadm reads /etc/eks/nodeadm.d/10-eks-nodeinit.json"
         ]
     );
-    f.files
-        .insert(nodeconfig::DROPIN.into(), file(&nodeconfig::text(&s, &f)));
-    let p = plan::build(&s, &f).unwrap();
+    let text = nodeconfig::text(&s, &configured(&s, &f));
+    f.files.insert(nodeconfig::DROPIN.into(), file(&text));
+    let p = build(&s, &f).unwrap();
     assert_eq!(p.changes(), 0);
     // No NodeConfig in the user data, no nodeadm: warnings. Nodeadm passes over the user data,
     // so the drop-in alone must give the cluster fields (this config has no endpoint or CIDR),
     // and the config phase must read the drop-in directory (the package's unit drop-in).
     f.user_data = user_data("#!/bin/sh\n");
     f.exists.clear();
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert_eq!(p.warnings.len(), 3, "{:?}", p.warnings);
     assert!(
         p.warnings[0].contains("the drop-in has no cluster apiServerEndpoint, cidr"),
@@ -382,7 +398,7 @@ fn an_ipv6_service_cidr_goes_to_bootstrap_sh_as_ipv6() {
     // Passed as --service-ipv4-cidr, bootstrap.sh derived the DNS address
     // `fd00:10:96::/112.10`; as --service-ipv6-cidr with --ip-family ipv6 it derives fd00:10:96::a.
     let s = spec(|v| v["cluster"]["cidr"] = "fd00:10:96::/112".into());
-    let p = plan::build(&s, &al2("{}")).unwrap();
+    let p = build(&s, &al2("{}")).unwrap();
     let Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv })) = p.steps.last() else {
         panic!("{:?}", steps(&p))
     };
@@ -396,7 +412,7 @@ fn an_ipv6_service_cidr_goes_to_bootstrap_sh_as_ipv6() {
     );
     assert!(!argv.iter().any(|a| a == "--service-ipv4-cidr"));
     let s = spec(|v| v["cluster"]["cidr"] = "10.100.0.0/16".into());
-    let p = plan::build(&s, &al2("{}")).unwrap();
+    let p = build(&s, &al2("{}")).unwrap();
     let Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv })) = p.steps.last() else {
         panic!()
     };
@@ -443,7 +459,7 @@ fn an_older_bootstrap_sh_gets_the_dns_address_instead_of_the_cidr_flag() {
         .collect();
     let old = bootstrap_standin(&before_2264, "");
     let s = spec(|v| v["cluster"]["cidr"] = "10.100.0.0/16".into());
-    let argv = exec_argv(&plan::build(&s, &al2_with("{}", &old)).unwrap());
+    let argv = exec_argv(&build(&s, &al2_with("{}", &old)).unwrap());
     assert!(
         argv.windows(2)
             .any(|w| w == ["--dns-cluster-ip", "10.100.0.10"]),
@@ -455,7 +471,7 @@ fn an_older_bootstrap_sh_gets_the_dns_address_instead_of_the_cidr_flag() {
         v["cluster"]["cidr"] = "10.100.0.0/16".into();
         v["handoff"] = json!({"extraBootstrapArgs": ["--dns-cluster-ip", "10.100.0.53"]});
     });
-    let argv = exec_argv(&plan::build(&s2, &al2_with("{}", &old)).unwrap());
+    let argv = exec_argv(&build(&s2, &al2_with("{}", &old)).unwrap());
     assert_eq!(argv.iter().filter(|a| *a == "--dns-cluster-ip").count(), 1);
     assert!(argv
         .windows(2)
@@ -511,7 +527,7 @@ fn extra_bootstrap_args_are_read_as_the_node_script_reads_them() {
         .collect();
     let e = errors(&s, &al2_with("{}", &bootstrap_standin(&no_disks, "")));
     assert!(e[0].starts_with("handoff.extraBootstrapArgs[0]: `--local-disks` is not an option of /etc/eks/bootstrap.sh"), "{e:?}");
-    assert!(plan::build(&s, &al2("{}")).is_ok());
+    assert!(build(&s, &al2("{}")).is_ok());
 }
 
 #[test]
@@ -582,7 +598,7 @@ fn user_data_taints_are_carried_into_the_one_register_with_taints() {
     let f = al2023_with_user_data(&nodeconfig_part(&[
         "--register-with-taints=team=a:NoSchedule,gpu:NoExecute",
     ]));
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert_eq!(
         dropin_flags(&p),
         [
@@ -603,7 +619,7 @@ fn user_data_taints_are_carried_into_the_one_register_with_taints() {
         "      - --v=2\n",
         "      - --v=2\n    config:\n      registerWithTaints:\n        - {key: team, value: b, effect: NoExecute}\n",
     );
-    let p = plan::build(&s, &al2023_with_user_data(&ud)).unwrap();
+    let p = build(&s, &al2023_with_user_data(&ud)).unwrap();
     assert_eq!(
         dropin_flags(&p)[1],
         "--register-with-taints=team=b:NoExecute,dedicated=infra:NoSchedule"
@@ -621,7 +637,7 @@ fn the_same_user_data_taint_is_carried_once() {
         "--register-with-taints",
         "dedicated=infra:NoSchedule,a:NoSchedule",
     ]));
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     assert_eq!(
         dropin_flags(&p)[1],
         "--register-with-taints=dedicated=infra:NoSchedule,a:NoSchedule,b:NoExecute"
@@ -641,12 +657,12 @@ fn conflicting_or_invalid_user_data_taints_are_findings() {
         e[0].starts_with("taints: taint `dedicated:NoSchedule` is given different values by the user data (kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data) and by the config"),
         "{e:?}"
     );
-    assert!(plan::build(&s, &f).is_err(), "nothing is planned");
+    assert!(build(&s, &f).is_err(), "nothing is planned");
     // The same key with another effect is another taint.
     let f = al2023_with_user_data(&nodeconfig_part(&[
         "--register-with-taints=dedicated=batch:NoExecute",
     ]));
-    assert!(plan::build(&s, &f).is_ok());
+    assert!(build(&s, &f).is_ok());
     // A user-data taint kubelet refuses: a finding that does not echo it.
     let f = al2023_with_user_data(&nodeconfig_part(&[
         "--register-with-taints=ok:NoSchedule,secret-looking-value:Never",
@@ -672,7 +688,7 @@ fn conflicting_or_invalid_user_data_taints_are_findings() {
         "{e:?}"
     );
     let none = spec(|v| v["taints"] = json!([]));
-    let p = plan::build(&none, &al2023_with_user_data(&broken)).unwrap();
+    let p = build(&none, &al2023_with_user_data(&broken)).unwrap();
     assert!(
         p.warnings[0].starts_with("nodeadm cannot read the instance's user data: MIME part 2"),
         "{:?}",
@@ -686,7 +702,7 @@ fn conflicting_or_invalid_user_data_taints_are_findings() {
     );
     // A gzip error is fatal to nodeadm (the gzip magic, then junk; base64 as EC2 may carry it).
     let gzip_magic = "H4tub3QgZ3ppcA==";
-    let p = plan::build(&none, &al2023_with_user_data(gzip_magic)).unwrap();
+    let p = build(&none, &al2023_with_user_data(gzip_magic)).unwrap();
     assert!(
         p.warnings[0].contains("nodeadm fails on it in both phases"),
         "{:?}",
@@ -700,7 +716,7 @@ fn without_agent_taints_the_user_data_taints_stand() {
     let f = al2023_with_user_data(&nodeconfig_part(&[
         "--register-with-taints=team=a:NoSchedule",
     ]));
-    let p = plan::build(&s, &f).unwrap();
+    let p = build(&s, &f).unwrap();
     let flags = dropin_flags(&p);
     assert!(
         !flags
@@ -712,7 +728,7 @@ fn without_agent_taints_the_user_data_taints_stand() {
     // With no NodeConfig or no taints in the user data, the agent's taints go alone, as before.
     let s = spec(|v| v["taints"] = json!(["dedicated=infra:NoSchedule"]));
     for ud in ["#!/bin/sh\n".to_string(), nodeconfig_part(&[])] {
-        let p = plan::build(&s, &al2023_with_user_data(&ud)).unwrap();
+        let p = build(&s, &al2023_with_user_data(&ud)).unwrap();
         assert_eq!(
             dropin_flags(&p)[1],
             "--register-with-taints=dedicated=infra:NoSchedule"

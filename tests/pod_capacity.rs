@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use eks_nodeinit::podcap::{self, table, Ceiling, Cni, Mode};
 
 /// The embedded table read by this test's own parser: (type, ENIs, IPv4 per ENI).
@@ -286,6 +288,21 @@ fn the_generator_rebuilds_the_embedded_table_from_describe_instance_types() {
     );
 }
 
+/// `init --dry-run` with this metadata file and config, EC2 at `ec2` (the SDK's endpoint, as
+/// DescribeInstanceTypes has no setting of its own).
+fn dry_run_with_ec2(ec2: &str, md: &Path, cfg: &Path, root: &Path) -> std::process::Output {
+    common::run(
+        common::cmd()
+            .env("AWS_ENDPOINT_URL_EC2", ec2)
+            .args(["init", "--dry-run", "--metadata"])
+            .arg(md)
+            .arg("--config")
+            .arg(cfg)
+            .arg("--root")
+            .arg(root),
+    )
+}
+
 /// Through the binary on moto (its requests recorded): a computed max pods for a type the
 /// table lacks asks EC2 once and, EC2 not knowing it either, is a finding naming the type; a
 /// fixed max pods never asks (the type's numbers would only feed a warning).
@@ -330,11 +347,13 @@ fn only_a_computed_max_pods_asks_ec2_for_a_type_the_table_lacks() {
     };
     for (max_pods, want_calls) in [(serde_json::json!(20), 0), (serde_json::json!({}), 1)] {
         let cfg = common::config_with(root.path(), "c.json", |v| {
-            v["tagging"] = serde_json::json!({"enabled": false, "ec2Endpoint": moto.url});
+            // Tagging's EC2 endpoint is tagging's alone: this one is never used.
+            v["tagging"] =
+                serde_json::json!({"enabled": false, "ec2Endpoint": "http://127.0.0.1:9"});
             v["kubelet"]["maxPods"] = max_pods.clone();
         });
         let before = calls();
-        let out = common::init_with(root.path(), &cfg, &md, &["--dry-run"]);
+        let out = dry_run_with_ec2(&moto.url, &md, &cfg, root.path());
         assert_eq!(calls() - before, want_calls, "maxPods {max_pods}");
         if want_calls == 0 {
             assert!(out.status.success(), "{out:?}");
@@ -349,4 +368,45 @@ fn only_a_computed_max_pods_asks_ec2_for_a_type_the_table_lacks() {
             );
         }
     }
+}
+
+/// An instance type no EC2 type can be (a typo in a metadata file) is refused by its grammar at
+/// once, as a finding naming the metadata field with the value escaped and cut: never asked of
+/// EC2 (it was, with retries until the deadline).
+#[test]
+fn an_instance_type_no_ec2_type_can_be_is_refused_before_any_call() {
+    use common::ec2_server::{Ec2Server, Ec2State};
+    let ec2 = Ec2Server::start(Ec2State::default());
+    let root = common::sample_root("al2023-root");
+    let md = root.path().join("md.json");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false});
+        v["kubelet"]["maxPods"] = serde_json::json!({});
+    });
+    let long = format!("*{}", "m".repeat(300));
+    for (bad, shown) in [
+        ("*m6i.large\r", "`*m6i.large\\r`".to_string()),
+        (
+            long.as_str(),
+            format!("`*{}…(301 characters)`", "m".repeat(119)),
+        ),
+    ] {
+        std::fs::write(
+            &md,
+            serde_json::json!({"instanceId": "i-1", "privateIpv4": "10.0.0.1",
+                "instanceType": bad, "region": "us-east-1", "availabilityZone": "us-east-1a"})
+            .to_string(),
+        )
+        .unwrap();
+        let out = dry_run_with_ec2(&ec2.url(), &md, &cfg, root.path());
+        assert_eq!(out.status.code(), Some(3));
+        let err = common::stderr(&out);
+        let field = format!("instanceType in the metadata file {}", md.display());
+        assert!(
+            err.contains(&format!("kubelet.maxPods: {field} is {shown}")) && !err.contains('\r'),
+            "{err}"
+        );
+    }
+    let calls = ec2.state.lock().unwrap().calls.len();
+    assert_eq!(calls, 0, "nothing asked of EC2");
 }

@@ -59,7 +59,7 @@ fn plan(i: &Input, out: &mut Out) {
     let argv = checked_argv(i, &mut f);
     if let Some(argv) = argv.filter(|_| super::warm_pool::held(spec, facts).is_none()) {
         out.secrets
-            .extend(facts.cluster(spec).certificate_authority.iter().cloned());
+            .extend(facts.cluster.certificate_authority.iter().cloned());
         out.steps.push(Step::Handoff(Handoff::Exec { argv }));
     }
     out.findings.0.extend(f.0);
@@ -174,7 +174,7 @@ fn checked_argv(i: &Input, f: &mut Findings) -> Option<Vec<String>> {
 fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<String>> {
     let (spec, facts) = (i.spec, i.facts);
     // The config's values with what discovery found.
-    let c = facts.cluster(spec);
+    let c = &facts.cluster;
     let mut a = Argv {
         words: vec![
             under(&facts.root, &spec.bootstrap.path)
@@ -185,7 +185,7 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
         missing: Vec::new(),
         g,
     };
-    a.cluster(&c, spec);
+    a.cluster(c, spec);
     a.opt(
         "--container-runtime",
         &spec.cluster.container_runtime,
@@ -353,8 +353,14 @@ mod tests {
 
     const SCRIPT: &str = include_str!("../../examples/al2-root/etc/eks/bootstrap.sh");
 
+    /// An AL2 node with the config's cluster values (every config here names `prod` alone).
+    fn node() -> crate::facts::FactsBuilder {
+        let cluster = crate::discovery::ClusterFact::from_spec(&spec(CONFIG).cluster);
+        Facts::builder(Family::Al2).cluster(cluster)
+    }
+
     fn al2(handoff: HandoffState) -> Facts {
-        Facts::builder(Family::Al2)
+        node()
             .file("/etc/eks/bootstrap.sh", SCRIPT)
             .executable("/etc/eks/bootstrap.sh", true)
             .handoff(handoff)
@@ -392,16 +398,16 @@ mod tests {
 
     /// An m6i.large (2 vCPUs, Nitro) whose numbers are known, with this bootstrap.sh.
     fn sized(script: &str) -> Facts {
-        use crate::podcap::{node, TypeFact, TypeInfo, TypeSource};
-        Facts::builder(Family::Al2)
+        use crate::podcap::{node as files, TypeFact, TypeInfo, TypeSource};
+        node()
             .file("/etc/eks/bootstrap.sh", script)
             .executable("/etc/eks/bootstrap.sh", true)
             .instance(crate::metadata::Metadata {
                 instance_type: "m6i.large".into(),
                 ..Default::default()
             })
-            .file(node::CPU_ONLINE, "0-1")
-            .file(node::SYS_VENDOR, "Amazon EC2")
+            .file(files::CPU_ONLINE, "0-1")
+            .file(files::SYS_VENDOR, "Amazon EC2")
             .type_info(TypeFact::Known {
                 info: TypeInfo {
                     enis: 3,

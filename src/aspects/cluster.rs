@@ -20,8 +20,7 @@ fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
-    let c = facts.cluster(spec);
-    let c = c.as_ref();
+    let c = &facts.cluster;
     out.secrets.extend(c.certificate_authority.iter().cloned());
     match &c.outcome {
         Outcome::NotAsked => {}
@@ -63,7 +62,10 @@ mod tests {
     #[test]
     fn the_configs_values_alone_plan_nothing_but_keep_the_ca_secret() {
         let s = spec(r#"{"cluster":{"name":"c","certificateAuthority":"Q0E="}}"#);
-        let out = run(&ASPECT, &s, &Facts::builder(Family::Al2).build());
+        let facts = Facts::builder(Family::Al2)
+            .cluster(ClusterFact::from_spec(&s.cluster))
+            .build();
+        let out = run(&ASPECT, &s, &facts);
         assert!(out.steps.is_empty() && out.findings.is_empty());
         assert_eq!(out.secrets, ["Q0E="]);
     }

@@ -54,7 +54,7 @@ fn job(spec: &Spec, md: &Metadata, hook: &str, facts: &Facts) -> Result<LaunchHo
     };
     Ok(LaunchHookJob {
         hook: hook.to_string(),
-        group: md.autoscaling_group_name.clone(),
+        group: facts.autoscaling_group().map(String::from),
         instance_id: md.instance_id.clone(),
         region: md.region.clone(),
         state: state.to_string(),

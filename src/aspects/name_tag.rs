@@ -21,11 +21,10 @@ pub(crate) const TAG_VALUE_MAX: usize = 256;
 
 fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
 
-/// The Name tag value: `<group>-<IPv4 with dots as x>` (IPv6-only: colons as x).
+/// The Name tag value: `<group>-<IPv4 with dots as x>` (IPv6-only: colons as x); `group` is
+/// `nodeGroup.name`, else the instance's Auto Scaling group ([`crate::facts::Facts::autoscaling_group`]).
 pub fn value(group: Option<&str>, md: &Metadata) -> Result<String, String> {
-    let group = group
-        .or(md.autoscaling_group_name.as_deref())
-        .ok_or_else(|| {
+    let group = group.ok_or_else(|| {
             "no node group name: set nodeGroup.name, or turn on instance-metadata tags so the ASG name (aws:autoscaling:groupName) is visible".to_string()
         })?;
     let ip = match (&md.private_ipv4, &md.ipv6) {
@@ -58,7 +57,12 @@ fn plan(i: &Input, out: &mut Out) {
         return; // checking a config without an instance: nothing to tag
     };
     if spec.name_tag.enabled {
-        match value(spec.name_tag.group.as_deref(), md) {
+        let group = spec
+            .name_tag
+            .group
+            .as_deref()
+            .or_else(|| facts.autoscaling_group());
+        match value(group, md) {
             Ok(value) => match facts.tags.get(KEY) {
                 TagState::Is(cur) if cur == value => {
                     out.tag_in_place = Some((KEY.into(), value));
@@ -91,6 +95,7 @@ fn plan(i: &Input, out: &mut Out) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::Facts;
 
     fn md() -> Metadata {
         Metadata {
@@ -107,10 +112,14 @@ mod tests {
     #[test]
     fn name_from_group_or_asg() {
         assert_eq!(value(Some("scaler"), &md()).unwrap(), "scaler-10x0x12x34");
-        assert_eq!(value(None, &md()).unwrap(), "asg-a-10x0x12x34");
+        let facts = Facts::builder(Family::Al2).instance(md()).build();
+        let asg = facts.autoscaling_group();
+        assert_eq!(value(asg, &md()).unwrap(), "asg-a-10x0x12x34");
         let mut m = md();
         m.autoscaling_group_name = None;
-        assert!(value(None, &m).unwrap_err().contains("nodeGroup.name"));
+        let facts = Facts::builder(Family::Al2).instance(m.clone()).build();
+        let asg = facts.autoscaling_group();
+        assert!(value(asg, &m).unwrap_err().contains("nodeGroup.name"));
     }
 
     #[test]

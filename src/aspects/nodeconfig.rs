@@ -78,13 +78,13 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     };
     out.secrets
-        .extend(facts.cluster(spec).certificate_authority.iter().cloned());
+        .extend(facts.cluster.certificate_authority.iter().cloned());
     // The one --register-with-taints: the user data's taints, then the config's.
     let kubelet = KubeletIntent {
         taints: taints.all.clone(),
         ..i.kubelet.clone()
     };
-    let new = render(&facts.cluster(spec), &kubelet);
+    let new = render(&facts.cluster, &kubelet);
     let purpose = "nodeadm NodeConfig drop-in";
     out.file_from(old, DROPIN, purpose, new, Mode::Keep(0o600));
     let config_unit_reads_dropins = CONFIG_UNIT_DROPINS
@@ -122,8 +122,7 @@ fn user_data_warnings(
         // nodeadm passes over user data without a NodeConfig when another source follows it
         // (internal/configprovider/chain.go): then the drop-in alone must satisfy its validation.
         UserDataFact::Read(Err(UserDataError::NoNodeConfig(why))) => {
-            let cluster = facts.cluster(spec);
-            let missing = missing_cluster_fields(&cluster);
+            let missing = missing_cluster_fields(&facts.cluster);
             if !missing.is_empty() {
                 out.warnings.push(format!(
                     "the instance's user data holds no NodeConfig ({why}) and the drop-in has no cluster {}: nodeadm requires all four cluster fields and fails unless another file in /etc/eks/nodeadm.d gives them; set them in the config or look them up with cluster.discovery",
@@ -305,7 +304,7 @@ pub fn document(cluster: &ClusterFact, kubelet: &KubeletIntent) -> Value {
 /// carry): what a converged node holds.
 pub fn text(spec: &Spec, facts: &Facts) -> String {
     let kubelet = crate::kubelet::intent(spec, facts, &mut Findings::default());
-    render(&facts.cluster(spec), &kubelet)
+    render(&facts.cluster, &kubelet)
 }
 
 /// The drop-in's bytes.
@@ -322,8 +321,13 @@ mod tests {
 
     const CONFIG: &str = r#"{"cluster":{"name":"prod","apiServerEndpoint":"https://k.example","certificateAuthority":"Q0E=","cidr":"10.100.0.0/16"},"labels":{"team":"a"},"kubelet":{"shutdownGracePeriod":"90s"}}"#;
 
+    /// An AL2023 node with the config's cluster values (nothing looked up).
+    fn al2023() -> crate::facts::FactsBuilder {
+        Facts::builder(Family::Al2023).cluster(ClusterFact::from_spec(&spec(CONFIG).cluster))
+    }
+
     fn node() -> crate::facts::FactsBuilder {
-        Facts::builder(Family::Al2023)
+        al2023()
             .exists("/usr/bin/nodeadm", true)
             .exists(CONFIG_UNIT_DROPINS[0], true)
     }
@@ -376,7 +380,7 @@ mod tests {
 
     #[test]
     fn without_nodeadm_nothing_reads_the_dropin() {
-        let facts = Facts::builder(Family::Al2023).absent([DROPIN]).build();
+        let facts = al2023().absent([DROPIN]).build();
         let out = run(&ASPECT, &spec(CONFIG), &facts);
         assert!(out
             .warnings

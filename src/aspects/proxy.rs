@@ -136,7 +136,7 @@ fn no_proxy(i: &Input, p: &ProxySpec, out: &mut Out) -> Vec<String> {
             Vec::new()
         }
     };
-    let cluster = i.facts.cluster(i.spec);
+    let cluster = &i.facts.cluster;
     let cidr = cluster.cidr.as_ref().map(|c| c.text.clone());
     if cidr.is_none() {
         out.warnings.push("proxy: the cluster's service CIDR is not known (cluster.cidr, or discovery): NO_PROXY lacks it; add it to proxy.noProxy".into());

@@ -428,7 +428,7 @@ pub struct TaggingSettings {
     /// How long a background continuation keeps retrying, in seconds.
     #[serde(default = "default_background_deadline_sec")]
     pub background_deadline_sec: u64,
-    /// EC2 API endpoint override (else `AWS_ENDPOINT_URL_EC2` / the SDK default).
+    /// The tagging calls' EC2 endpoint (else `AWS_ENDPOINT_URL_EC2` / the SDK default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ec2_endpoint: Option<String>,
     /// Spread the first CreateTags call over a random delay in `[0, spreadSec]`. For fleets

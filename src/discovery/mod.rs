@@ -162,7 +162,7 @@ pub struct ClusterFact {
 
 impl ClusterFact {
     /// The config's values alone.
-    pub(crate) fn from_spec(c: &spec::ClusterSpec) -> ClusterFact {
+    pub fn from_spec(c: &spec::ClusterSpec) -> ClusterFact {
         ClusterFact {
             name: c.name.clone(),
             api_server_endpoint: c.api_server_endpoint.clone(),

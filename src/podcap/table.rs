@@ -85,6 +85,19 @@ pub fn lookup(instance_type: &str) -> Option<TypeInfo> {
         .map(|(_, info)| info)
 }
 
+/// Whether `instance_type` is a name EC2 could give a type: a family, a dot, a size, each of
+/// lowercase letters, digits and hyphens (`m6i.large`, `u-6tb1.metal`, `x8i.metal-48xl`).
+pub fn well_formed(instance_type: &str) -> bool {
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    instance_type
+        .split_once('.')
+        .is_some_and(|(family, size)| part(family) && part(size))
+}
+
 /// How many types the table holds.
 pub fn len() -> usize {
     TABLE.lines().count()
@@ -108,6 +121,27 @@ mod tests {
             })
         );
         assert_eq!(lookup("m5.huge"), None);
+    }
+
+    #[test]
+    fn every_type_of_the_table_is_well_formed_and_typos_are_not() {
+        for t in parse(TABLE).keys() {
+            assert!(well_formed(t), "{t}");
+        }
+        for bad in [
+            "*m6i.large",
+            "m6i",
+            "m6i.",
+            ".large",
+            "m6i.large.x",
+            "M6i.large",
+            "m6i large",
+            "m6i.large\n",
+            "m6i_x.large",
+            "",
+        ] {
+            assert!(!well_formed(bad), "{bad:?}");
+        }
     }
 
     #[test]

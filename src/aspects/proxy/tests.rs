@@ -18,6 +18,12 @@ fn md(vpc: Option<Vec<String>>) -> Metadata {
     }
 }
 
+/// A node of `family` with this config's cluster values (nothing looked up).
+fn node(config: &str, family: Family) -> crate::facts::FactsBuilder {
+    let cluster = crate::discovery::ClusterFact::from_spec(&spec(config).cluster);
+    Facts::builder(family).cluster(cluster)
+}
+
 fn all_files(config: &str, family: Family) -> Vec<String> {
     let mut f = vec![ENV_FILE.to_string()];
     f.extend(units(&spec(config), family).into_iter().map(dropin));
@@ -45,7 +51,7 @@ fn the_credentials_go_to_one_0600_file_each_unit_gets_a_drop_in_then_one_reload(
             vec!["containerd", "kubelet", "nodeadm-config", "nodeadm-run"],
         ),
     ] {
-        let facts = Facts::builder(family)
+        let facts = node(CONFIG, family)
             .instance(md(Some(vec!["10.0.0.0/16".into()])))
             .absent(all_files(CONFIG, family))
             .build();
@@ -107,13 +113,13 @@ fn the_credentials_go_to_one_0600_file_each_unit_gets_a_drop_in_then_one_reload(
 
 #[test]
 fn a_second_run_plans_nothing_and_a_rotated_password_is_redacted_in_the_diff() {
-    let first = Facts::builder(Family::Al2023)
+    let first = node(CONFIG, Family::Al2023)
         .instance(md(Some(vec!["10.0.0.0/16".into()])))
         .absent(all_files(CONFIG, Family::Al2023))
         .build();
     let out = run(&ASPECT, &spec(CONFIG), &first);
     let written = files(&out);
-    let mut b = Facts::builder(Family::Al2023).instance(md(Some(vec!["10.0.0.0/16".into()])));
+    let mut b = node(CONFIG, Family::Al2023).instance(md(Some(vec!["10.0.0.0/16".into()])));
     for (p, mode, new) in &written {
         b = b.file_fact(
             p.clone(),
@@ -142,7 +148,7 @@ fn a_second_run_plans_nothing_and_a_rotated_password_is_redacted_in_the_diff() {
 
 #[test]
 fn a_readable_file_in_the_way_of_credentials_is_a_finding() {
-    let facts = Facts::builder(Family::Al2)
+    let facts = node(CONFIG, Family::Al2)
         .instance(md(Some(vec![])))
         .absent(all_files(CONFIG, Family::Al2))
         .file(ENV_FILE, "X=1\n")
@@ -158,7 +164,7 @@ fn a_readable_file_in_the_way_of_credentials_is_a_finding() {
     );
     // Without credentials there is no env file, and a 0644 drop-in is as the agent writes it.
     let plain = r#"{"cluster": {"name": "c"}, "proxy": {"https": "http://p.corp:3128"}}"#;
-    let facts = Facts::builder(Family::Al2)
+    let facts = node(plain, Family::Al2)
         .instance(md(Some(vec![])))
         .absent(all_files(plain, Family::Al2))
         .file(dropin("kubelet.service"), "[Service]\n")
@@ -171,7 +177,7 @@ fn a_readable_file_in_the_way_of_credentials_is_a_finding() {
 #[test]
 fn unknown_vpc_blocks_and_service_cidr_are_warnings() {
     let config = r#"{"cluster": {"name": "c"}, "proxy": {"http": "http://p.corp:3128"}}"#;
-    let facts = Facts::builder(Family::Al2023)
+    let facts = node(config, Family::Al2023)
         .instance(md(None))
         .absent(all_files(config, Family::Al2023))
         .build();
@@ -195,7 +201,7 @@ fn no_proxy_section_plans_and_reads_nothing() {
 #[test]
 fn the_launch_hook_unit_gets_the_proxy_too() {
     let config = r#"{"cluster": {"name": "c"}, "lifecycle": {"completeLaunchHook": "h"}, "proxy": {"https": "http://p:1"}}"#;
-    let facts = Facts::builder(Family::Al2023)
+    let facts = node(config, Family::Al2023)
         .instance(md(Some(vec![])))
         .absent(all_files(config, Family::Al2023))
         .build();
