@@ -22,6 +22,7 @@ pub mod facts;
 pub mod findings;
 pub mod fsutil;
 pub mod gather;
+pub mod handoff;
 pub mod imds;
 pub mod k8s;
 pub mod kubelet;

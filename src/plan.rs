@@ -105,12 +105,13 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
     if let Err(e) = &facts.family {
         out.findings.push("handoff.mode", e.to_string());
     }
-    let kubelet = crate::kubelet::intent(spec, facts, &mut out.findings);
-    out.warnings.extend(kubelet.warnings.iter().cloned());
+    let handoff = crate::handoff::intent(spec, facts, &mut out.findings);
+    out.warnings
+        .extend(handoff.kubelet.warnings.iter().cloned());
     let input = Input {
         spec,
         facts,
-        kubelet: &kubelet,
+        handoff: &handoff,
     };
     for aspect in REGISTRY {
         let before = out.steps.len();
@@ -146,7 +147,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         steps: out.steps,
         warnings: out.warnings,
         discovery: DiscoveryView::of(facts),
-        pod_capacity: kubelet.pod_capacity,
+        pod_capacity: handoff.kubelet.pod_capacity,
         tag_in_place: out.tag_in_place,
         secrets: {
             // Several aspects carry the CA: each secret once.

@@ -9,6 +9,7 @@
 //! reads them from the node's own script ([`crate::bootstrap_sh`]) and refuses, before any change, an
 //! argv that script would not read exactly as meant.
 
+use crate::config::{LocalStorageSettings, LocalStorageStrategy};
 use std::collections::BTreeSet;
 
 use crate::bootstrap_sh::REWRITTEN_KEYS;
@@ -59,7 +60,7 @@ fn plan(i: &Input, out: &mut Out) {
     let argv = checked_argv(i, &mut f);
     if let Some(argv) = argv.filter(|_| super::warm_pool::held(spec, facts).is_none()) {
         out.secrets
-            .extend(facts.cluster.certificate_authority.iter().cloned());
+            .extend(i.handoff.cluster.certificate_authority.iter().cloned());
         out.steps.push(Step::Handoff(Handoff::Exec { argv }));
     }
     out.findings.0.extend(f.0);
@@ -174,7 +175,7 @@ fn checked_argv(i: &Input, f: &mut Findings) -> Option<Vec<String>> {
 fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<String>> {
     let (spec, facts) = (i.spec, i.facts);
     // The config's values with what discovery found.
-    let c = &facts.cluster;
+    let c = &i.handoff.cluster;
     let mut a = Argv {
         words: vec![
             under(&facts.root, &spec.bootstrap.path)
@@ -193,11 +194,19 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
     );
     // What bootstrap.sh would rewrite in kubelet-config.json goes as kubelet flags, and with
     // max pods set, bootstrap.sh is told not to set its own.
-    let (_, config_flags) = i.kubelet.split_as_flags(&REWRITTEN_KEYS);
-    if i.kubelet.config.iter().any(|(k, _)| *k == "maxPods") {
+    let (_, config_flags) = i.handoff.kubelet.split_as_flags(&REWRITTEN_KEYS);
+    if i.handoff
+        .kubelet
+        .config
+        .iter()
+        .any(|(k, _)| *k == "maxPods")
+    {
         a.opt("--use-max-pods", "false", "kubelet.maxPods");
     }
-    let flags = i.kubelet.kubelet_flags_with(&config_flags);
+    if let Some(ls) = &i.handoff.local_storage {
+        a.local_disks(ls, f);
+    }
+    let flags = i.handoff.kubelet.kubelet_flags_with(&config_flags);
     if !flags.is_empty() {
         a.opt(
             "--kubelet-extra-args",
@@ -237,6 +246,31 @@ impl Argv<'_> {
         } else {
             self.missing.push((field.to_string(), o.to_string()));
         }
+    }
+
+    /// The instance store as bootstrap.sh's `setup-local-disks` takes it: `raid0` or `mount`;
+    /// what only nodeadm does (RAID-10, a mount path, disabled mounts) is a finding.
+    fn local_disks(&mut self, ls: &LocalStorageSettings, f: &mut Findings) {
+        let value = match ls.strategy {
+            LocalStorageStrategy::Raid0 => "raid0",
+            LocalStorageStrategy::Mount => "mount",
+            LocalStorageStrategy::Raid10 => {
+                f.push("localStorage.strategy", "RAID10 is nodeadm's (AL2023): bootstrap.sh's --local-disks takes raid0 or mount");
+                return;
+            }
+        };
+        for (set, field) in [
+            (ls.mount_path.is_some(), "localStorage.mountPath"),
+            (
+                !ls.disabled_mounts.is_empty(),
+                "localStorage.disabledMounts",
+            ),
+        ] {
+            if set {
+                f.push(field, "nodeadm's (AL2023): bootstrap.sh's --local-disks takes the strategy alone; leave it out on AL2");
+            }
+        }
+        self.opt("--local-disks", value, "localStorage.strategy");
     }
 
     /// The cluster's CA, endpoint and service CIDR (or the DNS address derived from it).
@@ -377,6 +411,32 @@ mod tests {
     }
 
     const CONFIG: &str = r#"{"cluster":{"name":"prod"},"labels":{"team":"a"}}"#;
+
+    #[test]
+    fn local_storage_goes_as_local_disks_and_nodeadms_own_options_are_findings() {
+        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID0"}}"#;
+        let out = run(&ASPECT, &spec(c), &al2(HandoffState::None));
+        let Step::Handoff(Handoff::Exec { argv }) = &out.steps[0] else {
+            panic!("{:?} {:?}", out.steps, out.findings)
+        };
+        assert!(
+            argv.windows(2).any(|w| w == ["--local-disks", "raid0"]),
+            "{argv:?}"
+        );
+        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID10","mountPath":"/data","disabledMounts":["PodLogs"]}}"#;
+        let out = run(&ASPECT, &spec(c), &al2(HandoffState::None));
+        let fields: Vec<String> = out.findings.0.iter().map(|f| f.to_string()).collect();
+        assert!(
+            fields[0].starts_with("localStorage.strategy: RAID10 is nodeadm's"),
+            "{fields:?}"
+        );
+        assert!(out.steps.is_empty(), "{:?}", out.steps);
+        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"Mount","mountPath":"/data"}}"#;
+        let out = run(&ASPECT, &spec(c), &al2(HandoffState::None));
+        assert!(out.findings.0[0]
+            .to_string()
+            .starts_with("localStorage.mountPath: nodeadm's"));
+    }
 
     #[test]
     fn hands_off_with_the_kubelet_flags_as_one_word() {

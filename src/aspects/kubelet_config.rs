@@ -102,7 +102,7 @@ fn plan(i: &Input, out: &mut Out) {
     }
     let k = &spec.kubelet;
     // bootstrap.sh rewrites some keys on every run: those go to the kubelet as flags instead.
-    let (config, _) = i.kubelet.split_as_flags(&REWRITTEN_KEYS);
+    let (config, _) = i.handoff.kubelet.split_as_flags(&REWRITTEN_KEYS);
     let file = match config_file(spec, facts) {
         Ok(Some(f)) => f,
         Ok(None) => {

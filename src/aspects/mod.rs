@@ -7,7 +7,7 @@
 pub(crate) use crate::facts::Reads;
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
-use crate::kubelet::KubeletIntent;
+use crate::handoff::HandoffIntent;
 use crate::spec::Spec;
 use crate::step::{File, Mode, Step};
 
@@ -35,12 +35,12 @@ pub(crate) struct Aspect {
     pub plan: fn(&Input, &mut Out),
 }
 
-/// What an aspect plans from: the checked config, the world as read, and the kubelet intent
+/// What an aspect plans from: the checked config, the world as read, and the hand-off intent
 /// built from both once.
 pub(crate) struct Input<'a> {
     pub spec: &'a Spec,
     pub facts: &'a Facts,
-    pub kubelet: &'a KubeletIntent,
+    pub handoff: &'a HandoffIntent,
 }
 
 /// The aspects, in the order their steps run.
@@ -119,15 +119,15 @@ pub(crate) mod testing {
         crate::spec::from_config(&crate::config::parse(config, "t.json").unwrap()).unwrap()
     }
 
-    /// What `aspect` plans for `spec` on a node with these facts (the kubelet intent built as
+    /// What `aspect` plans for `spec` on a node with these facts (the hand-off intent built as
     /// the plan builds it).
     pub fn run(aspect: &Aspect, spec: &Spec, facts: &Facts) -> Out {
         let mut out = Out::default();
-        let kubelet = crate::kubelet::intent(spec, facts, &mut out.findings);
+        let handoff = crate::handoff::intent(spec, facts, &mut out.findings);
         let input = Input {
             spec,
             facts,
-            kubelet: &kubelet,
+            handoff: &handoff,
         };
         (aspect.plan)(&input, &mut out);
         out

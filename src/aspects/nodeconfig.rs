@@ -15,6 +15,7 @@ use serde_json::{json, Map, Value};
 use crate::discovery::ClusterFact;
 use crate::facts::{Facts, Family};
 use crate::findings::Findings;
+use crate::handoff::HandoffIntent;
 use crate::k8s::Taint;
 use crate::kubelet::KubeletIntent;
 use crate::spec::Spec;
@@ -74,17 +75,20 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     };
     let user_data = &facts.user_data;
-    let Some(taints) = taints(&i.kubelet.taints, user_data, &mut out.findings) else {
+    let Some(taints) = taints(&i.handoff.kubelet.taints, user_data, &mut out.findings) else {
         return;
     };
     out.secrets
-        .extend(facts.cluster.certificate_authority.iter().cloned());
+        .extend(i.handoff.cluster.certificate_authority.iter().cloned());
     // The one --register-with-taints: the user data's taints, then the config's.
-    let kubelet = KubeletIntent {
-        taints: taints.all.clone(),
-        ..i.kubelet.clone()
+    let intent = HandoffIntent {
+        kubelet: KubeletIntent {
+            taints: taints.all.clone(),
+            ..i.handoff.kubelet.clone()
+        },
+        ..i.handoff.clone()
     };
-    let new = render(&facts.cluster, &kubelet);
+    let new = render(&intent);
     let purpose = "nodeadm NodeConfig drop-in";
     out.file_from(old, DROPIN, purpose, new, Mode::Keep(0o600));
     let config_unit_reads_dropins = CONFIG_UNIT_DROPINS
@@ -267,8 +271,25 @@ fn add(
 
 /// The NodeConfig document: the cluster block from `cluster` (the config's values with what
 /// discovery found), the kubelet intent as `kubelet.config` and `kubelet.flags`.
-pub fn document(cluster: &ClusterFact, kubelet: &KubeletIntent) -> Value {
-    let c = cluster;
+pub fn document(h: &HandoffIntent) -> Value {
+    let mut spec_doc = Map::new();
+    spec_doc.insert("cluster".into(), Value::Object(cluster_doc(&h.cluster)));
+    let k = kubelet_doc(&h.kubelet);
+    if !k.is_empty() {
+        spec_doc.insert("kubelet".into(), Value::Object(k));
+    }
+    if let Some(ls) = &h.local_storage {
+        spec_doc.insert("instance".into(), json!({ "localStorage": ls }));
+    }
+    json!({
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": Value::Object(spec_doc),
+    })
+}
+
+/// `spec.cluster`: the four fields nodeadm requires, as far as they are known.
+fn cluster_doc(c: &ClusterFact) -> Map<String, Value> {
     let mut cluster = Map::new();
     cluster.insert("name".into(), json!(c.name));
     if let Some(v) = &c.api_server_endpoint {
@@ -280,6 +301,11 @@ pub fn document(cluster: &ClusterFact, kubelet: &KubeletIntent) -> Value {
     if let Some(v) = &c.cidr {
         cluster.insert("cidr".into(), json!(v.text));
     }
+    cluster
+}
+
+/// `spec.kubelet`: `config` deep-merged by nodeadm over its own, `flags` appended.
+fn kubelet_doc(kubelet: &KubeletIntent) -> Map<String, Value> {
     let mut k = Map::new();
     if !kubelet.config.is_empty() {
         k.insert("config".into(), Value::Object(kubelet.config_object()));
@@ -288,28 +314,22 @@ pub fn document(cluster: &ClusterFact, kubelet: &KubeletIntent) -> Value {
     if !flags.is_empty() {
         k.insert("flags".into(), json!(flags));
     }
-    let mut spec_doc = Map::new();
-    spec_doc.insert("cluster".into(), Value::Object(cluster));
-    if !k.is_empty() {
-        spec_doc.insert("kubelet".into(), Value::Object(k));
-    }
-    json!({
-        "apiVersion": "node.eks.aws/v1alpha1",
-        "kind": "NodeConfig",
-        "spec": Value::Object(spec_doc),
-    })
+    k
 }
 
 /// The drop-in for this spec on this node with the config's taints alone (no user data to
 /// carry): what a converged node holds.
 pub fn text(spec: &Spec, facts: &Facts) -> String {
-    let kubelet = crate::kubelet::intent(spec, facts, &mut Findings::default());
-    render(&facts.cluster, &kubelet)
+    render(&crate::handoff::intent(
+        spec,
+        facts,
+        &mut Findings::default(),
+    ))
 }
 
 /// The drop-in's bytes.
-fn render(cluster: &ClusterFact, kubelet: &KubeletIntent) -> String {
-    let mut s = serde_json::to_string_pretty(&document(cluster, kubelet)).unwrap_or_default();
+fn render(h: &HandoffIntent) -> String {
+    let mut s = serde_json::to_string_pretty(&document(h)).unwrap_or_default();
     s.push('\n');
     s
 }
@@ -330,6 +350,20 @@ mod tests {
         al2023()
             .exists("/usr/bin/nodeadm", true)
             .exists(CONFIG_UNIT_DROPINS[0], true)
+    }
+
+    #[test]
+    fn local_storage_goes_as_nodeadms_instance_local_storage() {
+        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID10","mountPath":"/data","disabledMounts":["PodLogs"]}}"#;
+        let out = run(&ASPECT, &spec(c), &node().absent([DROPIN]).build());
+        let Step::File(f) = &out.steps[0] else {
+            panic!("{:?}", out.steps)
+        };
+        let doc: Value = serde_json::from_str(&f.new).unwrap();
+        assert_eq!(
+            doc["spec"]["instance"],
+            serde_json::json!({"localStorage": {"strategy": "RAID10", "mountPath": "/data", "disabledMounts": ["PodLogs"]}})
+        );
     }
 
     #[test]

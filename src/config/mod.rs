@@ -7,6 +7,7 @@
 
 mod kernel;
 mod lifecycle;
+mod local_storage;
 mod proxy;
 mod registries;
 mod schema;
@@ -22,6 +23,7 @@ use crate::text::{escaped, printable, serde_message};
 
 pub use kernel::KernelSettings;
 pub use lifecycle::{LifecycleSettings, WarmPool};
+pub use local_storage::{DisabledMount, LocalStorageSettings, LocalStorageStrategy};
 pub use proxy::ProxySettings;
 pub use registries::{MirrorDetail, RegistrySettings};
 pub use trust::TrustSettings;
@@ -103,6 +105,9 @@ pub struct Config {
     /// Kernel modules loaded now and at every boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelSettings>,
+    /// The instance store's NVMe disks, set up by the hand-off target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_storage: Option<LocalStorageSettings>,
 }
 
 /// Versions of the config document this agent reads.

@@ -9,6 +9,7 @@ pub mod bootstrap;
 pub mod discovery;
 pub mod kernel;
 pub mod kubelet;
+mod local_storage;
 pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
@@ -53,6 +54,8 @@ pub struct Spec {
     pub trust: Option<trust::TrustSpec>,
     /// Kernel modules loaded now and at every boot (`kernel`).
     pub kernel: Option<kernel::KernelSpec>,
+    /// The instance store's disks, set up by the hand-off target (`localStorage`).
+    pub local_storage: Option<crate::config::LocalStorageSettings>,
 }
 
 impl Spec {
@@ -147,6 +150,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         proxy: proxy::spec(c.proxy.as_ref(), &mut f),
         trust: trust::spec(c.trust.as_ref(), &mut f),
         kernel: kernel::spec(c.kernel.as_ref(), &mut f),
+        local_storage: local_storage::spec(c.local_storage.as_ref(), &mut f),
     };
     (spec, f)
 }
