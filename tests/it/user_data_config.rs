@@ -2,7 +2,7 @@
 //! or the whole user data as the JSON config), read once through the strict IMDSv2 server or
 //! from a `--metadata` file; several `--config` sources; exit 4 when none holds a config.
 
-mod common;
+use crate::common;
 
 use common::imds_server::ImdsServer;
 use common::{cmd, run, sample_root, snapshot, stderr, stdout};

@@ -3,7 +3,7 @@
 //! over every type in the embedded table, the calculator's own upstream cases, and bootstrap.sh's
 //! reservation.
 
-mod common;
+use crate::common;
 
 use eks_nodeinit::podcap::{self, table, Ceiling, Cni, Mode};
 

@@ -3,7 +3,7 @@
 //! types, symbolic links, a lock path that is a directory). Each is a named error, and the
 //! node's files are byte-identical afterwards (only the run lock and the report may appear).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

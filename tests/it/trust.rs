@@ -5,7 +5,7 @@
 //! trusts it, the CA lands in the root's anchors, the rebuilt bundle holds it (openssl verifies
 //! the server certificate against that bundle), and a rerun plans nothing.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

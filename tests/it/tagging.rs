@@ -1,7 +1,7 @@
 //! Tagging against a local EC2 Query API server that scripts the failures moto cannot produce:
 //! throttling, AccessDenied, eventual consistency; and the background continuation.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

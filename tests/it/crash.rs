@@ -25,7 +25,7 @@
 //! Without strace the tests skip with a note, and fail when `CI` is set. `CRASH_SEED` repeats a
 //! run's random moments; `CRASH_MOMENTS` sets how many (default 100 per family).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;

@@ -3,7 +3,7 @@
 //! once, the other run is refused at the lock or sees the per-boot marker, and the node's files
 //! equal those of a single run.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

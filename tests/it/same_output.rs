@@ -10,7 +10,7 @@
 //! file under the root (times in milliseconds since the epoch masked), the recorded
 //! bootstrap.sh argv.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

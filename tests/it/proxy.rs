@@ -8,7 +8,7 @@
 //! environment file (0600); systemd is told to reload once; the credentials show nowhere; a rerun
 //! plans nothing.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

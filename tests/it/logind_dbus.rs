@@ -3,7 +3,7 @@
 //! `Manager.RestartUnit` (which makes the logind side re-read its drop-ins from the node root)
 //! and login1's `InhibitDelayMaxUSec` property.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,6 @@
 //! The IMDSv2 client against a server that behaves like the real one, with faults.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -212,7 +212,9 @@ fn al2023_user_data_without_a_nodeconfig_is_warned_about() {
         ),
         (None, true),
         (
-            Some(include_str!("../examples/cloud-init/al2023-userdata.mime")),
+            Some(include_str!(
+                "../../examples/cloud-init/al2023-userdata.mime"
+            )),
             false,
         ),
     ] {

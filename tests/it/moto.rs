@@ -2,7 +2,7 @@
 //! run-instances instance gets its Name; DescribeTags shows it; a second run makes no
 //! CreateTags call.
 
-mod common;
+use crate::common;
 
 use common::*;
 

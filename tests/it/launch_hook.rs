@@ -5,7 +5,7 @@
 //! a job; `complete-hook` waits for kubelet to be active in service, then completes the hook
 //! exactly once with CONTINUE; in a warm pool it completes it once the node is prepared.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

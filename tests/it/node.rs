@@ -1,7 +1,7 @@
 //! The agent against sample node roots: dry-run, apply, a second run, operator values,
 //! malformed input, the lock, and both hand-offs.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! The validation table: every rule, with good and bad cases, checked through the public API.
 
-mod common;
+use crate::common;
 
 use eks_nodeinit::aspects::sysctls::check_key as check_sysctl_key;
 use eks_nodeinit::config::parse;

@@ -3,7 +3,7 @@
 //! per ENI, one call per type, none when the node's cache holds the answer, and a type EC2 does
 //! not know said so. One test in this binary: it sets the SDK's credentials in the environment.
 
-mod common;
+use crate::common;
 
 use common::*;
 use eks_nodeinit::fsutil::FileFact;

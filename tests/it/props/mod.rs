@@ -5,11 +5,11 @@
 //! validation, kubelet's self-label rule, the config's documented checks — never by calling the
 //! function under test.
 //!
-//! `cargo test --test props` is the smoke run CI makes (part of `make test`, about a minute in
+//! `cargo test --test it props::` is the smoke run CI makes (part of `make test`, about a minute in
 //! debug); `make fuzz` is the long run (release, `PROPTEST_CASES` cases per target). Each target
 //! prints how many inputs it ran and how many were accepted and refused (`--nocapture`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

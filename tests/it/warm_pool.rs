@@ -3,7 +3,7 @@
 //! NodeConfig drop-in complete but nodeadm-run held on AL2023), no first-boot marker in that
 //! boot, and exactly one hand-off in the boot after the start into service.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -6,7 +6,7 @@
 //! wrote beside the hosts.toml; the registry itself is trusted through its own CA; without the
 //! agent's files both pulls fail.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -14,7 +14,7 @@ use eks_nodeinit::step::NodeadmHandoff;
 use eks_nodeinit::userdata::UserDataFact;
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::{bootstrap_standin, BOOTSTRAP_OPTIONS};
 
 fn spec(edit: impl FnOnce(&mut serde_json::Value)) -> Spec {

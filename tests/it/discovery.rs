@@ -3,7 +3,7 @@
 //! answers a real PEM CA, throttles and denies as scripted), checked, cached and handed off.
 //! Every test also checks that the CA appears nowhere in stdout, stderr, the plan or the report.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

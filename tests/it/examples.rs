@@ -3,7 +3,7 @@
 //! the JSON files, the JSON embedded in the cloud-init user data, and the cloud-config's
 //! write_files content. The schema itself must match the Rust types.
 
-mod common;
+use crate::common;
 
 use common::*;
 
@@ -112,7 +112,7 @@ fn the_schema_matches_the_types() {
     }
     assert!(
         std::fs::read_to_string(&path).unwrap() == want,
-        "docs/config.schema.json is stale: regenerate with `UPDATE_GOLDEN=1 cargo test --test examples`"
+        "docs/config.schema.json is stale: regenerate with `UPDATE_GOLDEN=1 cargo test --test it examples::`"
     );
 }
 

@@ -2,7 +2,7 @@
 //! log), colour on a terminal unless NO_COLOR, sd-daemon priority prefixes when standard error
 //! is the journal stream that JOURNAL_STREAM names, and only then.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

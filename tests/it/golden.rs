@@ -1,7 +1,7 @@
 //! Golden plans for both hand-offs, from the real AL2 kubelet config in examples/al2-root.
-//! Regenerate with `UPDATE_GOLDEN=1 cargo test --test golden` and review the diff.
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test --test it golden::` and review the diff.
 
-mod common;
+use crate::common;
 
 use common::*;
 
