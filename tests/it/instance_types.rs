@@ -1,7 +1,8 @@
 //! A type the embedded table lacks is asked of EC2 (moto's DescribeInstanceTypes, started here
 //! on 127.0.0.1, its requests recorded): the default network card's ENIs and the IPv4 addresses
 //! per ENI, one call per type, none when the node's cache holds the answer, and a type EC2 does
-//! not know said so. One test in this binary: it sets the SDK's credentials in the environment.
+//! not know said so. The SDK's credentials are the test ones the binary sets before `main`
+//! (tests/it/main.rs).
 
 use crate::common;
 
@@ -22,7 +23,6 @@ fn describe_instance_types_answers_what_the_table_lacks_once() {
     ]) else {
         return;
     };
-    ec2_server::use_test_credentials();
     let spec = spec_of(&serde_json::json!({
         "cluster": {"name": "c"},
         "tagging": {"ec2Endpoint": moto.url, "syncBudgetMs": 10000},

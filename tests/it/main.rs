@@ -29,3 +29,16 @@ mod trust;
 mod user_data_config;
 mod validation;
 mod warm_pool;
+
+/// The AWS SDK's test credentials (and no IMDS, no profile files) for the suites' in-process
+/// clients (tagging, instance_types), set before `main` while the process has one thread: a
+/// change to the environment races with every thread that reads it through the C library
+/// (`getenv` in name resolution, for one), and the suites run side by side in this process, so
+/// no test sets it. Children the suites start get a clean environment (`common::cmd`).
+#[used]
+#[link_section = ".init_array"]
+static TEST_CREDENTIALS: extern "C" fn() = test_credentials;
+
+extern "C" fn test_credentials() {
+    common::ec2_server::use_test_credentials();
+}

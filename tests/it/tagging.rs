@@ -26,14 +26,9 @@ fn deadline() -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(10)
 }
 
+/// A client of the scripted server, with the test credentials the binary sets before `main`
+/// (tests/it/main.rs).
 async fn ec2(s: &Ec2Server) -> Ec2 {
-    // SAFETY: tests in this file set the same values; no other thread reads them concurrently
-    // in a way that matters.
-    unsafe {
-        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-    }
     Ec2::new("eu-west-1", Some(&s.url()), None).await
 }
 
