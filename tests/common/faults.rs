@@ -1,6 +1,7 @@
-//! Helpers of the fault tests (tests/crash.rs, tests/concurrency.rs): node states compared with
-//! only what legitimately differs from run to run masked (times, the temp root's own path), the
-//! agent's temp-file leftovers, the change steps of a dry run, and the report of a rerun.
+//! Helpers of the fault suites (tests/it/crash.rs, tests/it/concurrency.rs): node states
+//! compared with only what legitimately differs from run to run masked (times, the temp root's
+//! own path), the agent's temp-file leftovers, the change steps of a dry run, and the report of
+//! a rerun.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -33,7 +33,7 @@ fn tinyproxy(dir: &Path) -> Option<(Proc, u16, PathBuf)> {
         return None;
     }
     let auth = format!("BasicAuth {USER} {PASSWORD}\n");
-    Some(common::peers::tinyproxy(dir, &auth, None))
+    Some(common::tinyproxy::start(dir, &auth, None))
 }
 
 /// The `Manager.Reload` calls the bus's systemd stand-in took.
@@ -155,7 +155,7 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
         assert!(stdout(&out).contains("<redacted"), "{}", stdout(&out));
         assert_unprinted(&out, root.path(), &secrets);
     }
-    let before = common::peers::proxied(&log).len();
+    let before = common::tinyproxy::proxied(&log).len();
     let out = run_init(root.path(), &cfg, &imds, &bus.address, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
 
@@ -177,7 +177,7 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
     // GetParametersByPath; CreateTags (the tags were read before planning: one DescribeTags,
     // IMDS tags being off).
     assert_eq!((discovery, tagging), (1, 1), "{rep}");
-    let requests: Vec<String> = common::peers::proxied(&log)
+    let requests: Vec<String> = common::tinyproxy::proxied(&log)
         .into_iter()
         .skip(before)
         .collect();

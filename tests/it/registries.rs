@@ -11,7 +11,8 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::peers::{logged, push_image, registry, wait_for};
+use common::peers::{logged, wait_for};
+use common::registry::{self, push_image};
 use common::tls::certificates;
 use common::{sample_root, Proc};
 use serde_json::json;
@@ -75,7 +76,7 @@ fn containerd_pulls_through_the_mirror_and_trusts_the_cas_the_agent_wrote() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let (ca, crt, key) = certificates(w);
-    let (_registry, port, registry_log) = registry(w, &crt, &key);
+    let (_registry, port, registry_log) = registry::start(w, &crt, &key);
     let base = format!("https://127.0.0.1:{port}");
     push_image(&base, "library/tiny", "1", &ca);
     let (_containerd, sock) = containerd(w);

@@ -6,7 +6,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::ec2_server::{Ec2Server, Ec2State};
+use common::ec2_server::{Bucket, Ec2Server, Ec2State};
 use common::*;
 use eks_nodeinit::ec2::{Ec2, TagError, TagOutcome};
 use eks_nodeinit::facts::InstanceTags;
@@ -84,6 +84,30 @@ async fn throttling_is_retried_until_it_lands() {
     assert_eq!(last["Tag.1.Key"], "Name");
     assert_eq!(last["Tag.1.Value"], "scaler-10x0x12x34");
     assert_eq!(c.calls.create_tags, 4);
+}
+
+#[tokio::test]
+async fn an_empty_token_bucket_is_waited_out() {
+    // EC2's throttling as the fleet bench models it: CreateTags' bucket of one token, refilled
+    // once a second. The second instance's call meets it empty and is retried until it refills.
+    let s = Ec2Server::start(Ec2State {
+        create_bucket: Some(Bucket::new(1.0, 1.0)),
+        ..Default::default()
+    });
+    let mut c = ec2(&s).await;
+    for id in ["i-0000000000000000a", "i-0000000000000000b"] {
+        let r = tagging::ensure_tag(&mut c, id, "Name", "v", &none_set(), fast(), deadline())
+            .await
+            .unwrap();
+        assert_eq!(r, TagOutcome::Created);
+    }
+    let st = s.state.lock().unwrap();
+    assert!(
+        st.count("CreateTags") > 2,
+        "the second call met an empty bucket"
+    );
+    let waited = st.created_at[1] - st.created_at[0];
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
 }
 
 #[tokio::test]
