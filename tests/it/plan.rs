@@ -500,7 +500,7 @@ fn a_bootstrap_sh_that_cannot_be_read_or_run_is_a_finding() {
 
 #[test]
 fn extra_bootstrap_args_are_read_as_the_node_script_reads_them() {
-    // The config's words against the newest script: tests/faults.rs (through the binary).
+    // The config's words against the newest script: tests/it/faults.rs (through the binary).
     // Valid for the newest script, unknown to this node's: refused at plan time.
     let s = spec(|v| v["handoff"] = json!({"extraBootstrapArgs": ["--local-disks", "raid0"]}));
     let no_disks: Vec<&str> = BOOTSTRAP_OPTIONS
