@@ -13,22 +13,27 @@ BIN := $(TARGET_DIR)/$(TARGET)/release/eks-nodeinit
 TARGET_ARCH := $(firstword $(subst -, ,$(TARGET)))
 RUN := $(if $(filter $(shell uname -m),$(TARGET_ARCH)),,qemu-$(TARGET_ARCH)-static)
 
-.PHONY: demo build build-all package-built test lint deps bench-smoke check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
+.PHONY: demo build build-all package-built test lint deps peers bench-smoke check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
 
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
 
+# The real peers the suites talk to (tests/README.md), installed when missing; needs root then.
 deps:
 	bash .ci/deps
 
-test: deps
+# The same as root; otherwise names what is missing and installs nothing: the suites that need
+# it skip with a note (and fail when CI is set).
+peers:
+	bash .ci/deps --if-root
+
+test: peers
 	$(CARGO) test --locked
 
 # Every bench once, on the debug build the tests made (one startup run, small fleets): a bench
 # that cannot run fails CI. The figures themselves come from `cargo bench` on a release build.
 # `cargo test --no-run` (a no-op after `make test`) leaves the binary the tests run at
-# target/debug/eks-nodeinit; `cargo build` would compile the dependencies again without the
-# dev-dependencies' features (about 5 minutes of CI) for the same program.
+# target/debug/eks-nodeinit.
 bench-smoke: deps
 	$(CARGO) test --locked --no-run
 	STARTUP_RUNS=1 EKS_NODEINIT_BIN=$(TARGET_DIR)/debug/eks-nodeinit \
@@ -39,18 +44,23 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
-# The property tests' long run (tests/props.rs; `make test` runs them briefly): FUZZ_CASES
+# The property tests' long run (tests/it/props/; `make test` runs them briefly): FUZZ_CASES
 # inputs per target in a release build, about 10 minutes on the 2-core build machine once built
 # (docs/reliability.md, "Property tests"). A failure prints the smallest failing input.
 FUZZ_CASES ?= 550000
 
 fuzz:
-	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --test props -- --test-threads=1 --nocapture
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --test it -- props:: --test-threads=1 --nocapture
 
-# The binary end to end against real peers on this host: the IMDSv2 server, a scripted EC2
-# endpoint and moto, a private dbus-daemon, sample node roots.
-e2e: deps
-	$(CARGO) test --locked --test node --test tagging --test moto --test logind_dbus --test imds
+# The binary end to end against real peers on this host: the suites of tests/it that start one
+# (tests/README.md): the strict IMDSv2 server, the scripted EC2 and discovery endpoints, moto, a
+# private dbus-daemon, containerd and docker-registry, tinyproxy, update-ca-certificates, kmod; and the
+# sample node roots.
+PEER_SUITES := node discovery imds instance_types kernel_modules launch_hook logind_dbus moto pod_capacity \
+	proxy registries tagging trust user_data_config warm_pool
+
+e2e: peers
+	$(CARGO) test --locked --test it -- $(addsuffix ::,$(PEER_SUITES))
 
 # The first boot in a Debian VM under QEMU (root; tests/e2e/vm/README.md): the DEB installed in
 # the guest, real systemd, logind, cloud-init and kernel, IMDS and moto forwarded from this host.
@@ -125,7 +135,7 @@ check-package: package-all
 
 # The aarch64 release binary under qemu-user, against the x86_64 one and the golden plans:
 # --version, validate of every example, the golden plans, real init runs on temp roots (the
-# same files byte for byte), and the node, examples and logging suites (tests/same_output.rs).
+# same files byte for byte), and the node, examples and logging suites (tests/it/same_output.rs).
 test-aarch64: deps
 	$(MAKE) --no-print-directory build-all TARGETS="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu"
 	bash .ci/test-emulated aarch64-unknown-linux-gnu x86_64-unknown-linux-gnu

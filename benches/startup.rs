@@ -13,7 +13,9 @@
 //! Run: `cargo build --release && cargo bench --bench startup` (STARTUP_RUNS=N, default 10).
 //! CI runs it once on the debug build (`make bench-smoke`), so a bench that cannot run fails CI.
 
+// The integration suites' shared helpers, of which the bench uses a part.
 #[path = "../tests/common/mod.rs"]
+#[allow(dead_code)]
 mod common;
 #[path = "same_work_floor.rs"]
 mod same_work_floor;

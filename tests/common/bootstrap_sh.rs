@@ -71,15 +71,6 @@ impl Parsed {
         self.positional.get(1..).unwrap_or(&[])
     }
 
-    /// The value the script ends up with for `option` (the last one given).
-    pub fn value(&self, option: &str) -> Option<&str> {
-        self.options
-            .iter()
-            .rev()
-            .find(|(o, _)| o == option)
-            .map(|(_, v)| v.as_str())
-    }
-
     /// Options given more than once (all but the last value are lost).
     pub fn repeated(&self) -> Vec<&str> {
         let mut seen = std::collections::BTreeSet::new();

@@ -1,6 +1,7 @@
-//! Helpers of the fault tests (tests/crash.rs, tests/concurrency.rs): node states compared with
-//! only what legitimately differs from run to run masked (times, the temp root's own path), the
-//! agent's temp-file leftovers, the change steps of a dry run, and the report of a rerun.
+//! Helpers of the fault suites (tests/it/crash.rs, tests/it/concurrency.rs): node states
+//! compared with only what legitimately differs from run to run masked (times, the temp root's
+//! own path), the agent's temp-file leftovers, the change steps of a dry run, and the report of
+//! a rerun.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -111,7 +112,7 @@ pub fn planned_changes(plan_json: &str) -> Result<(Vec<String>, Vec<String>), St
         .as_array()
         .ok_or("the plan has no steps array")?
         .iter()
-        .map(super::step_kind)
+        .map(super::agent::step_kind)
         .collect();
     let changes: Vec<String> = kinds
         .iter()

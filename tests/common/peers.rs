@@ -1,13 +1,51 @@
-//! Real peers from Debian, started by the tests on loopback: `docker-registry` serving TLS (with
-//! a small image pushed over its API) and the forward proxy `tinyproxy`, each logging to a file
-//! the tests read.
+//! The processes a test starts: killed when dropped, found missing (a note on a developer box, a
+//! failure in CI), on a free loopback port, waited for, logging to a file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::tls::sh;
-use super::{free_port, manifest_dir, Proc};
+/// A child process, killed and reaped when dropped.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether a peer the suite starts is installed: true, else a note and false on a developer box;
+/// in CI its absence fails the test. `missing` names what is not there (empty: all present).
+pub fn peer_present(missing: &[&str]) -> bool {
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{missing:?} required in CI (make deps)"
+    );
+    eprintln!("SKIP: {missing:?} not installed (run `make deps`)");
+    false
+}
+
+/// The commands of `tools` that cannot be run (`<tool> --version` fails to start).
+pub fn missing_commands<'a>(tools: &[&'a str]) -> Vec<&'a str> {
+    tools
+        .iter()
+        .copied()
+        .filter(|t| Command::new(t).arg("--version").output().is_err())
+        .collect()
+}
+
+/// A TCP port free on 127.0.0.1 at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
 
 /// Wait until `ok` (at most 30 s), else fail naming `what`.
 pub fn wait_for(what: &str, ok: impl Fn() -> bool) {
@@ -33,97 +71,7 @@ pub fn logged(mut c: Command, log: &Path) -> Proc {
     )
 }
 
-fn listening(port: u16) -> bool {
+/// Whether something accepts connections on 127.0.0.1:`port`.
+pub fn listening(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-}
-
-/// The registry on 127.0.0.1 with TLS: (the process, its port, its request log).
-pub fn registry(dir: &Path, crt: &Path, key: &Path) -> (Proc, u16, PathBuf) {
-    let port = free_port();
-    let cfg = dir.join("registry.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {}\n    key: {}\n",
-            dir.join("data").display(),
-            crt.display(),
-            key.display()
-        ),
-    )
-    .unwrap();
-    let mut c = Command::new("docker-registry");
-    c.arg("serve").arg(&cfg);
-    let log = dir.join("registry.log");
-    let p = logged(c, &log);
-    wait_for("docker-registry", || listening(port));
-    (p, port, log)
-}
-
-/// Push the suite's small image (tests/registry/push_image.py) as `repo:tag` to the registry at
-/// `base` (`https://…`), verified with `ca`. The manifest's digest.
-pub fn push_image(base: &str, repo: &str, tag: &str, ca: &Path) -> String {
-    sh(Command::new("python3")
-        .arg(manifest_dir().join("tests/registry/push_image.py"))
-        .args([base, repo, tag])
-        .arg(ca))
-    .trim()
-    .to_string()
-}
-
-/// tinyproxy on 127.0.0.1 in the foreground, logging each request (`LogLevel Connect`) to
-/// `dir/tinyproxy.log`; `extra` is added to its config (e.g. `BasicAuth`). With `hosts`, it runs
-/// in a mount namespace of its own whose /etc/hosts is that file, so that names the tests make
-/// up resolve to loopback for the proxy alone (needs root). (The process, its port, the log.)
-pub fn tinyproxy(dir: &Path, extra: &str, hosts: Option<&Path>) -> (Proc, u16, PathBuf) {
-    let port = free_port();
-    let conf = dir.join("tinyproxy.conf");
-    std::fs::write(
-        &conf,
-        format!("Port {port}\nListen 127.0.0.1\nAllow 127.0.0.1\nLogLevel Connect\n{extra}"),
-    )
-    .unwrap();
-    let log = dir.join("tinyproxy.log");
-    let mut c = match hosts {
-        None => Command::new("tinyproxy"),
-        Some(hosts) => {
-            let mut c = Command::new("unshare");
-            c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-                .arg(r#"mount --bind "$0" /etc/hosts && exec tinyproxy "$@""#)
-                .arg(hosts);
-            c
-        }
-    };
-    c.arg("-d").arg("-c").arg(&conf);
-    let err = dir.join("tinyproxy.err");
-    let mut child = Proc(
-        c.stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while !listening(port) {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            let said = std::fs::read_to_string(&err).unwrap_or_default();
-            panic!("tinyproxy exited ({status}) before listening: {said}");
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "tinyproxy did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child, port, log)
-}
-
-/// The requests tinyproxy forwarded: each request line's target and method, e.g.
-/// `GET http://host:port/path HTTP/1.1` or `CONNECT host:443 HTTP/1.1`.
-pub fn proxied(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once("Request (file descriptor ").map(|(_, r)| r))
-        .filter_map(|r| r.split_once("): ").map(|(_, req)| req.to_string()))
-        .collect()
 }

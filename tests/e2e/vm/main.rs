@@ -17,7 +17,9 @@
 
 mod aws;
 mod checks;
+// The integration suites' shared helpers, of which this binary uses a part.
 #[path = "../../common/mod.rs"]
+#[allow(dead_code)]
 mod common;
 mod guest;
 mod private;

@@ -18,7 +18,7 @@
 //! goes through the proxy; IMDS does not.
 
 use super::*;
-use crate::common::peers;
+use crate::common::{peers, registry, tinyproxy};
 use eks_nodeinit::aspects::{proxy, trust};
 
 pub(super) const PROXY_HOST: &str = "proxy.corp.example";
@@ -71,9 +71,9 @@ impl Network {
     pub(super) fn start(work: &Path, ca: &Path, crt: &Path, key: &Path, ec2: &Ec2) -> Network {
         let dir = work.join("private");
         std::fs::create_dir_all(&dir).unwrap();
-        let (registry, registry_port, registry_log) = peers::registry(&dir, crt, key);
+        let (registry, registry_port, registry_log) = registry::start(&dir, crt, key);
         let base = format!("https://127.0.0.1:{registry_port}");
-        peers::push_image(&base, REPO, TAG, ca);
+        registry::push_image(&base, REPO, TAG, ca);
         let mut relay = Proc(
             Command::new("socat")
                 .arg(format!(
@@ -100,7 +100,7 @@ impl Network {
             ),
         )
         .unwrap();
-        let (proxy, proxy_port, proxy_log) = peers::tinyproxy(&dir, "", Some(&hosts));
+        let (proxy, proxy_port, proxy_log) = tinyproxy::start(&dir, "", Some(&hosts));
         Network {
             _registry: registry,
             _relay: relay,
@@ -265,7 +265,7 @@ fn check_logs(sc: &Scenario, net: &Network) {
         log.contains(&format!("/v2/{REPO}/manifests/{TAG}?ns=docker.io")),
         "[{name}] the mirror was not asked: {log}"
     );
-    let proxied = peers::proxied(&net.proxy_log);
+    let proxied = tinyproxy::proxied(&net.proxy_log);
     let ec2 = format!("CONNECT {EC2_HOST}:443 ");
     let registry = format!("CONNECT {REGISTRY_HOST}:{} ", net.registry_port);
     assert!(

@@ -1,0 +1,375 @@
+//! The IMDSv2 client against a server that behaves like the real one, with faults.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::imds_server::{ImdsServer, State};
+use eks_nodeinit::imds::{fetch, Ask, ImdsClient, ImdsError};
+use eks_nodeinit::metadata::UserData;
+
+fn client(s: &ImdsServer) -> ImdsClient {
+    ImdsClient::new(&s.url(), false).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_everything_with_one_token() {
+    let s = ImdsServer::start();
+    let c = client(&s);
+    let md = fetch(&c, Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.instance_id, "i-0123456789abcdef0");
+    assert_eq!(md.private_ipv4.as_deref(), Some("10.0.12.34"));
+    assert_eq!(md.ipv6, None, "404 is absent, not an error");
+    assert_eq!(md.instance_type, "m6i.large");
+    assert_eq!(md.region, "eu-west-1");
+    assert_eq!(md.availability_zone, "eu-west-1a");
+    // IMDS names no group: the group is one of the tags (`Facts::autoscaling_group`).
+    assert_eq!(md.autoscaling_group_name, None);
+    assert_eq!(
+        md.tags.as_ref().unwrap()["aws:autoscaling:groupName"],
+        "eks-scaler-asg"
+    );
+    assert_eq!(
+        md.tags.as_ref().unwrap()["kubernetes.io/cluster/prod-eu"],
+        "owned"
+    );
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.puts, 1, "one token PUT for all reads: {:?}", st.paths);
+    assert_eq!(st.unauthorized, 0);
+    // 8 metadata paths (the target lifecycle state among them, 404 outside an Auto Scaling
+    // group) + user data + 2 tag values
+    assert_eq!(st.gets, 11, "{:?}", st.paths);
+    assert_eq!(
+        md.target_lifecycle_state, None,
+        "404 is absent, not an error"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_off_and_ipv6_only() {
+    let mut st = State::default();
+    for (k, v) in [
+        ("instance-id", "i-1"),
+        ("ipv6", "2600:1f18::1"),
+        ("instance-type", "t3.small"),
+        ("placement/region", "us-east-1"),
+        ("placement/availability-zone", "us-east-1a"),
+    ] {
+        st.data.insert(k.into(), v.into());
+    }
+    let s = ImdsServer::start_with(st);
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.tags, None);
+    assert_eq!(md.autoscaling_group_name, None);
+    assert_eq!(md.private_ipv4, None);
+    assert_eq!(
+        eks_nodeinit::aspects::name_tag::value(Some("g"), &md).unwrap(),
+        "g-2600x1f18xx1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_token_is_refreshed_once() {
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().expire_tokens_after_gets = Some(1);
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.instance_id, "i-0123456789abcdef0");
+    let st = s.state.lock().unwrap();
+    assert!(st.unauthorized >= 1, "the server expired the token");
+    assert_eq!(st.puts, 2, "exactly one refresh: {:?}", st.paths);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_are_retried() {
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().fail_first = 3;
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.region, "eu-west-1");
+    let st = s.state.lock().unwrap();
+    assert_eq!(st.server_errors, 3);
+    assert_eq!(st.puts, 1, "{:?}", st.paths);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_server_hits_the_total_deadline() {
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().delay = Duration::from_secs(3);
+    let t = Instant::now();
+    let e = fetch(&client(&s), Duration::from_millis(1500), Ask::default())
+        .await
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(e, ImdsError::Deadline { .. }), "{e}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "the deadline bounds the whole read: {took:?}"
+    );
+    assert!(e.to_string().contains("--metadata"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connection_fails_fast_off_ec2() {
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let c = ImdsClient::new(&format!("http://127.0.0.1:{port}"), false).unwrap();
+    let t = Instant::now();
+    let e = fetch(&c, Duration::from_secs(10), Ask::default())
+        .await
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(e, ImdsError::Unreachable { .. }), "{e}");
+    assert!(
+        took < Duration::from_millis(3500),
+        "off EC2 it gives up in about 2 s: {took:?}"
+    );
+    assert!(e.to_string().contains("pass --metadata FILE"));
+}
+
+#[test]
+fn the_server_refuses_a_token_put_without_a_valid_ttl() {
+    // The peer is strict like IMDS: a PUT without the TTL header, or with 0 or 21601, is a 400;
+    // the client's own PUTs (every other test) always succeed.
+    let s = ImdsServer::start();
+    for header in ["", "0", "21601"] {
+        let script = format!(
+            "import urllib.request as u\nr = u.Request('{}/latest/api/token', method='PUT')\nif '{header}': r.add_header('X-aws-ec2-metadata-token-ttl-seconds', '{header}')\ntry:\n  u.urlopen(r); print(200)\nexcept Exception as e: print(e.code)",
+            s.url()
+        );
+        let o = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            "400",
+            "ttl {header:?}"
+        );
+    }
+    assert_eq!(s.state.lock().unwrap().puts, 0);
+}
+
+#[test]
+fn dry_run_reads_imds_from_the_environment_endpoint() {
+    let s = ImdsServer::start();
+    let root = common::sample_root("al2023-root");
+    let out = dry_run_via_imds(&s, root.path());
+    assert!(out.status.success());
+    let o = common::stdout(&out);
+    assert!(
+        o.contains("eks-nodeinit plan for i-0123456789abcdef0 (m6i.large, 10.0.12.34, eu-west-1a)"),
+        "{o}"
+    );
+    assert!(
+        o.contains("Name = scaler-10x0x12x34 (currently unset)"),
+        "{o}"
+    );
+    assert_eq!(s.state.lock().unwrap().puts, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imdsv1_only_when_the_config_opts_in() {
+    let s = ImdsServer::start();
+    {
+        let mut st = s.state.lock().unwrap();
+        st.refuse_token_with = Some(403);
+        st.v1_allowed = true;
+    }
+    // Default: IMDSv2 only, and the refusal says how to opt in.
+    let e = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ImdsError::TokenRefused { status: 403, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("imds.allowV1Fallback"));
+    assert_eq!(
+        s.state.lock().unwrap().gets,
+        0,
+        "no tokenless read without the opt-in"
+    );
+    // Opted in: tokenless reads.
+    let v1 = ImdsClient::new(&s.url(), true).unwrap();
+    let md = fetch(&v1, Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.instance_id, "i-0123456789abcdef0");
+    assert_eq!(s.state.lock().unwrap().gets, 11);
+}
+
+#[test]
+fn al2023_user_data_without_a_nodeconfig_is_warned_about() {
+    let root = common::sample_root("al2023-root");
+    for (user_data, warned) in [
+        (
+            Some("#!/bin/bash\n# token=user-data-secret-7f3a\neks-nodeinit init\n"),
+            true,
+        ),
+        (None, true),
+        (
+            Some(include_str!(
+                "../../examples/cloud-init/al2023-userdata.mime"
+            )),
+            false,
+        ),
+    ] {
+        let s = ImdsServer::start();
+        s.state.lock().unwrap().user_data = user_data.map(|u| u.as_bytes().to_vec());
+        let out = dry_run_via_imds(&s, root.path());
+        assert!(out.status.success());
+        let o = common::stdout(&out);
+        assert_eq!(o.contains("user data holds no NodeConfig"), warned, "{o}");
+        let all = format!("{o}{}", common::stderr(&out));
+        assert!(
+            !all.contains("user-data-secret-7f3a"),
+            "user data is never printed"
+        );
+        assert!(!all.contains("LS0tLS1CRUdJTi"), "nor the CA inside it");
+    }
+}
+
+/// `init --dry-run` of the scaler example with IMDS at this server (via the environment).
+fn dry_run_via_imds(s: &ImdsServer, root: &std::path::Path) -> std::process::Output {
+    common::run(
+        common::cmd()
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
+            .args(["init", "--dry-run", "--config"])
+            .arg(common::example("scaler.json"))
+            .arg("--root")
+            .arg(root),
+    )
+}
+
+#[test]
+fn al2023_gzipped_mime_user_data_taints_are_carried_into_the_dropin() {
+    // Issue 11 item 7 through IMDS: EC2 serves gzip'd user data as it is; nodeadm gunzips it, and
+    // so does the agent, which then carries the NodeConfig part's taints into the drop-in's one
+    // --register-with-taints (kubelet keeps only the last such flag).
+    use std::io::Write as _;
+    let ca = "RkFLRS1VU0VSLURBVEEtQ0EtZm9yLXRlc3RzLW9ubHkK";
+    let mime = format!(
+        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: text/x-shellscript\n\n#!/bin/bash\n# token=user-data-secret-7f3a\n--BOUNDARY\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: prod-eu\n    certificateAuthority: {ca}\n  kubelet:\n    config:\n      registerWithTaints:\n        - key: team\n          value: data\n          effect: NoSchedule\n    flags: [--v=2]\n--BOUNDARY--\n"
+    );
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(mime.as_bytes()).unwrap();
+    let gz = gz.finish().unwrap();
+    let root = common::sample_root("al2023-root");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false});
+        v["taints"] = serde_json::json!(["dedicated=infra:NoSchedule"]);
+    });
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().user_data = Some(gz);
+    let out = common::run(
+        common::cmd()
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.url())
+            .args(["init", "--config"])
+            .arg(&cfg)
+            .arg("--root")
+            .arg(root.path()),
+    );
+    assert!(out.status.success());
+    let nc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("etc/eks/nodeadm.d/10-eks-nodeinit.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        nc["spec"]["kubelet"]["flags"][1],
+        "--register-with-taints=team=data:NoSchedule,dedicated=infra:NoSchedule"
+    );
+    let o = common::stdout(&out);
+    assert!(!o.contains("user data holds no NodeConfig"), "{o}");
+    let report =
+        std::fs::read_to_string(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap();
+    for text in [o, common::stderr(&out), report] {
+        assert!(!text.contains(ca), "the user data's CA is never printed");
+        assert!(
+            !text.contains("user-data-secret-7f3a"),
+            "nor the rest of it"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_target_lifecycle_state_is_read_with_the_rest_and_checked() {
+    let s = ImdsServer::start();
+    s.state.lock().unwrap().data.insert(
+        "autoscaling/target-lifecycle-state".into(),
+        "Warmed:Stopped".into(),
+    );
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.target_lifecycle_state.as_deref(), Some("Warmed:Stopped"));
+    assert_eq!(s.state.lock().unwrap().puts, 1, "the same token");
+    // A value that is no state is kept, escaped and short, as a state no one knows (which
+    // holds the hand-off with a warning): never an error that leaves the node unprepared.
+    s.state.lock().unwrap().data.insert(
+        "autoscaling/target-lifecycle-state".into(),
+        "Warmed Stopped\u{1b}[2J".into(),
+    );
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    let kept = md.target_lifecycle_state.unwrap();
+    assert!(!kept.contains('\u{1b}'), "escaped: {kept}");
+    assert_eq!(
+        eks_nodeinit::lifecycle::meaning(&kept),
+        eks_nodeinit::lifecycle::Meaning::Unknown
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_asked_is_read_in_the_same_pass_and_what_is_known_is_not_read_again() {
+    let s = ImdsServer::start();
+    {
+        let mut st = s.state.lock().unwrap();
+        st.user_data = Some(b"#!/bin/bash\n".to_vec());
+        for (k, v) in [
+            ("mac", "0e:00:00:00:00:01"),
+            (
+                "network/interfaces/macs/0e:00:00:00:00:01/vpc-ipv4-cidr-blocks",
+                "10.0.0.0/16\n10.1.0.0/16",
+            ),
+        ] {
+            st.data.insert(k.into(), v.into());
+        }
+    }
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.vpc_cidr_blocks, None, "not asked: not read");
+    assert_eq!(md.user_data, UserData::Bytes(b"#!/bin/bash\n".to_vec()));
+    let reads = |s: &ImdsServer, end: &str| {
+        let st = s.state.lock().unwrap();
+        st.paths.iter().filter(|p| p.ends_with(end)).count()
+    };
+    assert_eq!(reads(&s, "/mac"), 0);
+    let ask = Ask {
+        user_data: UserData::Absent,
+        vpc_cidr_blocks: true,
+    };
+    let md = fetch(&client(&s), Duration::from_secs(5), ask)
+        .await
+        .unwrap();
+    assert_eq!(
+        md.vpc_cidr_blocks,
+        Some(vec!["10.0.0.0/16".to_string(), "10.1.0.0/16".to_string()])
+    );
+    assert_eq!(md.user_data, UserData::Absent, "as known, not read again");
+    assert_eq!(reads(&s, "/user-data"), 1, "read by the first fetch only");
+    assert_eq!(reads(&s, "/mac"), 1);
+}

@@ -1,0 +1,231 @@
+//! CA bundles (`trust`) against real parts started here: moto serving Parameter Store over TLS on
+//! 127.0.0.1 with a server certificate from a CA the test makes (openssl), and Debian's own
+//! `update-ca-certificates` rebuilding a Debian-like trust store under the test's root. Without
+//! the CA the agent's discovery cannot reach moto; with it in `trust.caBundles` the agent's call
+//! trusts it, the CA lands in the root's anchors, the rebuilt bundle holds it (openssl verifies
+//! the server certificate against that bundle), and a rerun plans nothing.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::tls::{certificates, sh};
+use common::*;
+use eks_nodeinit::aspects::trust::{anchor, DEBIAN, RECORD};
+use eks_nodeinit::fsutil::under;
+use serde_json::{json, Value};
+
+const CLUSTER: &str = "prod-eu";
+const TOOL: &str = "/usr/sbin/update-ca-certificates";
+
+fn have_tools() -> bool {
+    let mut missing = missing_commands(&["openssl"]);
+    if !Path::new(TOOL).exists() {
+        missing.push(TOOL);
+    }
+    peer_present(&missing)
+}
+
+/// An SDK config for the test's own calls to moto over TLS, trusting only `ca`.
+async fn tls_sdk_config(url: &str, ca: &[u8]) -> aws_config::SdkConfig {
+    use aws_smithy_http_client::tls::{
+        rustls_provider::CryptoMode, Provider, TlsContext, TrustStore,
+    };
+    let tls = TlsContext::builder()
+        .with_trust_store(TrustStore::empty().with_pem_certificate(ca.to_vec()))
+        .build()
+        .unwrap();
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+        .tls_context(tls)
+        .build_https();
+    moto_sdk_config(url, "eu-west-1")
+        .await
+        .into_builder()
+        .http_client(http)
+        .build()
+}
+
+/// The Debian trust store's layout under `root`, with the host's own update-ca-certificates.
+fn debian_store(root: &Path) {
+    for d in [
+        "usr/sbin",
+        "usr/share/ca-certificates",
+        "usr/local/share/ca-certificates",
+        "etc/ssl/certs",
+    ] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(root.join("etc/ca-certificates.conf"), "").unwrap();
+    std::fs::copy(TOOL, root.join(&TOOL[1..])).unwrap();
+}
+
+#[test]
+fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
+    if !have_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, srv, key) = certificates(dir.path());
+    let Some(moto) = start_moto_at(
+        "127.0.0.1",
+        &[
+            "-m",
+            "moto.server",
+            "-c",
+            srv.to_str().unwrap(),
+            "-k",
+            key.to_str().unwrap(),
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    let url = moto.url.replace("http://", "https://");
+    let ca_pem = std::fs::read_to_string(&ca).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let ssm = aws_sdk_ssm::Client::new(&tls_sdk_config(&url, ca_pem.as_bytes()).await);
+        for (name, value) in [
+            ("APISERVER_ENDPOINT", "https://k.example"),
+            ("SERVICE_CIDR", "172.20.0.0/16"),
+        ] {
+            ssm.put_parameter()
+                .name(format!("/eks/{CLUSTER}/{name}"))
+                .value(value)
+                .r#type(aws_sdk_ssm::types::ParameterType::String)
+                .send()
+                .await
+                .unwrap();
+        }
+        let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &ca_pem);
+        ssm.put_parameter()
+            .name(format!("/eks/{CLUSTER}/B64_CLUSTER_CA"))
+            .value(b64)
+            .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+            .send()
+            .await
+            .unwrap();
+    });
+    let root = sample_root("al2023-root");
+    debian_store(root.path());
+    let config = |trust: bool| {
+        config_with(root.path(), "c.json", |v| {
+            v["cluster"] =
+                json!({"name": CLUSTER, "discovery": {"ssmEndpoint": url, "deadlineSec": 3}});
+            v["tagging"] = json!({"enabled": false});
+            if trust {
+                v["trust"] = json!({"caBundles": [ca_pem]});
+            }
+        })
+    };
+
+    // Without the CA: the agent's call cannot trust moto's certificate; nothing changes.
+    let before = snapshot(root.path());
+    let out = init(root.path(), &config(false), &[]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    // Not retried until the deadline: an untrusted certificate does not heal; the error says
+    // where the CA goes.
+    let err = stderr(&out);
+    assert!(
+        err.contains("(1 call)") && err.contains("trust.caBundles"),
+        "{err}"
+    );
+    let mut after = snapshot(root.path());
+    after.remove(Path::new("c.json"));
+    let mut before = before;
+    before.remove(Path::new("c.json"));
+    assert_eq!(after, before, "nothing changed");
+
+    // With it: discovery over TLS works, the anchor and the rebuilt bundle hold the CA.
+    let out = init(root.path(), &config(true), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = report(root.path());
+    assert_eq!(rep["discovery"]["calls"]["getParametersByPath"], 1, "{rep}");
+    let anchor = under(root.path(), anchor(DEBIAN, 0));
+    assert_eq!(
+        std::fs::read_to_string(&anchor).unwrap().trim_end(),
+        ca_pem.trim_end()
+    );
+    let bundle = root.path().join("etc/ssl/certs/ca-certificates.crt");
+    let body = ca_pem.lines().nth(1).unwrap();
+    assert!(
+        std::fs::read_to_string(&bundle).unwrap().contains(body),
+        "the rebuilt bundle holds the CA"
+    );
+    let verified = sh(Command::new("openssl")
+        .arg("verify")
+        .arg("-CAfile")
+        .arg(&bundle)
+        .arg(&srv));
+    assert!(verified.contains(": OK"), "{verified}");
+    assert_eq!(
+        report_outcome(&rep, "rebuild the trust store"),
+        Some(json!("done")),
+        "{rep}"
+    );
+    let record = std::fs::read_to_string(under(root.path(), RECORD)).unwrap();
+    assert!(
+        record.contains("update-ca-certificates sha256:"),
+        "{record}"
+    );
+
+    // A rerun (the discovery cache answers) plans nothing.
+    let out = init(
+        root.path(),
+        &config(true),
+        &["--dry-run", "--output", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 0, "{plan}");
+}
+
+#[test]
+fn a_trust_tool_that_fails_fails_the_run_and_says_what_to_do() {
+    let root = sample_root("al2023-root");
+    std::fs::create_dir_all(root.path().join("usr/sbin")).unwrap();
+    let tool = root.path().join(&TOOL[1..]);
+    let install = |script: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&tool, script).unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let ca = std::fs::read_to_string(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap();
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["trust"] = json!({"caBundles": [ca]});
+    });
+    // A first run whose rebuild succeeded left its record; then the anchor is lost and the
+    // tool fails: that record must not stand for the failed rebuild.
+    install("#!/bin/sh\nexit 0\n");
+    assert!(init(root.path(), &cfg, &[]).status.success());
+    let record = under(root.path(), RECORD);
+    assert!(record.exists());
+    let anchor = under(root.path(), anchor(DEBIAN, 0));
+    std::fs::remove_file(&anchor).unwrap();
+    std::fs::remove_file(root.path().join("var/lib/eks-nodeinit/done")).ok();
+    install("#!/bin/sh\necho 'cannot write /etc/ssl/certs: read-only' >&2\nexit 1\n");
+    let out = init(root.path(), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("the CA trust store was not rebuilt"), "{err}");
+    assert!(
+        err.contains("cannot write /etc/ssl/certs: read-only"),
+        "{err}"
+    );
+    assert!(err.contains("run it by hand"), "{err}");
+    assert!(anchor.exists());
+    assert!(!record.exists(), "the stale record was removed");
+    // Not recorded as rebuilt: a rerun plans the rebuild again (and only that, with its record).
+    let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 2, "{plan}");
+    assert_eq!(
+        step_kinds(&plan),
+        ["run", "file", "handoff:dropin"],
+        "{plan}"
+    );
+}

@@ -1,0 +1,605 @@
+//! The validation table: every rule, with good and bad cases, checked through the public API.
+
+use crate::common;
+
+use eks_nodeinit::aspects::sysctls::check_key as check_sysctl_key;
+use eks_nodeinit::config::parse;
+use eks_nodeinit::k8s::{check_kubelet_self_label, check_qualified_name, parse_taint};
+use eks_nodeinit::spec::{self, Spec};
+
+/// Every finding for a config, the way the agent checks it: once, into a spec.
+fn check_config(c: &eks_nodeinit::config::Config) -> Vec<eks_nodeinit::findings::Finding> {
+    spec::resolve(c).1 .0
+}
+
+fn spec_of(v: &serde_json::Value) -> Spec {
+    spec::from_config(&parse(&v.to_string(), "t").unwrap()).unwrap()
+}
+
+fn base() -> serde_json::Value {
+    serde_json::json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g", "role": "scaler"}})
+}
+
+/// Findings for the base config with `edit` applied, as "field: message" lines.
+fn findings(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<String> {
+    let mut v = base();
+    edit(&mut v);
+    let c = parse(&v.to_string(), "t.json").expect("parses");
+    check_config(&c).iter().map(|f| f.to_string()).collect()
+}
+
+fn assert_one(f: &[String], field: &str, needle: &str) {
+    assert!(
+        f.iter().any(|x| x.starts_with(field) && x.contains(needle)),
+        "expected a finding on {field} containing `{needle}`, got {f:#?}"
+    );
+}
+
+#[test]
+fn base_config_is_valid() {
+    assert_eq!(findings(|_| {}), Vec::<String>::new());
+}
+
+#[test]
+fn kubelet_self_labels() {
+    let allowed = [
+        "node.kubernetes.io/role",
+        "node.kubernetes.io/lifecycle",
+        "kubelet.kubernetes.io/x",
+        "foo.node.kubernetes.io/x",
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/arch",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "example.com/team",
+        "team",
+    ];
+    for k in allowed {
+        assert!(
+            check_kubelet_self_label(k, "v").is_ok(),
+            "{k} should be allowed"
+        );
+    }
+    let refused = [
+        ("kubernetes.io/role", "node.kubernetes.io/role=master"),
+        (
+            "node-role.kubernetes.io/master",
+            "node.kubernetes.io/role=master",
+        ),
+        (
+            "node-role.kubernetes.io/worker",
+            "node.kubernetes.io/role=worker",
+        ),
+        ("k8s.io/foo", "node.kubernetes.io/foo"),
+        ("something.k8s.io/foo", "node.kubernetes.io/foo"),
+        ("example.kubernetes.io/x", "node.kubernetes.io/x"),
+        ("node-restriction.kubernetes.io/pool", "NodeRestriction"),
+    ];
+    for (k, hint) in refused {
+        let e = check_kubelet_self_label(k, "master").unwrap_err();
+        assert!(e.contains(hint), "{k}: {e}");
+    }
+    // through the config, the common mistake
+    let f = findings(|v| v["labels"] = serde_json::json!({"kubernetes.io/role": "master"}));
+    assert_one(
+        &f,
+        "labels[\"kubernetes.io/role\"]",
+        "kubelet refuses to start",
+    );
+}
+
+#[test]
+fn label_syntax() {
+    for good in ["a", "a-b_c.d", "example.com/x", &"a".repeat(63)] {
+        assert!(check_qualified_name(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "",
+        "-a",
+        "a-",
+        "a b",
+        "Example.com/x",
+        "a/b/c",
+        &"a".repeat(64),
+        "/x",
+        "x/",
+        "a\nb",
+    ] {
+        assert!(
+            check_qualified_name(bad).is_err(),
+            "{bad:?} should be refused"
+        );
+    }
+    let f = findings(|v| v["labels"] = serde_json::json!({"example.com/x": "bad value"}));
+    assert_one(&f, "labels[\"example.com/x\"]", "must start and end");
+    let f = findings(|v| v["labels"] = serde_json::json!({"example.com/x": "a".repeat(64)}));
+    assert_one(&f, "labels[\"example.com/x\"]", "at most 63");
+    // null removes a preset label
+    let mut v = base();
+    v["labels"] = serde_json::json!({"node.kubernetes.io/role": null});
+    assert!(spec_of(&v).registration.labels.is_empty());
+}
+
+#[test]
+fn taints() {
+    let t = parse_taint("dedicated=infra:NoSchedule").unwrap();
+    assert_eq!(
+        (t.key.as_str(), t.value.as_str(), t.effect.as_str()),
+        ("dedicated", "infra", "NoSchedule")
+    );
+    assert_eq!(
+        parse_taint("CriticalAddonsOnly:NoExecute").unwrap().value,
+        ""
+    );
+    assert!(parse_taint("k=v:PreferNoSchedule").is_ok());
+    for bad in [
+        "k=v",
+        "k=v:noschedule",
+        "k=v:",
+        ":NoSchedule",
+        "k=bad value:NoSchedule",
+        "k,x=v:NoSchedule",
+    ] {
+        assert!(parse_taint(bad).is_err(), "{bad} should be refused");
+    }
+    let f = findings(|v| v["taints"] = serde_json::json!(["a=b:NoSchedule", "a=c:NoSchedule"]));
+    assert_one(&f, "taints[1]", "duplicate taint `a:NoSchedule`");
+    // the master preset's taint is valid and an empty list removes it
+    let f = findings(|v| v["nodeGroup"]["role"] = "master".into());
+    assert!(f.is_empty(), "{f:?}");
+    let mut v = base();
+    v["nodeGroup"]["role"] = "master".into();
+    v["taints"] = serde_json::json!([]);
+    assert!(spec_of(&v).registration.taints.is_empty());
+}
+
+#[test]
+fn sysctl_keys_and_values() {
+    for good in [
+        "fs.inotify.max_user_watches",
+        "net.ipv4.ip_local_port_range",
+        "kernel.pid_max",
+        "net.ipv4.conf.eth0.rp_filter",
+    ] {
+        assert!(check_sysctl_key(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "../../etc/passwd",
+        "fs/inotify",
+        "fs..x",
+        ".fs",
+        "fs.",
+        "",
+        "fs.x y",
+        "fs.x=1",
+    ] {
+        assert!(check_sysctl_key(bad).is_err(), "{bad:?} should be refused");
+    }
+    let f = findings(|v| v["sysctls"] = serde_json::json!({"../../etc/passwd": "x"}));
+    assert_one(&f, "sysctls[\"../../etc/passwd\"]", "holds `/`");
+    let f = findings(|v| v["sysctls"] = serde_json::json!({"fs.x": "1\nkernel.panic = 0"}));
+    assert_one(&f, "sysctls[\"fs.x\"]", "control character");
+}
+
+#[test]
+fn kubelet_settings() {
+    let f = findings(|v| {
+        v["kubelet"] =
+            serde_json::json!({"imageGCHighThresholdPercent": 60, "imageGCLowThresholdPercent": 60})
+    });
+    assert_one(
+        &f,
+        "kubelet.imageGCLowThresholdPercent",
+        "must be below high",
+    );
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"imageGCHighThresholdPercent": 101}));
+    assert_one(&f, "kubelet.imageGCHighThresholdPercent", "outside 0..100");
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"imageGCLowThresholdPercent": 85}));
+    assert_one(
+        &f,
+        "kubelet.imageGCLowThresholdPercent",
+        "kubelet's default high",
+    );
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "90"}));
+    assert_one(
+        &f,
+        "kubelet.shutdownGracePeriod",
+        "not a Kubernetes duration",
+    );
+    let f = findings(|v| {
+        v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "30s", "shutdownGracePeriodCriticalPods": "1m"})
+    });
+    assert_one(
+        &f,
+        "kubelet.shutdownGracePeriodCriticalPods",
+        "longer than shutdownGracePeriod",
+    );
+    let f =
+        findings(|v| v["kubelet"] = serde_json::json!({"shutdownGracePeriodCriticalPods": "10s"}));
+    assert_one(
+        &f,
+        "kubelet.shutdownGracePeriodCriticalPods",
+        "without kubelet.shutdownGracePeriod",
+    );
+    let f = findings(|v| {
+        v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "90s"});
+        v["logind"] = serde_json::json!({"inhibitDelayMaxSec": 30});
+    });
+    assert_one(
+        &f,
+        "logind.inhibitDelayMaxSec",
+        "below kubelet.shutdownGracePeriod",
+    );
+    let ok = findings(
+        |v| v["kubelet"] = serde_json::json!({"imageGCHighThresholdPercent": 85, "imageGCLowThresholdPercent": 80, "shutdownGracePeriod": "1m30s", "shutdownGracePeriodCriticalPods": "90s"}),
+    );
+    assert!(ok.is_empty(), "{ok:?}");
+}
+
+#[test]
+fn values_that_would_break_a_dropin_or_bootstrap() {
+    let f =
+        findings(|v| v["kubelet"] = serde_json::json!({"extraArgs": ["--max-pods=110 --foo=bar"]}));
+    assert_one(
+        &f,
+        "kubelet.extraArgs[0]",
+        "would break the kubelet's systemd drop-in",
+    );
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"extraArgs": ["--max-pods='110'"]}));
+    assert_one(&f, "kubelet.extraArgs[0]", "would break");
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"extraArgs": ["--node-labels=a=b"]}));
+    assert_one(&f, "kubelet.extraArgs[0]", "`labels` and `taints` fields");
+    let f = findings(|v| {
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--use-max-pods=false"]})
+    });
+    assert_one(
+        &f,
+        "handoff.extraBootstrapArgs[0]",
+        "\"--use-max-pods\", \"false\" as two elements",
+    );
+    let f = findings(|v| {
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--kubelet-extra-args", "x"]})
+    });
+    assert_one(&f, "handoff.extraBootstrapArgs[0]", "set by eks-nodeinit");
+    let f = findings(|v| {
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--use-max-pods", "false\n"]})
+    });
+    assert_one(&f, "handoff.extraBootstrapArgs[1]", "control character");
+    let f = findings(|v| v["cluster"]["apiServerEndpoint"] = "https://x'y".into());
+    assert_one(&f, "cluster.apiServerEndpoint", "https:// URL");
+    let ok = findings(|v| {
+        v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--use-max-pods", "false"]})
+    });
+    assert!(ok.is_empty(), "{ok:?}");
+}
+
+#[test]
+fn cluster_fields() {
+    let f = findings(|v| v["cluster"]["name"] = "bad name".into());
+    assert_one(&f, "cluster.name", "not an EKS cluster name");
+    let f = findings(|v| v["cluster"]["certificateAuthority"] = "not base64!".into());
+    assert_one(&f, "cluster.certificateAuthority", "not valid base64");
+    assert!(
+        !f.iter().any(|x| x.contains("not base64!")),
+        "the CA value must not be echoed"
+    );
+    let f = findings(|v| v["cluster"]["cidr"] = "10.100.0.0/33".into());
+    assert_one(&f, "cluster.cidr", "not an IP network");
+    let f = findings(|v| v["cluster"]["containerRuntime"] = "dockerd".into());
+    assert_one(&f, "cluster.containerRuntime", "containerd only");
+}
+
+#[test]
+fn unknown_fields_and_syntax_errors() {
+    let e = parse(
+        r#"{"cluster":{"name":"c","endpoint":"x"},"nodeGroup":{}}"#,
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("field `cluster.endpoint`: unknown field `endpoint`"),
+        "{e}"
+    );
+    let e = parse(
+        "{\"cluster\": {\"name\": \"c\"},\n\"nodeGroup\": {}\n,}",
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("line 3, column"), "{e}");
+    let e = parse(
+        r#"{"cluster":{"name":"c"},"nodeGroup":{"role":"boss"}}"#,
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("nodeGroup.role") && e.contains("unknown variant `boss`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn label_prefixes_as_kubernetes_checks_them() {
+    // IsDNS1123Subdomain limits the whole prefix (253) and its characters, not each part.
+    let long_part = format!("{}.com/x", "a".repeat(64));
+    assert!(check_qualified_name(&long_part).is_ok(), "{long_part}");
+    let single = format!("{}/x", "b".repeat(100));
+    assert!(check_qualified_name(&single).is_ok(), "{single}");
+    let f = findings(|v| v["labels"] = serde_json::json!({ long_part.clone(): "v" }));
+    assert!(f.is_empty(), "{f:?}");
+    // Over 253 in all, or a part ending in `-`, is refused.
+    assert!(check_qualified_name(&format!("{}/x", "c".repeat(254))).is_err());
+    assert!(check_qualified_name("a-.com/x").is_err());
+    assert!(parse_taint(&format!("{long_part}=v:NoSchedule")).is_ok());
+}
+
+#[test]
+fn api_server_endpoints_the_hand_offs_can_carry() {
+    for good in [
+        "https://0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com",
+        "https://10.0.0.1:6443",
+        "https://[fd00::1]:443/",
+        "https://api.example.com/k8s/",
+    ] {
+        let f = findings(|v| v["cluster"]["apiServerEndpoint"] = good.into());
+        assert!(f.is_empty(), "{good}: {f:?}");
+    }
+    // A `,` ended bootstrap.sh's sed expression ("unknown option to `s'").
+    for bad in [
+        "https://a,b.example.com",
+        "https://x.example.com/a|b",
+        "http://x.example.com",
+        "https://",
+        "https://x.example.com:0",
+        "https://x.example.com:99999",
+        "https://[fd00::1",
+        "https://x.example.com/$(id)",
+    ] {
+        let f = findings(|v| v["cluster"]["apiServerEndpoint"] = bad.into());
+        assert_one(&f, "cluster.apiServerEndpoint", "must be an https:// URL");
+    }
+}
+
+#[test]
+fn numbers_that_overflowed_are_refused_by_range() {
+    // Each panicked (exit 101) before: a microsecond product in the plan, an Instant sum in
+    // the run.
+    let f =
+        findings(|v| v["logind"] = serde_json::json!({"inhibitDelayMaxSec": 18446744073710u64}));
+    assert_one(&f, "logind.inhibitDelayMaxSec", "is above 86400");
+    let f = findings(|v| {
+        v["tagging"] =
+            serde_json::json!({"required": true, "backgroundDeadlineSec": 9223372036854775807u64})
+    });
+    assert_one(&f, "tagging.backgroundDeadlineSec", "between 1 and 86400");
+    let f = findings(|v| {
+        v["kubelet"] = serde_json::json!({"shutdownGracePeriod": "9223372036854775808ns"})
+    });
+    assert_one(&f, "kubelet.shutdownGracePeriod", "too large");
+}
+
+#[test]
+fn every_echoed_value_is_escaped_and_truncated() {
+    // A value with a newline, a carriage return and a terminal escape, 5,000 characters long,
+    // in every string field: each finding stays on one line, shows at most ECHO_MAX characters
+    // of it, and the cluster CA (a secret) is never echoed at all.
+    let h = format!("A\nB\r\u{1b}[31m{}", "x".repeat(5000));
+    let ca = format!("SECRET\n{}", "y".repeat(5000));
+    let v = serde_json::json!({
+        "cluster": {
+            "name": h, "apiServerEndpoint": h, "certificateAuthority": ca, "cidr": h,
+            "containerRuntime": h
+        },
+        "nodeGroup": {"name": h, "role": "scaler"},
+        "labels": {h.clone(): h, "example.com/ok": h},
+        "taints": [h],
+        "sysctls": {h.clone(): 1, "vm.max_map_count": h},
+        "kubelet": {
+            "shutdownGracePeriod": h, "shutdownGracePeriodCriticalPods": h,
+            "configPath": h, "extraArgs": [h]
+        },
+        "handoff": {"bootstrapPath": h, "nodeadmPath": h, "extraBootstrapArgs": [h, "--x", h]},
+        "tagging": {"ec2Endpoint": h},
+        "imds": {"endpoint": h}
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.json");
+    std::fs::write(&p, v.to_string()).unwrap();
+    let out = common::run(common::cmd().args(["validate", "--config"]).arg(&p));
+    assert_eq!(out.status.code(), Some(3));
+    let err = common::stderr(&out);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.len() > 15, "a finding per field: {err}");
+    for l in &lines {
+        assert!(
+            l.starts_with("error: ") || l.starts_with("  - ") || l.is_empty(),
+            "a raw newline split a finding: {l:?}"
+        );
+        assert!(l.chars().count() < 800, "unbounded echo: {} chars", l.len());
+        assert!(!l.contains('\r') && !l.contains('\u{1b}'), "{l:?}");
+    }
+    assert!(
+        !err.contains("SECRET") && !err.contains("yyyy"),
+        "the CA was echoed"
+    );
+    assert!(err.len() < 40_000, "{} bytes of errors", err.len());
+}
+
+/// Each kind of value that ends up in a kubelet or bootstrap.sh argument, holding a character
+/// systemd or bash would not split on (pasted from a web page): refused, naming the field and
+/// the code point, never echoing the character itself.
+#[test]
+fn unicode_spaces_and_invisible_characters_in_arguments_are_refused_by_code_point() {
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, &str, Edit); 7] = [
+        (
+            "kubelet.extraArgs[0]",
+            "U+00A0",
+            |v| v["kubelet"] = serde_json::json!({"extraArgs": ["--max-pods=110\u{a0}--v=9"]}),
+        ),
+        ("kubelet.extraArgs[0]", "U+2028", |v| {
+            v["kubelet"] = serde_json::json!({"extraArgs": ["--v=2\u{2028}"]})
+        }),
+        ("labels[\"team\"]", "U+00A0", |v| {
+            v["labels"] = serde_json::json!({"team": "a\u{a0}b"})
+        }),
+        ("labels[\"te\\u{200b}am\"]", "U+200B", |v| {
+            v["labels"] = serde_json::json!({"te\u{200b}am": "a"})
+        }),
+        ("taints[0]", "U+3000", |v| {
+            v["taints"] = serde_json::json!(["dedicated=x\u{3000}:NoSchedule"])
+        }),
+        ("handoff.extraBootstrapArgs[1]", "U+2029", |v| {
+            v["handoff"] =
+                serde_json::json!({"extraBootstrapArgs": ["--dns-cluster-ip", "10.0.0.10\u{2029}"]})
+        }),
+        ("handoff.extraBootstrapArgs[0]", "U+0085", |v| {
+            v["handoff"] = serde_json::json!({"extraBootstrapArgs": ["--local-disks\u{85}"]})
+        }),
+    ];
+    for (field, code, edit) in cases {
+        let f = findings(edit);
+        assert_one(&f, field, code);
+        for line in &f {
+            assert!(
+                !line.chars().any(eks_nodeinit::text::is_unsplittable),
+                "{line:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_launch_hook_name_auto_scaling_would_refuse_is_a_named_error() {
+    for bad in ["", "eks node ready", "hook.v2", "x\u{7}"] {
+        let f = findings(|v| v["lifecycle"] = serde_json::json!({"completeLaunchHook": bad}));
+        assert_one(
+            &f,
+            "lifecycle.completeLaunchHook",
+            "is not a lifecycle hook name",
+        );
+        assert!(!f[0].contains('\u{7}'), "escaped: {f:?}");
+    }
+    let ok = findings(|v| {
+        v["lifecycle"] = serde_json::json!({"completeLaunchHook": "team/eks-node_ready-1"})
+    });
+    assert!(ok.is_empty(), "{ok:?}");
+}
+
+#[test]
+fn a_bad_proxy_is_a_named_error_that_never_shows_the_password() {
+    for (url, needle) in [
+        ("socks5://svc:hunter2@proxy.corp:1080", "scheme `socks5`"),
+        ("http://svc:hunter2@proxy.corp:3128/path", "has a path"),
+        ("svc:hunter2@proxy.corp:3128", "no scheme"),
+    ] {
+        let f = findings(|v| v["proxy"] = serde_json::json!({"https": url}));
+        assert_one(&f, "proxy.https", needle);
+        assert!(f.iter().all(|x| !x.contains("hunter2")), "{f:?}");
+    }
+    // A URL where the section belongs (serde quotes it in its message, a `"` inside escaped),
+    // or as a key (in the path, and backticked in serde's message).
+    for proxy in [
+        serde_json::json!("http://svc:hunter2@proxy.corp:3128"),
+        serde_json::json!("http://svc:hun\"ter2@proxy.corp:3128"),
+        serde_json::json!({"http://svc:hunter2@proxy.corp:3128": 1}),
+    ] {
+        let root = common::sample_root("al2023-root");
+        let cfg = common::config_with(root.path(), "c.json", |v| v["proxy"] = proxy);
+        let out = common::init(root.path(), &cfg, &["--dry-run"]);
+        assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+        assert!(
+            common::stderr(&out).contains("(value not shown)"),
+            "{}",
+            common::stderr(&out)
+        );
+        common::assert_unprinted(&out, root.path(), &["hunter2", "ter2", "svc:"]);
+    }
+    // The whole command: exit 3, the field named, nothing on the node changed.
+    let root = common::sample_root("al2023-root");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["proxy"] = serde_json::json!({"https": "http://svc:hunter2@proxy.corp:3128/p", "noProxy": ["a b"]});
+    });
+    let before = common::snapshot(root.path());
+    let out = common::init(root.path(), &cfg, &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("proxy.https") && err.contains("proxy.noProxy[0]"),
+        "{err}"
+    );
+    common::assert_unprinted(&out, root.path(), &["hunter2"]);
+    assert_eq!(common::snapshot(root.path()), before, "nothing changed");
+}
+
+/// `validate`'s line for people names the role as the config spells it and counts in words:
+/// never a Rust `Debug` value (`role None`) or `1 taints`.
+#[test]
+fn validate_says_the_role_and_counts_in_words() {
+    for (doc, want) in [
+        (
+            r#"{"cluster":{"name":"x"}}"#,
+            "<stdin>: valid (role: none set; no labels, no taints, no sysctls)",
+        ),
+        (
+            r#"{"cluster":{"name":"x"},"nodeGroup":{"role":"scaler"},"sysctls":{"vm.max_map_count":262144}}"#,
+            "<stdin>: valid (role: scaler; 1 label, no taints, 1 sysctl)",
+        ),
+        (
+            r#"{"cluster":{"name":"x"},"nodeGroup":{"role":"master"},"labels":{"example.com/a":"1"}}"#,
+            "<stdin>: valid (role: master; 2 labels, 1 taint, no sysctls)",
+        ),
+    ] {
+        let out = common::run_with_stdin(common::cmd().args(["validate", "--config", "-"]), doc);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{doc}: {}",
+            common::stderr(&out)
+        );
+        assert_eq!(common::stdout(&out).trim_end(), want, "{doc}");
+    }
+}
+
+/// A refused JSON value is shown as JSON, escaped once: `"ipvlan"`, never `\"ipvlan\"`; a quote
+/// or a control character inside keeps JSON's one escape. The same for the fields serde refuses.
+#[test]
+fn refused_values_are_escaped_once() {
+    for (kubelet, want) in [
+        (
+            serde_json::json!({"maxPods": {"cni": "ipvlan"}}),
+            r#"kubelet.maxPods.cni: "ipvlan" is not a CNI mode; use "secondaryIPs" or "prefixDelegation""#,
+        ),
+        (
+            serde_json::json!({"maxPods": {"cni": "a\"b\r"}}),
+            r#"kubelet.maxPods.cni: "a\"b\r" is not a CNI mode"#,
+        ),
+        (
+            serde_json::json!({"maxPods": {"ceiling": "max"}}),
+            r#"kubelet.maxPods.ceiling: "max" is not a ceiling"#,
+        ),
+        (
+            serde_json::json!({"maxPods": "110"}),
+            r#"kubelet.maxPods: "110" is not a whole number"#,
+        ),
+        (
+            serde_json::json!({"kubeReserved": "manual"}),
+            r#"kubelet.kubeReserved: "manual" is neither "auto""#,
+        ),
+    ] {
+        let f = findings(|v| v["kubelet"] = kubelet);
+        assert!(f.len() == 1 && f[0].starts_with(want), "{want}\n{f:#?}");
+    }
+    for (field, value) in [
+        ("nodeGroup", serde_json::json!({"role": "bo\"ss"})),
+        ("handoff", serde_json::json!({"mode": "al\"3"})),
+        ("lifecycle", serde_json::json!({"warmPool": "o\"n"})),
+    ] {
+        let mut v = base();
+        v[field] = value;
+        let e = parse(&v.to_string(), "t.json").unwrap_err().to_string();
+        assert!(e.contains("unknown variant `") && !e.contains('\\'), "{e}");
+    }
+}
