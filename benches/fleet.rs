@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ec2_server::{Bucket, Ec2Server, Ec2State};
+use eks_nodeinit::base::retry::RetryPolicy;
+use eks_nodeinit::exec::tagging::{background, draw_spread, foreground, Foreground, Job};
 use eks_nodeinit::facts::InstanceTags;
-use eks_nodeinit::retry::RetryPolicy;
-use eks_nodeinit::tagging::{background, draw_spread, foreground, Foreground, Job};
 
 const CAPACITY: f64 = 100.0;
 const REFILL: f64 = 10.0;

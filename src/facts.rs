@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::base::findings::Findings;
+use crate::base::podcap::TypeFact;
 use crate::discovery::ClusterFact;
-use crate::findings::Findings;
-pub(crate) use crate::fsutil::read_file;
-pub use crate::fsutil::FileFact;
-use crate::marker::HandoffState;
-use crate::metadata::Metadata;
-use crate::podcap::TypeFact;
-use crate::userdata::UserDataFact;
+use crate::instance::metadata::Metadata;
+use crate::instance::userdata::UserDataFact;
+pub(crate) use crate::os::fsutil::read_file;
+pub use crate::os::fsutil::FileFact;
+use crate::os::marker::HandoffState;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -115,7 +115,7 @@ pub(crate) struct Reads {
     pub sysctls: Vec<String>,
     /// Files only asked about: may this process execute it?
     pub executables: Vec<PathBuf>,
-    /// The AL2 hand-off's per-boot marker and what it proves ([`crate::marker`]).
+    /// The AL2 hand-off's per-boot marker and what it proves ([`crate::os::marker`]).
     pub handoff_marker: bool,
 }
 
@@ -220,7 +220,7 @@ pub(crate) fn current_of(
                 field,
                 format!(
                     "{path} is a symbolic link to {}: the agent replaces files atomically and will neither replace the link with a file nor write through it; make {path} a regular file",
-                    crate::text::printable(&target.display().to_string())
+                    crate::base::text::printable(&target.display().to_string())
                 ),
             );
             None

@@ -6,24 +6,24 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::aspects::{Reads, REGISTRY};
+use crate::aws::ec2::Ec2;
 use crate::aws::Transport;
+use crate::base::podcap::{self, TypeFact, TypeSource};
+use crate::base::retry::RetryPolicy;
 use crate::config::HandoffMode;
 use crate::discovery::{self, ClusterFact};
-use crate::ec2::Ec2;
 use crate::facts::{
     read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, FileFact, InstanceTags,
 };
-use crate::fsutil::under;
-use crate::imds;
-use crate::marker::{self, HandoffState};
-use crate::metadata::{self, Metadata, UserData};
-use crate::podcap::{self, TypeFact, TypeSource};
-use crate::procsys;
-use crate::retry::RetryPolicy;
+use crate::instance::imds;
+use crate::instance::metadata::{self, Metadata, UserData};
+use crate::instance::userdata::UserDataFact;
+use crate::os::fsutil::under;
+use crate::os::marker::{self, HandoffState};
+use crate::os::procsys;
+use crate::plan::aspects::{Reads, REGISTRY};
 use crate::spec::pod_capacity::MaxPodsSpec;
 use crate::spec::Spec;
-use crate::userdata::UserDataFact;
 
 /// The facts, complete, each read once: the node under `root` as the registry asks; the
 /// instance, its tags and the cluster's values as [`instance`] read them; the instance type's
@@ -64,7 +64,7 @@ async fn type_fact(spec: &Spec, i: &Instance, cache: Option<&FileFact>) -> Optio
         return Some(TypeFact::Unknown(format!(
             "{} is `{}`, which no EC2 instance type can be (a family of lowercase letters, digits and hyphens, a dot, a size: m6i.large): nothing was asked of EC2; correct the metadata",
             i.source.instance_type_field(),
-            crate::text::printable(t)
+            crate::base::text::printable(t)
         )));
     }
     Some(match (max_pods, in_table(t)) {
@@ -125,7 +125,7 @@ pub async fn beyond_table(
     let deadline = tokio::time::Instant::now() + how.deadline;
     let endpoint = how.endpoint.as_deref();
     let mut ec2 = Ec2::new(&how.region, endpoint, how.transport.as_ref()).await;
-    let shown = crate::text::printable(instance_type);
+    let shown = crate::base::text::printable(instance_type);
     match ec2
         .describe_instance_type(instance_type, RetryPolicy::default(), deadline)
         .await
@@ -164,7 +164,7 @@ impl NodeRead {
         for a in REGISTRY {
             (a.reads)(spec, fam, &mut reads);
         }
-        crate::kubelet::reads(spec, &mut reads);
+        crate::plan::kubelet::reads(spec, &mut reads);
         let mut files = BTreeMap::new();
         let mut dirs = BTreeMap::new();
         for d in &reads.conf_dirs {
@@ -245,7 +245,7 @@ fn in_table(instance_type: &str) -> TypeFact {
         },
         None => TypeFact::Unknown(format!(
             "{} is not in the embedded instance-type table ({} types)",
-            crate::text::printable(instance_type),
+            crate::base::text::printable(instance_type),
             podcap::table::len()
         )),
     }
@@ -365,7 +365,7 @@ impl MetadataSource {
         match self {
             MetadataSource::File(p) => format!(
                 "instanceType in the metadata file {}",
-                crate::text::printable(&p.display().to_string())
+                crate::base::text::printable(&p.display().to_string())
             ),
             MetadataSource::Imds => format!("IMDS {}", imds::md("instance-type")),
         }

@@ -1,46 +1,21 @@
 //! eks-nodeinit: the first-boot agent for EKS worker nodes.
 //!
 //! config → [`spec`] (checked once) → [`gather`] (the world, read once into [`facts`]) →
-//! [`plan`] (pure: the [`kubelet`] intent, then the [`aspects`] registry) → [`exec`] (the one
-//! executor, hand-off included). The layers, bottom up, and the order to read them in:
-//! docs/architecture.md.
+//! [`plan`] (pure: the hand-off and kubelet intents, then the aspects' steps) → [`exec`] (the one
+//! executor, hand-off included), wired by [`commands`]. Beneath them, labelled shelves:
+//! [`base`] (value grammars, the embedded tables), [`os`] (files, kernel values, systemd),
+//! [`aws`] (the AWS clients), [`instance`] (what IMDS and the user data say). The layers, bottom
+//! up, and the order to read them in: docs/architecture.md.
 
-pub mod aspects;
-pub mod autoscaling;
-pub mod await_service;
 pub mod aws;
-pub(crate) mod aws_http;
-pub mod bootstrap_sh;
-pub mod cli;
-pub mod complete_hook;
+pub mod base;
+pub mod commands;
 pub mod config;
 pub mod discovery;
-pub mod duration;
-pub mod ec2;
 pub mod exec;
 pub mod facts;
-pub mod findings;
-pub mod fsutil;
 pub mod gather;
-pub mod handoff;
-pub mod imds;
-pub mod k8s;
-pub mod kubelet;
-pub mod lifecycle;
-pub mod lock;
-pub mod logging;
-pub mod marker;
-pub mod metadata;
-pub(crate) mod pem;
+pub mod instance;
+pub mod os;
 pub mod plan;
-pub mod podcap;
-pub(crate) mod procsys;
-pub mod report;
-pub mod retry;
-pub mod run;
 pub mod spec;
-pub mod step;
-pub mod systemd;
-pub mod tagging;
-pub mod text;
-pub mod userdata;

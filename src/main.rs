@@ -1,8 +1,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use eks_nodeinit::cli::{Cli, Command, LogFormat};
-use eks_nodeinit::{config::ConfigError, findings::Invalid, logging, run};
+use eks_nodeinit::commands::cli::{Cli, Command, LogFormat};
+use eks_nodeinit::{base::findings::Invalid, base::logging, commands, config::ConfigError};
 
 /// Exit codes: 0 success, 1 failure, 2 usage (clap), 3 invalid config, 4 no config in any
 /// `--config` source (nothing done), 5 the config file could not be read (missing, no
@@ -79,14 +79,16 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match &cli.command {
-            Command::Init(a) => run::init(a).await,
-            Command::Validate(a) => run::validate_cmd(&a.config),
-            Command::MaxPods(a) => run::max_pods(a),
-            Command::MarkDone(a) => run::mark_done(&a.root),
-            Command::AwaitService(a) => run::await_service(a).await,
-            Command::CompleteHook(a) => run::complete_hook(a).await,
-            Command::TagContinue(a) => run::tag_continue(&a.root).await,
-            Command::Generate(a) => eks_nodeinit::cli::generate(&a.out).map_err(Into::into),
+            Command::Init(a) => commands::init(a).await,
+            Command::Validate(a) => commands::validate_cmd(&a.config),
+            Command::MaxPods(a) => commands::max_pods(a),
+            Command::MarkDone(a) => commands::mark_done(&a.root),
+            Command::AwaitService(a) => commands::await_service(a).await,
+            Command::CompleteHook(a) => commands::complete_hook(a).await,
+            Command::TagContinue(a) => commands::tag_continue(&a.root).await,
+            Command::Generate(a) => {
+                eks_nodeinit::commands::cli::generate(&a.out).map_err(Into::into)
+            }
         }
     });
     match result {
@@ -95,9 +97,9 @@ fn main() -> ExitCode {
             // The chain, each cause once.
             logs.error(&format!(
                 "error: {}",
-                eks_nodeinit::text::join_chain(e.chain())
+                eks_nodeinit::base::text::join_chain(e.chain())
             ));
-            if e.downcast_ref::<run::NoConfig>().is_some() {
+            if e.downcast_ref::<commands::NoConfig>().is_some() {
                 ExitCode::from(EXIT_NO_CONFIG)
             } else if matches!(
                 e.downcast_ref::<ConfigError>(),

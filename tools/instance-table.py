@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Rebuild src/podcap/instance-info.jsonl from `aws ec2 describe-instance-types` output.
+"""Rebuild src/base/podcap/instance-info.jsonl from `aws ec2 describe-instance-types` output.
 
     aws ec2 describe-instance-types --output json > types.json
-    python3 tools/instance-table.py types.json > src/podcap/instance-info.jsonl
+    python3 tools/instance-table.py types.json > src/base/podcap/instance-info.jsonl
 
 One JSON object per line, sorted by type, in nodeadm's format: the ENIs of the type's default
 network card (NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces) and its IPv4

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::text::{escaped, printable, serde_message};
+use crate::base::text::{escaped, printable, serde_message};
 
 pub use kernel::KernelSettings;
 pub use lifecycle::{LifecycleSettings, WarmPool};
@@ -516,7 +516,7 @@ where
                 if out.contains_key(&k) {
                     return Err(serde::de::Error::custom(format!(
                         "duplicate key `{}`; give each key once",
-                        crate::text::printable(&k)
+                        crate::base::text::printable(&k)
                     )));
                 }
                 let v = m.next_value()?;
@@ -566,7 +566,7 @@ pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
                 if field.starts_with("proxy") {
                     // A proxy URL may hold credentials: serde quotes the value it refused, and
                     // a URL given as a key is in the path and the message.
-                    message = crate::text::without_quoted(&message);
+                    message = crate::base::text::without_quoted(&message);
                     if field.contains('@') {
                         field = "proxy".into();
                     }

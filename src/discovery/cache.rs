@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::FileFact;
+use crate::os::fsutil::FileFact;
 use crate::spec::discovery::{DiscoverySpec, Value};
 
 use super::check::complete;

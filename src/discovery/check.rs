@@ -2,9 +2,9 @@
 //! out is there, the endpoint an `https://` URL the hand-offs can carry, the CA base64 of PEM
 //! certificates (never echoed), the CIDR an IP network.
 
+use crate::base::text::printable;
 use crate::spec::discovery::Value;
 use crate::spec::{self, Cidr};
-use crate::text::printable;
 
 use super::{Answer, Found, SourceError};
 
@@ -58,14 +58,14 @@ pub(crate) fn parse_cidr(s: &str) -> Option<Cidr> {
     })
 }
 
-/// Base64 (one line) of one or more PEM certificates ([`crate::pem`]).
+/// Base64 (one line) of one or more PEM certificates ([`crate::base::pem`]).
 pub(crate) fn check_pem(b64: &str) -> Result<(), String> {
     use base64::Engine;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
         .map_err(|_| "is not base64 on one line".to_string())?;
     let text = String::from_utf8(bytes).map_err(|_| "does not decode to PEM text".to_string())?;
-    crate::pem::certificates(&text)
+    crate::base::pem::certificates(&text)
         .map(|_| ())
         .map_err(|why| format!("decodes to text that {why}"))
 }

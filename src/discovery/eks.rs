@@ -4,7 +4,7 @@
 use tokio::time::Instant;
 
 use crate::aws;
-use crate::retry::RetryPolicy;
+use crate::base::retry::RetryPolicy;
 
 use super::{retried, Answer, Calls, Found, Origin, SourceError};
 

@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::aws::{self, Class};
-use crate::fsutil::{self, FileFact};
-use crate::retry::{Failure, RetryPolicy, Verdict};
+use crate::base::retry::{Failure, RetryPolicy, Verdict};
+use crate::os::fsutil::{self, FileFact};
 use crate::spec::{self, Cidr};
 
 pub use crate::spec::discovery::Value;

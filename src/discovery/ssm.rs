@@ -5,9 +5,9 @@
 use tokio::time::Instant;
 
 use crate::aws;
-use crate::retry::RetryPolicy;
+use crate::base::retry::RetryPolicy;
+use crate::base::text::printable;
 use crate::spec::discovery::Value;
-use crate::text::printable;
 
 use super::{not_found_path, retried, Answer, Calls, Found, Origin, SourceError};
 

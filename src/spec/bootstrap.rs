@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use crate::bootstrap_sh::Grammar;
+use crate::base::bootstrap_sh::Grammar;
+use crate::base::findings::Findings;
+use crate::base::text::{printable, unsplittable, unsplittable_problem};
 use crate::config::HandoffSettings;
-use crate::findings::Findings;
-use crate::text::{printable, unsplittable, unsplittable_problem};
 
 use super::check_node_path;
 

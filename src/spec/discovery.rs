@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::base::findings::Findings;
+use crate::base::text::printable;
 use crate::config::{self, DiscoverySource};
-use crate::findings::Findings;
-use crate::text::printable;
 
 /// The config field every discovery finding is reported under.
 pub(crate) const FIELD: &str = "cluster.discovery";

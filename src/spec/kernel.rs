@@ -1,8 +1,8 @@
 //! The `kernel` section checked: module names as the kernel and `modprobe` take them.
 
+use crate::base::findings::Findings;
+use crate::base::text::printable;
 use crate::config::KernelSettings;
-use crate::findings::Findings;
-use crate::text::printable;
 
 /// The kernel's MODULE_NAME_LEN (64 − sizeof(unsigned long)) less its NUL.
 const MAX_NAME: usize = 55;

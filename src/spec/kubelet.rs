@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
+use crate::base::duration::{self, GoDuration};
+use crate::base::findings::Findings;
 use crate::config::KubeletSettings;
-use crate::duration::{self, GoDuration};
-use crate::findings::Findings;
 
 use super::check_node_path;
 

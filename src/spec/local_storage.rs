@@ -1,8 +1,8 @@
 //! The `localStorage` section checked: a mount path nodeadm can take.
 
+use crate::base::findings::Findings;
+use crate::base::text::printable;
 use crate::config::LocalStorageSettings;
-use crate::findings::Findings;
-use crate::text::printable;
 
 pub(crate) fn spec(
     c: Option<&LocalStorageSettings>,

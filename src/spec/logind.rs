@@ -1,8 +1,8 @@
 //! The `logind` section: `InhibitDelayMaxSec`, at least the kubelet's grace period, at most a
 //! day.
 
+use crate::base::findings::Findings;
 use crate::config::LogindSettings;
-use crate::findings::Findings;
 
 use super::kubelet::KubeletSpec;
 

@@ -22,9 +22,9 @@ pub mod trust;
 
 pub(crate) use registration::Registration;
 
+use crate::base::findings::{Findings, Invalid};
+use crate::base::text::printable;
 use crate::config::{Config, HandoffMode, Role};
-use crate::findings::{Findings, Invalid};
-use crate::text::printable;
 
 /// What the node should be. Only [`resolve`] makes one.
 #[derive(Debug, Clone)]
@@ -61,7 +61,7 @@ pub struct Spec {
 impl Spec {
     /// How the agent's own AWS calls in `region` reach AWS: the config's proxy and CA bundles;
     /// `None` with neither (the SDK's defaults).
-    pub fn agent_transport(&self, region: &str) -> Option<crate::aws_http::Transport> {
+    pub fn agent_transport(&self, region: &str) -> Option<crate::aws::http::Transport> {
         let cidr = self.cluster.cidr.as_ref().map(|c| c.text.as_str());
         let proxy = self.proxy.as_ref().map(|p| p.for_agent(region, cidr));
         let ca_bundles = self
@@ -70,7 +70,7 @@ impl Spec {
             .map(|t| t.bundles.clone())
             .unwrap_or_default();
         (proxy.is_some() || !ca_bundles.is_empty())
-            .then_some(crate::aws_http::Transport { proxy, ca_bundles })
+            .then_some(crate::aws::http::Transport { proxy, ca_bundles })
     }
 }
 
@@ -142,7 +142,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         launch_hook: c.lifecycle.complete_launch_hook.clone().filter(|h| {
             f.check(
                 "lifecycle.completeLaunchHook",
-                crate::lifecycle::check_hook_name(h),
+                crate::instance::lifecycle::check_hook_name(h),
             )
             .is_some()
         }),

@@ -1,8 +1,8 @@
 //! The Name tag's settings: the node group's name (1-200 printable characters), whether tagging
 //! is on.
 
+use crate::base::findings::Findings;
 use crate::config::Config;
-use crate::findings::Findings;
 
 #[derive(Debug, Clone)]
 pub struct NameTagSpec {

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::base::findings::Findings;
 use crate::config::HandoffSettings;
-use crate::findings::Findings;
 
 use super::check_node_path;
 

@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use crate::findings::Findings;
-use crate::podcap::{Ceiling, Cni, Mode, KUBELET_MAX};
-use crate::text::printable;
+use crate::base::findings::Findings;
+use crate::base::podcap::{Ceiling, Cni, Mode, KUBELET_MAX};
+use crate::base::text::printable;
 
 /// How the kubelet's max pods is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +110,7 @@ fn count(v: &Value, field: &str, max: u64, f: &mut Findings) -> Option<u64> {
     match v.as_u64() {
         Some(n) if (1..=max).contains(&n) => Some(n),
         _ => {
-            let shown = crate::text::json(v);
+            let shown = crate::base::text::json(v);
             let what = if field == "kubelet.maxPods" {
                 " (a number, or an object saying how to compute it)"
             } else {
@@ -131,7 +131,7 @@ fn cni(v: Option<&Value>, f: &mut Findings) -> Cni {
         (_, Some("secondaryIPs")) => Cni::SecondaryIps,
         (_, Some("prefixDelegation")) => Cni::PrefixDelegation,
         _ => {
-            let shown = v.map(crate::text::json).unwrap_or_default();
+            let shown = v.map(crate::base::text::json).unwrap_or_default();
             f.push(
                 "kubelet.maxPods.cni",
                 format!("{shown} is not a CNI mode; use \"secondaryIPs\" or \"prefixDelegation\""),
@@ -153,7 +153,7 @@ fn ceiling(v: Option<&Value>, f: &mut Findings) -> Ceiling {
                 "kubelet.maxPods.ceiling",
                 format!(
                     "{} is not a ceiling; use \"recommended\", \"none\" or a number",
-                    crate::text::json(other)
+                    crate::base::text::json(other)
                 ),
             );
             Ceiling::Recommended
@@ -169,7 +169,7 @@ fn reserved_spec(v: &Value, f: &mut Findings) -> ReservedSpec {
                 FIELD,
                 format!(
                     "{} is neither \"auto\" nor an object of quantities",
-                    crate::text::json(v)
+                    crate::base::text::json(v)
                 ),
             );
         }

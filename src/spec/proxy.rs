@@ -2,9 +2,9 @@
 //! never go through a proxy on an EKS node (docs/private-networks.md says why each entry is
 //! there). Credentials in a proxy URL are secrets: never echoed, redacted wherever shown.
 
+use crate::base::findings::Findings;
+use crate::base::text::printable;
 use crate::config::ProxySettings;
-use crate::findings::Findings;
-use crate::text::printable;
 
 /// The proxies, checked. At least one of `http` and `https` is set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,8 +87,8 @@ impl ProxySpec {
 
     /// The agent's own AWS calls: the same proxies, and the NO_PROXY known before them (no VPC
     /// blocks or discovered service CIDR: those calls name hosts, not addresses).
-    pub fn for_agent(&self, region: &str, service_cidr: Option<&str>) -> crate::aws_http::Proxy {
-        crate::aws_http::Proxy {
+    pub fn for_agent(&self, region: &str, service_cidr: Option<&str>) -> crate::aws::http::Proxy {
+        crate::aws::http::Proxy {
             http: self.http.as_ref().map(|p| p.url.clone()),
             https: self.https.as_ref().map(|p| p.url.clone()),
             no_proxy: self

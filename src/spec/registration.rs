@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::base::findings::Findings;
+use crate::base::k8s::{self, Taint};
+use crate::base::text::{printable, unsplittable, unsplittable_problem};
 use crate::config::{Config, Role};
-use crate::findings::Findings;
-use crate::k8s::{self, Taint};
-use crate::text::{printable, unsplittable, unsplittable_problem};
 
 use super::unsafe_for_dropin;
 

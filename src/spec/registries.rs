@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::base::findings::Findings;
+use crate::base::text::printable;
 use crate::config::{MirrorDetail, RegistrySettings};
-use crate::findings::Findings;
-use crate::text::printable;
 
 /// One registry's `hosts.toml`, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +129,7 @@ fn check_ca(ca: Option<&str>, field: &str, f: &mut Findings) -> Option<String> {
     // Never echoed: only why it is not certificates.
     f.check(
         field,
-        crate::pem::certificates(ca).map_err(|why| format!("the value {why}")),
+        crate::base::pem::certificates(ca).map_err(|why| format!("the value {why}")),
     )
     .map(|_| ca.to_string())
 }
@@ -146,7 +146,7 @@ fn mirror(v: &Value, field: &str, f: &mut Findings) -> Option<MirrorSpec> {
         Value::Object(_) => f.check(
             field,
             serde_json::from_value::<MirrorDetail>(v.clone())
-                .map_err(|e| crate::text::serde_message(&e)),
+                .map_err(|e| crate::base::text::serde_message(&e)),
         )?,
         _ => {
             f.push(field, "a mirror is a URL string or an object with `url`");

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::base::findings::Findings;
+use crate::base::text::printable;
 use crate::config::SysctlValue;
-use crate::findings::Findings;
-pub(crate) use crate::procsys::normalize;
-use crate::text::printable;
+pub(crate) use crate::os::procsys::normalize;
 
 /// Wanted values by key, normalised (single spaces), keys checked.
 pub(crate) type SysctlSpec = BTreeMap<String, String>;

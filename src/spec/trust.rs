@@ -1,8 +1,8 @@
 //! The `trust` section checked: each bundle PEM certificates, each certificate a CA. Never
 //! echoed (a bundle is not a secret, but it is long and says nothing in a message).
 
+use crate::base::findings::Findings;
 use crate::config::TrustSettings;
-use crate::findings::Findings;
 
 /// The CA bundles, checked, in config order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub(crate) fn spec(c: Option<&TrustSettings>, f: &mut Findings) -> Option<TrustS
 
 /// The bundle's certificates, each a CA the SDK's TLS stack takes, as PEM every reader takes.
 fn check_bundle(text: &str) -> Result<String, String> {
-    let ders = crate::pem::ders(text).map_err(|why| format!("the value {why}"))?;
+    let ders = crate::base::pem::ders(text).map_err(|why| format!("the value {why}"))?;
     for (n, der) in ders.iter().enumerate() {
         // As the SDK's TLS stack adds it to its roots (it panics on one it cannot parse).
         let mut roots = rustls::RootCertStore::empty();
@@ -40,7 +40,7 @@ fn check_bundle(text: &str) -> Result<String, String> {
                 n + 1
             ));
         }
-        match crate::pem::is_ca(der) {
+        match crate::base::pem::is_ca(der) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(format!(
@@ -51,7 +51,7 @@ fn check_bundle(text: &str) -> Result<String, String> {
             Err(why) => return Err(format!("certificate {} {why}", n + 1)),
         }
     }
-    Ok(crate::pem::encode(&ders))
+    Ok(crate::base::pem::encode(&ders))
 }
 
 #[cfg(test)]
@@ -109,7 +109,7 @@ mod tests {
         assert!(f.is_empty(), "{f:?}");
         assert_eq!(s.unwrap().bundles[0], ca);
         // A DER length in a non-minimal form (BER): refused, as the SDK's reader would panic.
-        let der = crate::pem::ders(&ca).unwrap().remove(0);
+        let der = crate::base::pem::ders(&ca).unwrap().remove(0);
         let len = usize::from(der[2]) << 8 | usize::from(der[3]);
         assert_eq!(der[1], 0x82, "a two-byte length");
         let mut ber = vec![0x30, 0x83, 0x00, der[2], der[3]];

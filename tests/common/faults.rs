@@ -77,7 +77,7 @@ pub fn mask_times(v: &mut Value) {
     }
 }
 
-/// The agent's temp-file name: `.<file>.eks-nodeinit.<pid>.<random>.tmp` (src/fsutil.rs).
+/// The agent's temp-file name: `.<file>.eks-nodeinit.<pid>.<random>.tmp` (src/os/fsutil.rs).
 pub fn is_agent_temp(p: &Path) -> bool {
     let n = p
         .file_name()

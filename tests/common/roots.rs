@@ -29,7 +29,7 @@ pub fn sample_root(name: &str) -> tempfile::TempDir {
 
 /// The options of the newest AL2 bootstrap.sh, each taking one value (checked against every
 /// upstream release's script; `--service-ipv4-cidr` is the newest, 2025-05).
-pub const BOOTSTRAP_OPTIONS: &[&str] = &eks_nodeinit::aspects::bootstrap::NEWEST_OPTIONS;
+pub const BOOTSTRAP_OPTIONS: &[&str] = &eks_nodeinit::plan::aspects::bootstrap::NEWEST_OPTIONS;
 
 /// A bootstrap.sh stand-in with the real script's option grammar (a `while`/`case $key in` loop:
 /// each option takes the next word, `-h | --help` exits 1, other words are positional, `$2` under
@@ -51,7 +51,7 @@ pub fn bootstrap_standin(options: &[&str], record: &str) -> String {
 }
 
 /// What every real bootstrap.sh does once past its options, and the agent reads as proof that
-/// the hand-off happened (`eks_nodeinit::marker::EVIDENCE`): it rewrites the cluster CA file
+/// the hand-off happened (`eks_nodeinit::os::marker::EVIDENCE`): it rewrites the cluster CA file
 /// (`/etc/kubernetes/pki/ca.crt`, beside the script's `/etc/eks`, so under a test root too).
 pub const STANDIN_EVIDENCE: &str = "pki=\"$(dirname \"$0\")/../kubernetes/pki\"\nmkdir -p \"$pki\"\necho stand-in > \"$pki/ca.crt\"\n";
 

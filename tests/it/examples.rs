@@ -64,7 +64,7 @@ fn user_data_examples_carry_valid_configs() {
 
 #[test]
 fn name_only_user_data_holds_the_agents_config_and_nothing_of_the_cluster_but_its_name() {
-    use eks_nodeinit::userdata::{agent_config, read, UserDataError, Where};
+    use eks_nodeinit::instance::userdata::{agent_config, read, UserDataError, Where};
     for (f, at) in [
         ("cloud-init/al2023-name-only.mime", Where::Part(1)),
         ("cloud-init/al2-name-only.json", Where::Whole),
@@ -95,7 +95,7 @@ fn name_only_user_data_holds_the_agents_config_and_nothing_of_the_cluster_but_it
 
 #[test]
 fn the_al2023_script_example_holds_a_nodeconfig_as_nodeadm_reads_it() {
-    use eks_nodeinit::userdata::{read, Where};
+    use eks_nodeinit::instance::userdata::{read, Where};
     let f = "cloud-init/al2023-userdata.mime";
     let text = std::fs::read_to_string(example(f)).unwrap();
     let r = read(text.as_bytes()).unwrap_or_else(|e| panic!("{f}: {e}"));
@@ -139,7 +139,7 @@ fn the_schema_refuses_what_the_parser_refuses() {
 
 #[test]
 fn the_proxied_user_data_of_each_family_plans_the_proxy_for_its_units() {
-    use eks_nodeinit::userdata::{agent_config, Where};
+    use eks_nodeinit::instance::userdata::{agent_config, Where};
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("md.json");
     let mut m: serde_json::Value =

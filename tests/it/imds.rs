@@ -5,8 +5,8 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::imds_server::{ImdsServer, State};
-use eks_nodeinit::imds::{fetch, Ask, ImdsClient, ImdsError};
-use eks_nodeinit::metadata::UserData;
+use eks_nodeinit::instance::imds::{fetch, Ask, ImdsClient, ImdsError};
+use eks_nodeinit::instance::metadata::UserData;
 
 fn client(s: &ImdsServer) -> ImdsClient {
     ImdsClient::new(&s.url(), false).unwrap()
@@ -67,7 +67,7 @@ async fn tags_off_and_ipv6_only() {
     assert_eq!(md.autoscaling_group_name, None);
     assert_eq!(md.private_ipv4, None);
     assert_eq!(
-        eks_nodeinit::aspects::name_tag::value(Some("g"), &md).unwrap(),
+        eks_nodeinit::plan::aspects::name_tag::value(Some("g"), &md).unwrap(),
         "g-2600x1f18xx1"
     );
 }
@@ -327,8 +327,8 @@ async fn the_target_lifecycle_state_is_read_with_the_rest_and_checked() {
     let kept = md.target_lifecycle_state.unwrap();
     assert!(!kept.contains('\u{1b}'), "escaped: {kept}");
     assert_eq!(
-        eks_nodeinit::lifecycle::meaning(&kept),
-        eks_nodeinit::lifecycle::Meaning::Unknown
+        eks_nodeinit::instance::lifecycle::meaning(&kept),
+        eks_nodeinit::instance::lifecycle::Meaning::Unknown
     );
 }
 

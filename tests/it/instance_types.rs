@@ -7,9 +7,9 @@
 use crate::common;
 
 use common::*;
-use eks_nodeinit::fsutil::FileFact;
+use eks_nodeinit::base::podcap::{cache, TypeFact, TypeInfo, TypeSource};
 use eks_nodeinit::gather::{beyond_table, TypeLookup, TYPE_LOOKUP_DEADLINE};
-use eks_nodeinit::podcap::{cache, TypeFact, TypeInfo, TypeSource};
+use eks_nodeinit::os::fsutil::FileFact;
 
 #[test]
 fn describe_instance_types_answers_what_the_table_lacks_once() {

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use common::dbus::{serve_unit_states, start_bus, Bus};
 use common::{cmd, run, sample_root, stderr, stdout, Moto};
-use eks_nodeinit::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB};
+use eks_nodeinit::instance::lifecycle::{
+    CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
+};
 use serde_json::{json, Value};
 
 const HOOK: &str = "eks-node-ready";

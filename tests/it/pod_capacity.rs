@@ -7,13 +7,13 @@ use crate::common;
 
 use std::path::Path;
 
-use eks_nodeinit::podcap::{self, table, Ceiling, Cni, Mode};
+use eks_nodeinit::base::podcap::{self, table, Ceiling, Cni, Mode};
 
 /// The embedded table read by this test's own parser: (type, ENIs, IPv4 per ENI).
 fn rows() -> Vec<(String, i64, i64)> {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/src/podcap/instance-info.jsonl"
+        "/src/base/podcap/instance-info.jsonl"
     ))
     .unwrap();
     text.lines()
@@ -277,7 +277,7 @@ fn the_generator_rebuilds_the_embedded_table_from_describe_instance_types() {
     assert!(out.status.success(), "{out:?}");
     let table = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/src/podcap/instance-info.jsonl"
+        "/src/base/podcap/instance-info.jsonl"
     ))
     .unwrap();
     let extra =

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use common::ec2_server::{Bucket, Ec2Server, Ec2State};
 use common::*;
-use eks_nodeinit::ec2::{Ec2, TagError, TagOutcome};
+use eks_nodeinit::aws::ec2::{Ec2, TagError, TagOutcome};
+use eks_nodeinit::base::retry::RetryPolicy;
+use eks_nodeinit::exec::tagging;
 use eks_nodeinit::facts::InstanceTags;
-use eks_nodeinit::retry::RetryPolicy;
-use eks_nodeinit::tagging;
 
 const ID: &str = "i-0a1b2c3d4e5f67890";
 
@@ -46,8 +46,8 @@ fn none_set() -> InstanceTags {
 }
 
 /// The Name tag job for instance ID against this server, tags known (no DescribeTags).
-fn job(s: &Ec2Server) -> eks_nodeinit::tagging::Job {
-    eks_nodeinit::tagging::Job {
+fn job(s: &Ec2Server) -> eks_nodeinit::exec::tagging::Job {
+    eks_nodeinit::exec::tagging::Job {
         region: "eu-west-1".into(),
         endpoint: Some(s.url()),
         instance_id: ID.into(),
@@ -334,7 +334,7 @@ fn access_denied_without_required_still_hands_off() {
 
 #[tokio::test]
 async fn a_spread_delay_beyond_the_budget_goes_straight_to_the_background() {
-    use eks_nodeinit::tagging::{background, foreground, Foreground};
+    use eks_nodeinit::exec::tagging::{background, foreground, Foreground};
     let s = Ec2Server::start(Ec2State::default());
     let _ = ec2(&s).await; // credentials in the environment
     let job = job(&s);
@@ -368,7 +368,7 @@ async fn a_spread_delay_beyond_the_budget_goes_straight_to_the_background() {
 
 #[tokio::test]
 async fn the_foreground_budget_is_hard_even_mid_call() {
-    use eks_nodeinit::tagging::{foreground, Foreground};
+    use eks_nodeinit::exec::tagging::{foreground, Foreground};
     // A CreateTags that answers after 2 s: the 300 ms budget abandons it.
     let s = Ec2Server::start(Ec2State {
         create_delay: Duration::from_secs(2),

@@ -12,8 +12,8 @@ use std::process::Command;
 
 use common::tls::{certificates, sh};
 use common::*;
-use eks_nodeinit::aspects::trust::{anchor, DEBIAN, RECORD};
-use eks_nodeinit::fsutil::under;
+use eks_nodeinit::os::fsutil::under;
+use eks_nodeinit::plan::aspects::trust::{anchor, DEBIAN, RECORD};
 use serde_json::{json, Value};
 
 const CLUSTER: &str = "prod-eu";

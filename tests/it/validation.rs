@@ -2,13 +2,13 @@
 
 use crate::common;
 
-use eks_nodeinit::aspects::sysctls::check_key as check_sysctl_key;
+use eks_nodeinit::base::k8s::{check_kubelet_self_label, check_qualified_name, parse_taint};
 use eks_nodeinit::config::parse;
-use eks_nodeinit::k8s::{check_kubelet_self_label, check_qualified_name, parse_taint};
+use eks_nodeinit::plan::aspects::sysctls::check_key as check_sysctl_key;
 use eks_nodeinit::spec::{self, Spec};
 
 /// Every finding for a config, the way the agent checks it: once, into a spec.
-fn check_config(c: &eks_nodeinit::config::Config) -> Vec<eks_nodeinit::findings::Finding> {
+fn check_config(c: &eks_nodeinit::config::Config) -> Vec<eks_nodeinit::base::findings::Finding> {
     spec::resolve(c).1 .0
 }
 
@@ -464,7 +464,7 @@ fn unicode_spaces_and_invisible_characters_in_arguments_are_refused_by_code_poin
         assert_one(&f, field, code);
         for line in &f {
             assert!(
-                !line.chars().any(eks_nodeinit::text::is_unsplittable),
+                !line.chars().any(eks_nodeinit::base::text::is_unsplittable),
                 "{line:?}"
             );
         }

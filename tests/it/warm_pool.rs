@@ -11,8 +11,8 @@ use std::process::Output;
 use common::dbus::{serve_manager, start_bus};
 use common::imds_server::ImdsServer;
 use common::{cmd, counting_bootstrap, run, sample_root, stdout};
-use eks_nodeinit::aspects::warm_pool::NODEADM_RUN;
-use eks_nodeinit::lifecycle::{Hold, HOLD_MARKER};
+use eks_nodeinit::instance::lifecycle::{Hold, HOLD_MARKER};
+use eks_nodeinit::plan::aspects::warm_pool::NODEADM_RUN;
 use serde_json::{json, Value};
 
 const STATE: &str = "autoscaling/target-lifecycle-state";
@@ -169,7 +169,7 @@ fn al2023_warmed_stopped_writes_the_complete_dropin_and_holds_nodeadm_run() {
     assert_eq!(hold["family"], "al2023");
     assert_eq!(hold["marker"], HOLD_MARKER);
     // The drop-in is complete: the boot in service only has to run nodeadm.
-    let dropin = r.join(&eks_nodeinit::aspects::nodeconfig::DROPIN[1..]);
+    let dropin = r.join(&eks_nodeinit::plan::aspects::nodeconfig::DROPIN[1..]);
     let nc: Value = serde_json::from_str(&std::fs::read_to_string(&dropin).unwrap()).unwrap();
     assert_eq!(nc["spec"]["cluster"]["name"], "prod-eu");
     assert!(r.join(&HOLD_MARKER[1..]).exists());

@@ -106,10 +106,11 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
 
     // logind took the drop-in: its InhibitDelayMaxUSec over D-Bus equals the drop-in's value,
     // and covers the grace period. Again after the reboot.
-    let grace =
-        eks_nodeinit::duration::parse(cfg["kubelet"]["shutdownGracePeriod"].as_str().unwrap())
-            .unwrap()
-            .as_secs_f64();
+    let grace = eks_nodeinit::base::duration::parse(
+        cfg["kubelet"]["shutdownGracePeriod"].as_str().unwrap(),
+    )
+    .unwrap()
+    .as_secs_f64();
     let dropin = run.file(1, logind::DROPIN_PATH);
     let delay: f64 = dropin
         .lines()

@@ -74,8 +74,10 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
         private::VPC_CIDR.into(),
     );
     if let Some(state) = sc.warm {
-        s.data
-            .insert(eks_nodeinit::lifecycle::IMDS_PATH.into(), state.into());
+        s.data.insert(
+            eks_nodeinit::instance::lifecycle::IMDS_PATH.into(),
+            state.into(),
+        );
     }
     ImdsServer::start_with(s)
 }

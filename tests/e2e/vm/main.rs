@@ -42,9 +42,9 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use common::imds_server::{ImdsServer, State};
 use common::*;
-use eks_nodeinit::aspects::{logind, nodeconfig, sysctls};
-use eks_nodeinit::fsutil::under;
-use eks_nodeinit::report::REPORT_PATH;
+use eks_nodeinit::exec::report::REPORT_PATH;
+use eks_nodeinit::os::fsutil::under;
+use eks_nodeinit::plan::aspects::{logind, nodeconfig, sysctls};
 
 use aws::{Ec2, TagMirror};
 use checks::check;
@@ -302,7 +302,7 @@ fn scenario(name: &'static str) -> Scenario {
     // agent reads it.
     let config = match by_unit {
         true => {
-            eks_nodeinit::userdata::agent_config(user_data.as_bytes())
+            eks_nodeinit::instance::userdata::agent_config(user_data.as_bytes())
                 .unwrap()
                 .unwrap_or_else(|| panic!("{file} holds no eks-nodeinit config"))
                 .text

@@ -19,7 +19,7 @@
 
 use super::*;
 use crate::common::{peers, registry, tinyproxy};
-use eks_nodeinit::aspects::{proxy, trust};
+use eks_nodeinit::plan::aspects::{proxy, trust};
 
 pub(super) const PROXY_HOST: &str = "proxy.corp.example";
 pub(super) const MIRROR_HOST: &str = "mirror.corp.example";

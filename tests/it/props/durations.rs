@@ -1,7 +1,7 @@
 //! Target: durations against Go's `time.ParseDuration` (any string, Go's `String()` of any
 //! int64, the int64 limit, `-0s`): read as Go reads them, negatives refused, zero not negative.
 
-use eks_nodeinit::duration;
+use eks_nodeinit::base::duration;
 use proptest::prelude::*;
 
 use super::strategies::duration_text;

@@ -29,10 +29,10 @@ fn hostile_text() -> impl Strategy<Value = String> {
     .prop_map(|c| c.into_iter().collect())
 }
 
-/// Every line of `message` free of what [`eks_nodeinit::text::unsplittable`] finds.
+/// Every line of `message` free of what [`eks_nodeinit::base::text::unsplittable`] finds.
 fn one_clean_line_each(message: &str) -> Result<(), TestCaseError> {
     for line in message.split('\n') {
-        if let Some(c) = eks_nodeinit::text::unsplittable(line) {
+        if let Some(c) = eks_nodeinit::base::text::unsplittable(line) {
             return Err(TestCaseError::fail(format!(
                 "a raw U+{:04X} in the error line {line:?}",
                 u32::from(c)
@@ -69,7 +69,7 @@ fn no_error_line_carries_a_raw_control_character() {
                 Ok(c) => {
                     let (_, findings) = spec::resolve(&c);
                     tally.count(findings.is_empty());
-                    let all = eks_nodeinit::findings::Invalid(findings.0);
+                    let all = eks_nodeinit::base::findings::Invalid(findings.0);
                     one_clean_line_each(&all.to_string())
                 }
             }

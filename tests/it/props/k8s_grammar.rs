@@ -2,7 +2,7 @@
 //! characters, dots and dashes at the ends, uppercase prefixes), accepted exactly as
 //! apimachinery accepts them.
 
-use eks_nodeinit::k8s;
+use eks_nodeinit::base::k8s;
 use proptest::prelude::*;
 
 use super::strategies::{label_key, label_value, taint_text};

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use eks_nodeinit::facts::InstanceTags;
-use eks_nodeinit::metadata;
+use eks_nodeinit::instance::metadata;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::{config, spec};
 use proptest::collection::{btree_map, vec};
@@ -297,7 +297,7 @@ const KUBELET_PATH: &str = "/etc/kubernetes/kubelet/kubelet-config.json";
 
 fn kubelet_step(plan: &Plan) -> Option<(&str, &Option<PathBuf>, u32)> {
     plan.steps.iter().find_map(|s| match s {
-        Step::File(eks_nodeinit::step::File {
+        Step::File(eks_nodeinit::plan::step::File {
             path,
             new,
             backup,

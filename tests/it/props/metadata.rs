@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use eks_nodeinit::metadata;
-use eks_nodeinit::userdata::UserDataFact;
+use eks_nodeinit::instance::metadata;
+use eks_nodeinit::instance::userdata::UserDataFact;
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;

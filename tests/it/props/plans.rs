@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use eks_nodeinit::facts::{Family, InstanceTags};
-use eks_nodeinit::metadata::{self, Metadata};
+use eks_nodeinit::instance::metadata::{self, Metadata};
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::{config, spec};
 use proptest::prelude::*;
@@ -75,7 +75,7 @@ fn plan_config(
     c: &config::Config,
     root: &Root,
     md: &Metadata,
-) -> Result<Plan, Vec<eks_nodeinit::findings::Finding>> {
+) -> Result<Plan, Vec<eks_nodeinit::base::findings::Finding>> {
     let (spec, findings) = spec::resolve(c);
     if findings.is_empty() {
         let facts =
@@ -92,7 +92,7 @@ fn plan_config(
 /// A refusal's findings: at least one, none with a control character or the CA.
 fn check_findings(
     doc: &Value,
-    findings: &[eks_nodeinit::findings::Finding],
+    findings: &[eks_nodeinit::base::findings::Finding],
 ) -> Result<(), TestCaseError> {
     let ca = doc["cluster"]["certificateAuthority"]
         .as_str()
@@ -120,7 +120,7 @@ fn check_plan(want: &Want, plan: &Plan, root: &Path) -> Result<(), TestCaseError
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::File(eks_nodeinit::step::File { path, new, .. }) => {
+            Step::File(eks_nodeinit::plan::step::File { path, new, .. }) => {
                 Some((path.as_path(), new.as_str()))
             }
             _ => None,
@@ -171,7 +171,7 @@ fn check_sysctls(want: &Want, plan: &Plan, files: &Files) -> Result<(), TestCase
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::Live(eks_nodeinit::step::Live { key, new, .. }) => {
+            Step::Live(eks_nodeinit::plan::step::Live { key, new, .. }) => {
                 Some((key.clone(), new.clone()))
             }
             _ => None,
@@ -217,7 +217,7 @@ fn check_logind(want: &Want, plan: &Plan, files: &Files) -> Result<(), TestCaseE
         "{sec} s < the grace period"
     );
     let notified = plan.steps.iter().any(|s| {
-        matches!(s, Step::Unit(eks_nodeinit::step::Unit { job: eks_nodeinit::step::UnitJob::Restart { verify, .. }, .. }) if verify.expected == sec * 1_000_000)
+        matches!(s, Step::Unit(eks_nodeinit::plan::step::Unit { job: eks_nodeinit::plan::step::UnitJob::Restart { verify, .. }, .. }) if verify.expected == sec * 1_000_000)
     });
     prop_assert!(notified, "logind told {sec} s");
     Ok(())
@@ -248,7 +248,7 @@ fn check_bootstrap_argv(want: &Want, plan: &Plan, root: &Path) -> Result<(), Tes
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::Handoff(eks_nodeinit::step::Handoff::Exec { argv }) => Some(argv),
+            Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv }) => Some(argv),
             _ => None,
         })
         .collect();
@@ -256,7 +256,9 @@ fn check_bootstrap_argv(want: &Want, plan: &Plan, root: &Path) -> Result<(), Tes
     prop_assert!(
         matches!(
             plan.steps.last(),
-            Some(Step::Handoff(eks_nodeinit::step::Handoff::Exec { .. }))
+            Some(Step::Handoff(
+                eks_nodeinit::plan::step::Handoff::Exec { .. }
+            ))
         ),
         "the hand-off is last"
     );
@@ -316,15 +318,15 @@ fn check_nodeconfig(want: &Want, plan: &Plan, files: &Files) -> Result<(), TestC
     prop_assert!(
         matches!(
             plan.steps.last(),
-            Some(Step::Handoff(eks_nodeinit::step::Handoff::Dropin(_)))
+            Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Dropin(_)))
         ),
         "nodeadm reads the drop-in last"
     );
     prop_assert!(
-        !plan
-            .steps
-            .iter()
-            .any(|s| matches!(s, Step::Handoff(eks_nodeinit::step::Handoff::Exec { .. }))),
+        !plan.steps.iter().any(|s| matches!(
+            s,
+            Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { .. })
+        )),
         "no bootstrap.sh on AL2023"
     );
     let text = files

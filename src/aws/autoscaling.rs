@@ -1,0 +1,143 @@
+//! The Auto Scaling API: complete a launch lifecycle hook (`CompleteLifecycleAction` with
+//! `CONTINUE`) and, when the run did not know it, find the instance's group
+//! (`DescribeAutoScalingInstances`), under the agent's retry policy and a deadline: throttling
+//! and server errors retry with capped, jittered backoff; a denial names the IAM statement.
+
+use tokio::time::Instant;
+
+use crate::aws::{self, CallError};
+use crate::base::retry::RetryPolicy;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("Auto Scaling knows no group for {instance_id} (DescribeAutoScalingInstances): it is not, or no longer, in an Auto Scaling group")]
+    NoGroup { instance_id: String },
+}
+
+/// How many calls of each operation were made (the tests read them from the log line).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Calls {
+    pub complete_lifecycle_action: u32,
+    pub describe_auto_scaling_instances: u32,
+}
+
+pub struct AutoScaling {
+    client: aws_sdk_autoscaling::Client,
+    pub calls: Calls,
+}
+
+/// What CompleteLifecycleAction said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completed {
+    Continued,
+    /// Auto Scaling had no launch waiting on this hook for the instance (already completed, timed
+    /// out, or no hook of that name): nothing left to do.
+    NothingWaiting,
+}
+
+impl AutoScaling {
+    /// A client for `region` with the SDK's default credential chain (the instance role on a
+    /// node); the endpoint is `AWS_ENDPOINT_URL_AUTO_SCALING`, else the SDK's default. Through
+    /// `transport` when there is one.
+    pub async fn new(region: &str, transport: Option<&aws::Transport>) -> AutoScaling {
+        let conf = aws::sdk_config(region, transport).await;
+        AutoScaling {
+            client: aws_sdk_autoscaling::Client::new(&conf),
+            calls: Calls::default(),
+        }
+    }
+
+    /// The instance's Auto Scaling group.
+    pub async fn group_of(
+        &mut self,
+        instance_id: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<String, HookError> {
+        let op = aws::Op {
+            name: "DescribeAutoScalingInstances",
+            action: "autoscaling:DescribeAutoScalingInstances",
+            resource: "*".into(),
+            on: instance_id,
+        };
+        let client = &self.client;
+        let calls = &mut self.calls.describe_auto_scaling_instances;
+        let out = op
+            .call(policy, deadline, calls, || {
+                client
+                    .describe_auto_scaling_instances()
+                    .instance_ids(instance_id)
+                    .send()
+            })
+            .await?;
+        out.auto_scaling_instances()
+            .iter()
+            .find(|i| i.instance_id() == Some(instance_id))
+            .and_then(|i| i.auto_scaling_group_name())
+            .map(String::from)
+            .ok_or_else(|| HookError::NoGroup {
+                instance_id: instance_id.into(),
+            })
+    }
+
+    /// CompleteLifecycleAction with `CONTINUE` for `hook` of `group` and the instance.
+    pub async fn complete(
+        &mut self,
+        hook: &str,
+        group: &str,
+        instance_id: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<Completed, HookError> {
+        let op = aws::Op {
+            name: "CompleteLifecycleAction",
+            action: "autoscaling:CompleteLifecycleAction",
+            resource: format!(
+                "arn:aws:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/{group}"
+            ),
+            on: instance_id,
+        };
+        let client = &self.client;
+        let calls = &mut self.calls.complete_lifecycle_action;
+        let r = op
+            .call(policy, deadline, calls, || {
+                client
+                    .complete_lifecycle_action()
+                    .lifecycle_hook_name(hook)
+                    .auto_scaling_group_name(group)
+                    .instance_id(instance_id)
+                    .lifecycle_action_result("CONTINUE")
+                    .send()
+            })
+            .await;
+        match r {
+            Ok(_) => Ok(Completed::Continued),
+            Err(CallError::Fatal { message, .. }) if nothing_waiting(&message) => {
+                Ok(Completed::NothingWaiting)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Auto Scaling's answer when no launch waits on the hook for the instance: a `ValidationError`
+/// saying `No active Lifecycle Action found with instance ID …`.
+fn nothing_waiting(message: &str) -> bool {
+    message.starts_with("ValidationError") && message.contains("No active Lifecycle Action")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_validation_error_about_no_active_action_means_nothing_waits() {
+        assert!(nothing_waiting(
+            "ValidationError: No active Lifecycle Action found with instance ID i-1"
+        ));
+        assert!(!nothing_waiting("ValidationError: Group asg-x not found"));
+        assert!(!nothing_waiting("No active Lifecycle Action"));
+    }
+}

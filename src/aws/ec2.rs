@@ -1,0 +1,231 @@
+//! The EC2 API: the instance's Name tag (DescribeTags, CreateTags) with the agent's own retry
+//! policy: throttling and eventual-consistency errors retry with capped, jittered backoff under
+//! a deadline; permission errors never retry and name the IAM statement needed.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::{Filter, Tag};
+use tokio::time::Instant;
+
+use crate::aws;
+use crate::base::retry::RetryPolicy;
+
+/// A failed EC2 call: denied (naming the statement), final, or still failing at its deadline.
+pub type TagError = aws::CallError;
+
+/// Counters the tests and the benchmark read.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Calls {
+    pub describe_tags: u32,
+    pub create_tags: u32,
+    /// Not tagging's: left out of its report when none was made.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub describe_instance_types: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase", tag = "outcome")]
+pub enum TagOutcome {
+    /// The tag already had the value: no CreateTags call.
+    AlreadySet,
+    Created,
+}
+
+pub struct Ec2 {
+    client: aws_sdk_ec2::Client,
+    pub calls: Calls,
+}
+
+/// Load the TLS trust store on a blocking thread now, while the caller reads instance
+/// metadata: the SDK caches the platform's root certificates process-wide when its first client
+/// is built (reading every file in /etc/ssl/certs), which otherwise delays the first EC2 call.
+pub(crate) fn warm_up() -> tokio::task::JoinHandle<()> {
+    tokio::task::spawn_blocking(|| {
+        let conf = aws_sdk_ec2::Config::builder()
+            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+            .build();
+        let _ = aws_sdk_ec2::Client::from_conf(conf);
+    })
+}
+
+/// The SDK config for EC2 in `region` ([`aws::sdk_config`]) with the endpoint `endpoint`, else
+/// the SDK's `AWS_ENDPOINT_URL_EC2` / default.
+async fn sdk_config(
+    region: &str,
+    endpoint: Option<&str>,
+    transport: Option<&aws::Transport>,
+) -> aws_config::SdkConfig {
+    let conf = aws::sdk_config(region, transport).await;
+    match endpoint {
+        Some(ep) => conf.into_builder().endpoint_url(ep).build(),
+        None => conf,
+    }
+}
+
+impl Ec2 {
+    /// A client for `region` with the SDK's default credential chain (the instance role on a
+    /// node). The endpoint is `endpoint`, else the SDK's `AWS_ENDPOINT_URL_EC2` / default.
+    /// The SDK's own retries are off: the agent's policy decides.
+    pub async fn new(
+        region: &str,
+        endpoint: Option<&str>,
+        transport: Option<&aws::Transport>,
+    ) -> Self {
+        Ec2::from_conf(&sdk_config(region, endpoint, transport).await)
+    }
+
+    fn from_conf(conf: &aws_config::SdkConfig) -> Ec2 {
+        Ec2 {
+            client: aws_sdk_ec2::Client::new(conf),
+            calls: Calls::default(),
+        }
+    }
+
+    /// A client ready to call: its config loaded and its credentials resolved now (the role's,
+    /// from IMDS on a node), so that its first call does neither. When the credentials cannot be
+    /// resolved yet the client keeps the SDK's provider chain: its calls resolve them and report
+    /// a failure as usual.
+    pub(crate) async fn ready(
+        region: &str,
+        endpoint: Option<&str>,
+        transport: Option<&aws::Transport>,
+    ) -> Ec2 {
+        use aws_sdk_ec2::config::{ProvideCredentials, SharedCredentialsProvider};
+        let conf = sdk_config(region, endpoint, transport).await;
+        let Some(provider) = conf.credentials_provider() else {
+            return Ec2::from_conf(&conf);
+        };
+        match provider.provide_credentials().await {
+            Ok(creds) => Ec2::from_conf(
+                &conf
+                    .into_builder()
+                    .credentials_provider(SharedCredentialsProvider::new(creds))
+                    .build(),
+            ),
+            Err(e) => {
+                tracing::debug!("credentials not resolved ahead of the first call: {e}");
+                Ec2::from_conf(&conf)
+            }
+        }
+    }
+
+    /// All tags on the instance (DescribeTags filtered on the resource id).
+    pub async fn describe_tags(
+        &mut self,
+        instance_id: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<BTreeMap<String, String>, TagError> {
+        let op = aws::Op {
+            name: "DescribeTags",
+            action: "ec2:DescribeTags",
+            resource: "*".into(),
+            on: instance_id,
+        };
+        let client = &self.client;
+        let r = op
+            .call(policy, deadline, &mut self.calls.describe_tags, || {
+                client
+                    .describe_tags()
+                    .filters(
+                        Filter::builder()
+                            .name("resource-id")
+                            .values(instance_id)
+                            .build(),
+                    )
+                    .send()
+            })
+            .await;
+        Ok(r?
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+            .collect())
+    }
+
+    /// The instance type's ENIs on its default network card and IPv4 addresses per ENI
+    /// (DescribeInstanceTypes), as nodeadm reads them; `None` when EC2 does not know the type or
+    /// gives no such card.
+    pub async fn describe_instance_type(
+        &mut self,
+        instance_type: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<Option<crate::base::podcap::TypeInfo>, TagError> {
+        let op = aws::Op {
+            name: "DescribeInstanceTypes",
+            action: "ec2:DescribeInstanceTypes",
+            resource: "*".into(),
+            on: instance_type,
+        };
+        let client = &self.client;
+        let t = aws_sdk_ec2::types::InstanceType::from(instance_type);
+        let r = op
+            .call(
+                policy,
+                deadline,
+                &mut self.calls.describe_instance_types,
+                || {
+                    client
+                        .describe_instance_types()
+                        .instance_types(t.clone())
+                        .send()
+                },
+            )
+            .await;
+        let out = match r {
+            Err(TagError::Fatal { message, .. }) if message.contains("InvalidInstanceType") => {
+                return Ok(None)
+            }
+            other => other?,
+        };
+        let Some(net) = out.instance_types().first().and_then(|t| t.network_info()) else {
+            return Ok(None);
+        };
+        let index = net.default_network_card_index();
+        let enis = net
+            .network_cards()
+            .iter()
+            .find(|c| c.network_card_index() == index)
+            .and_then(|c| c.maximum_network_interfaces());
+        let info = enis
+            .zip(net.ipv4_addresses_per_interface())
+            .and_then(|(e, i)| Some((u32::try_from(e).ok()?, u32::try_from(i).ok()?)))
+            .filter(|(e, i)| *e > 0 && *i > 0)
+            .map(|(enis, ipv4_per_eni)| crate::base::podcap::TypeInfo { enis, ipv4_per_eni });
+        Ok(info)
+    }
+
+    /// CreateTags for one key on the instance, retrying what may succeed later.
+    pub(crate) async fn create_tag(
+        &mut self,
+        instance_id: &str,
+        key: &str,
+        value: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<(), TagError> {
+        let op = aws::Op {
+            name: "CreateTags",
+            action: "ec2:CreateTags",
+            resource: format!("arn:aws:ec2:*:*:instance/{instance_id}"),
+            on: instance_id,
+        };
+        let client = &self.client;
+        op.call(policy, deadline, &mut self.calls.create_tags, || {
+            client
+                .create_tags()
+                .resources(instance_id)
+                .tags(Tag::builder().key(key).value(value).build())
+                .send()
+        })
+        .await
+        .map(|_| ())
+    }
+}

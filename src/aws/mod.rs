@@ -1,0 +1,285 @@
+//! The AWS SDK plumbing every client shares: one config (the instance role's credentials, the
+//! SDK's own retries off so the agent's policy decides, the agent's timeouts), one
+//! classification of a failed call, the one "denied" error naming the IAM statement, and the
+//! retry loop for one SDK operation (`run_sdk`).
+
+pub mod autoscaling;
+pub mod ec2;
+pub(crate) mod http;
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use crate::aws::http::{Proxy, Transport};
+use crate::base::retry::{self, Failure, RetryPolicy, Verdict};
+
+/// The SDK config for `region`: the default credential chain (the instance role on a node), the
+/// SDK's own retries off, 2 s to connect and 5 s per attempt, through `transport` (a proxy, CA bundles) when there is one.
+/// Each client adds its endpoint.
+pub(crate) async fn sdk_config(
+    region: &str,
+    transport: Option<&Transport>,
+) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_string()))
+        .retry_config(aws_config::retry::RetryConfig::disabled())
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(Duration::from_secs(5))
+                .build(),
+        );
+    if let Some(t) = transport {
+        loader = loader.http_client(crate::aws::http::client(t));
+    }
+    loader.load().await
+}
+
+/// What one failed call means for the next one.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Class {
+    Retry,
+    Denied,
+    NotFound,
+    Fatal,
+}
+
+/// Classify an EC2, SSM or EKS error code (`None`: a transport error or a timeout). Throttling,
+/// server errors and EC2's eventual consistency (`InvalidInstanceID.NotFound` right after
+/// launch) retry; a denial names the statement; a missing parameter or cluster is not found;
+/// any other client error is final.
+pub(crate) fn classify(code: Option<&str>, http_status: Option<u16>) -> Class {
+    match code {
+        Some(
+            "RequestLimitExceeded"
+            | "Throttling"
+            | "ThrottlingException"
+            | "TooManyRequestsException"
+            | "InvalidInstanceID.NotFound"
+            | "InternalError"
+            | "InternalFailure"
+            | "InternalServerError"
+            | "ServerException"
+            | "ServiceUnavailable"
+            | "ServiceUnavailableException"
+            | "Unavailable",
+        ) => Class::Retry,
+        Some(c)
+            if c == "UnauthorizedOperation"
+                || c.starts_with("AccessDenied")
+                || c == "AuthFailure" =>
+        {
+            Class::Denied
+        }
+        Some("ParameterNotFound" | "ResourceNotFoundException") => Class::NotFound,
+        Some(_) if http_status.is_some_and(|s| s >= 500) => Class::Retry,
+        Some(_) => Class::Fatal,
+        None => Class::Retry,
+    }
+}
+
+/// A call the instance role may not make, and the IAM statement it needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{op}{on} was denied ({code}): the instance role needs {statement} (see docs/iam-policy.json)"
+)]
+pub struct Denied {
+    pub op: &'static str,
+    /// ` on <resource>` when the message names what was called on, else empty.
+    pub on: String,
+    pub code: String,
+    pub statement: String,
+}
+
+/// An IAM statement allowing `action` on `resource` (a JSON ARN or list of them, quoted).
+pub fn statement(action: &str, resource: &str) -> String {
+    format!("{{\"Effect\":\"Allow\",\"Action\":\"{action}\",\"Resource\":{resource}}}")
+}
+
+/// What one failed AWS SDK call said: its error code, the HTTP status, and a line for logs and
+/// messages (the service's message escaped, or the transport error's chain).
+#[derive(Debug)]
+pub(crate) struct SdkFailure {
+    pub code: Option<String>,
+    pub status: Option<u16>,
+    pub text: String,
+}
+
+/// The code a failed call gets when the endpoint's TLS certificate is not trusted (a transport
+/// error the SDK gives no code): final, never retried.
+pub(crate) const UNTRUSTED: &str = "UntrustedCertificate";
+
+/// Every SDK crate re-exports these from the same smithy runtime: one type for EC2, SSM, EKS.
+type SdkError<E> = aws_sdk_ec2::error::SdkError<E, aws_sdk_ec2::config::http::HttpResponse>;
+
+impl SdkFailure {
+    pub fn of<E>(e: &SdkError<E>) -> SdkFailure
+    where
+        E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        use aws_sdk_ec2::error::ProvideErrorMetadata;
+        let text = crate::base::text::chain(e);
+        if e.code().is_none() && text.contains("invalid peer certificate: UnknownIssuer") {
+            // Not a transient failure: retrying until the deadline cannot make it trusted.
+            return SdkFailure {
+                code: Some(UNTRUSTED.into()),
+                status: None,
+                text: format!("{text}: the endpoint's certificate is not trusted; give its CA in trust.caBundles (docs/private-networks.md)"),
+            };
+        }
+        SdkFailure {
+            code: e.code().map(String::from),
+            status: e.raw_response().map(|r| r.status().as_u16()),
+            text: match (e.code(), e.message()) {
+                (Some(c), Some(m)) => format!("{c}: {}", crate::base::text::printable(m)),
+                (Some(c), None) => c.to_string(),
+                _ => crate::base::text::chain(e),
+            },
+        }
+    }
+}
+
+/// [`retry::run`] for one AWS SDK operation: `send` makes one call (each counted in `calls`), `judge`
+/// says what a failed one means. The SDK's own retries are off; this is the agent's policy.
+pub(crate) async fn run_sdk<T, E, K, Fut>(
+    policy: RetryPolicy,
+    deadline: Instant,
+    calls: &mut u32,
+    mut send: impl FnMut() -> Fut,
+    judge: impl Fn(SdkFailure) -> Verdict<K>,
+) -> Result<T, Failure<K>>
+where
+    Fut: Future<Output = Result<T, SdkError<E>>>,
+    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let judge = &judge;
+    retry::run(policy, Some(deadline), |_| {
+        *calls = calls.saturating_add(1);
+        let fut = send();
+        async move { fut.await.map_err(|e| judge(SdkFailure::of(&e))) }
+    })
+    .await
+}
+
+/// One AWS operation as the agent calls it: its name, the IAM action and resource a denial
+/// names, and what it acts on (for messages).
+pub(crate) struct Op<'a> {
+    pub name: &'static str,
+    pub action: &'static str,
+    /// The resource ARN (or `*`) of the statement a denial names.
+    pub resource: String,
+    pub on: &'a str,
+}
+
+/// Why an [`Op`] gave up.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error(transparent)]
+    Denied(Denied),
+    /// A client error never retried: the service's code and message.
+    #[error("{op} on {instance_id} failed and will not be retried: {message}")]
+    Fatal {
+        op: &'static str,
+        instance_id: String,
+        message: String,
+    },
+    #[error(
+        "{op} on {instance_id} still failing at its deadline ({attempts} attempts; last: {last})"
+    )]
+    Deadline {
+        op: &'static str,
+        instance_id: String,
+        attempts: u32,
+        last: String,
+    },
+}
+
+impl Op<'_> {
+    /// Send with the agent's retry policy: throttling, server errors and eventual consistency
+    /// retry with jittered backoff until the deadline; denied and other client errors never
+    /// retry.
+    pub(crate) async fn call<T, E, Fut>(
+        &self,
+        policy: RetryPolicy,
+        deadline: Instant,
+        calls: &mut u32,
+        send: impl FnMut() -> Fut,
+    ) -> Result<T, CallError>
+    where
+        Fut: Future<Output = Result<T, SdkError<E>>>,
+        E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let r = run_sdk(policy, deadline, calls, send, |f| {
+            match classify(f.code.as_deref(), f.status) {
+                Class::Denied => Verdict::Fail(Err(f.code.unwrap_or_default())),
+                Class::Fatal | Class::NotFound => Verdict::Fail(Ok(f.text)),
+                Class::Retry => Verdict::Retry(f.text),
+            }
+        })
+        .await;
+        r.map_err(|f| match f {
+            Failure::Fatal(Err(code)) => CallError::Denied(Denied {
+                op: self.name,
+                on: format!(" on {}", self.on),
+                code,
+                statement: statement(self.action, &format!("\"{}\"", self.resource)),
+            }),
+            Failure::Fatal(Ok(message)) => CallError::Fatal {
+                op: self.name,
+                instance_id: self.on.into(),
+                message,
+            },
+            Failure::Deadline { attempts, last } => CallError::Deadline {
+                op: self.name,
+                instance_id: self.on.into(),
+                attempts,
+                last,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        for (code, status, class) in [
+            (Some("RequestLimitExceeded"), Some(503), Class::Retry),
+            (Some("ThrottlingException"), Some(400), Class::Retry),
+            (Some("InvalidInstanceID.NotFound"), Some(400), Class::Retry),
+            (Some("UnauthorizedOperation"), Some(403), Class::Denied),
+            (Some("AccessDenied"), Some(403), Class::Denied),
+            (Some("AccessDeniedException"), Some(400), Class::Denied),
+            (Some("ParameterNotFound"), Some(400), Class::NotFound),
+            (
+                Some("ResourceNotFoundException"),
+                Some(404),
+                Class::NotFound,
+            ),
+            (Some("InvalidParameterValue"), Some(400), Class::Fatal),
+            (Some("ValidationException"), Some(400), Class::Fatal),
+            (Some("Weird"), Some(502), Class::Retry),
+            (None, None, Class::Retry),
+        ] {
+            assert_eq!(classify(code, status), class, "{code:?} {status:?}");
+        }
+    }
+
+    #[test]
+    fn a_denial_names_the_statement() {
+        let d = Denied {
+            op: "CreateTags",
+            on: " on i-1".into(),
+            code: "UnauthorizedOperation".into(),
+            statement: statement("ec2:CreateTags", "\"arn:aws:ec2:*:*:instance/i-1\""),
+        };
+        assert_eq!(
+            d.to_string(),
+            "CreateTags on i-1 was denied (UnauthorizedOperation): the instance role needs {\"Effect\":\"Allow\",\"Action\":\"ec2:CreateTags\",\"Resource\":\"arn:aws:ec2:*:*:instance/i-1\"} (see docs/iam-policy.json)"
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! Kubernetes' own rules for what the node registers with: qualified names, label values,
+//! taints, and the labels a kubelet may set on itself.
+
+use crate::base::text::printable;
+
+/// kubelet's kubeletLabels: the well-known keys a kubelet may set on itself
+/// (kubernetes staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go).
+pub(crate) const KUBELET_ALLOWED_LABELS: [&str; 11] = [
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+];
+/// Label namespaces (and their subdomains) a kubelet may set on itself.
+pub(crate) const KUBELET_ALLOWED_NAMESPACES: [&str; 2] =
+    ["kubelet.kubernetes.io", "node.kubernetes.io"];
+
+pub(crate) const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'
+}
+
+/// Kubernetes "name" part of a qualified name, and label values: ≤63, alphanumeric at both
+/// ends, `-_.` inside.
+fn check_name_part(s: &str, what: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err(format!("{what} must not be empty"));
+    }
+    if s.len() > 63 {
+        return Err(format!(
+            "{what} `{}` is {} characters; at most 63",
+            printable(s),
+            s.len()
+        ));
+    }
+    let ends_ok = s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !ends_ok || !s.chars().all(is_name_char) {
+        return Err(format!(
+            "{what} `{}` must start and end with a letter or digit and hold only letters, digits, `-`, `_`, `.`",
+            printable(s)
+        ));
+    }
+    Ok(())
+}
+
+/// DNS-1123 subdomain as Kubernetes' `IsDNS1123Subdomain` checks it: at most 253 characters in
+/// all, dot-separated parts of `[a-z0-9-]` starting and ending with a letter or digit. Unlike DNS
+/// itself, Kubernetes sets no 63-character limit on one part.
+fn check_dns_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 253 {
+        return Err(format!(
+            "prefix `{}` must be a DNS subdomain of 1 to 253 characters",
+            printable(s)
+        ));
+    }
+    for label in s.split('.') {
+        let ok = !label.is_empty()
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(format!(
+                "prefix `{}` must be a lowercase DNS subdomain (e.g. `example.com`)",
+                printable(s)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A Kubernetes qualified name: `[prefix/]name`.
+pub fn check_qualified_name(key: &str) -> Result<(), String> {
+    match key.split_once('/') {
+        Some((prefix, name)) => {
+            check_dns_subdomain(prefix)?;
+            if name.contains('/') {
+                return Err(format!("key `{}` has more than one `/`", printable(key)));
+            }
+            check_name_part(name, "name")
+        }
+        None => check_name_part(key, "name"),
+    }
+}
+
+pub fn check_label_value(v: &str) -> Result<(), String> {
+    if v.is_empty() {
+        return Ok(());
+    }
+    check_name_part(v, "value")
+}
+
+fn in_namespace(prefix: &str, ns: &str) -> bool {
+    prefix == ns || prefix.ends_with(&format!(".{ns}"))
+}
+
+/// kubelet's self-label rule: refuse keys under kubernetes.io / k8s.io that kubelet would
+/// refuse at start-up. Returns what to do instead.
+pub fn check_kubelet_self_label(key: &str, value: &str) -> Result<(), String> {
+    let Some((prefix, name)) = key.split_once('/') else {
+        return Ok(());
+    };
+    if in_namespace(prefix, "node-restriction.kubernetes.io") {
+        return Err(format!(
+            "`{key}` is reserved for labels an administrator sets on the Node object; the NodeRestriction admission plugin forbids a kubelet from setting it. Set it with kubectl or a controller, or use `node.kubernetes.io/{name}`"
+        ));
+    }
+    if !(in_namespace(prefix, "kubernetes.io") || in_namespace(prefix, "k8s.io")) {
+        return Ok(());
+    }
+    if KUBELET_ALLOWED_LABELS.contains(&key)
+        || KUBELET_ALLOWED_NAMESPACES
+            .iter()
+            .any(|ns| in_namespace(prefix, ns))
+    {
+        return Ok(());
+    }
+    let instead = if key == "kubernetes.io/role" || in_namespace(prefix, "node-role.kubernetes.io")
+    {
+        let role = printable(if key == "kubernetes.io/role" {
+            value
+        } else {
+            name
+        });
+        format!(
+            "use `node.kubernetes.io/role={role}` instead (node-role.kubernetes.io/* can only be set by a controller or kubectl after the node joins)"
+        )
+    } else {
+        format!("use `node.kubernetes.io/{name}` or a key under your own domain")
+    };
+    Err(format!(
+        "kubelet refuses to start with `--node-labels` holding `{key}`: keys under kubernetes.io and k8s.io are limited to kubelet.kubernetes.io/*, node.kubernetes.io/* and {} well-known keys; {instead}",
+        KUBELET_ALLOWED_LABELS.len()
+    ))
+}
+
+/// A checked taint. `text` is how it was written (`key[=value]:Effect`), which is how kubelet's
+/// `--register-with-taints` and nodeadm take it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
+    pub text: String,
+}
+
+/// Parse a taint `key[=value]:Effect`.
+pub fn parse_taint(t: &str) -> Result<Taint, String> {
+    let Some((kv, effect)) = t.rsplit_once(':') else {
+        return Err(format!(
+            "`{}` has no effect; write `key[=value]:Effect` with Effect one of NoSchedule, PreferNoSchedule, NoExecute",
+            printable(t)
+        ));
+    };
+    if !TAINT_EFFECTS.contains(&effect) {
+        return Err(format!(
+            "effect `{}` is not one of NoSchedule, PreferNoSchedule, NoExecute (case matters)",
+            printable(effect)
+        ));
+    }
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    check_qualified_name(key).map_err(|e| format!("taint key: {e}"))?;
+    check_label_value(value).map_err(|e| format!("taint value: {e}"))?;
+    Ok(Taint {
+        key: key.into(),
+        value: value.into(),
+        effect: effect.into(),
+        text: t.into(),
+    })
+}
+
+/// Why a taint is refused, said without its text: for taints read from the instance's user
+/// data, whose content is never shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaintProblem {
+    /// No `:Effect` at all.
+    NoEffect,
+    /// An effect other than NoSchedule, PreferNoSchedule, NoExecute.
+    Effect,
+    /// The key is not a qualified name.
+    Key,
+    /// The value is not a label value.
+    Value,
+}
+
+impl std::fmt::Display for TaintProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TaintProblem::NoEffect => "it has no effect (`key[=value]:Effect`)",
+            TaintProblem::Effect => {
+                "its effect is not one of NoSchedule, PreferNoSchedule, NoExecute (case matters)"
+            }
+            TaintProblem::Key => {
+                "its key is not a Kubernetes qualified name (`[prefix/]name`, the name at most 63 letters, digits, `-_.`)"
+            }
+            TaintProblem::Value => {
+                "its value is not a label value (at most 63 letters, digits, `-_.`, alphanumeric at both ends)"
+            }
+        })
+    }
+}
+
+/// A taint from its three parts (a kubelet config's `registerWithTaints` entry), checked by the
+/// same rules as [`parse_taint`]; its text is `key=value:Effect`, or `key:Effect` without a value.
+pub(crate) fn taint_from_parts(
+    key: &str,
+    value: &str,
+    effect: &str,
+) -> Result<Taint, TaintProblem> {
+    if effect.is_empty() {
+        return Err(TaintProblem::NoEffect);
+    }
+    if !TAINT_EFFECTS.contains(&effect) {
+        return Err(TaintProblem::Effect);
+    }
+    check_qualified_name(key).map_err(|_| TaintProblem::Key)?;
+    check_label_value(value).map_err(|_| TaintProblem::Value)?;
+    let text = if value.is_empty() {
+        format!("{key}:{effect}")
+    } else {
+        format!("{key}={value}:{effect}")
+    };
+    Ok(Taint {
+        key: key.into(),
+        value: value.into(),
+        effect: effect.into(),
+        text,
+    })
+}
+
+/// [`parse_taint`] without echoing the text in the error.
+pub fn parse_taint_quiet(t: &str) -> Result<Taint, TaintProblem> {
+    let Some((kv, effect)) = t.rsplit_once(':') else {
+        return Err(TaintProblem::NoEffect);
+    };
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    let mut taint = taint_from_parts(key, value, effect)?;
+    taint.text = t.into();
+    Ok(taint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_taints_follow_the_same_rules() {
+        for t in [
+            "a=b:NoSchedule",
+            "example.com/x:NoExecute",
+            "a=:PreferNoSchedule",
+            "nope",
+            "a:Sometimes",
+            "a=b:c:NoSchedule",
+            "-a:NoSchedule",
+            "a=-b:NoSchedule",
+            "",
+        ] {
+            assert_eq!(
+                parse_taint(t).ok(),
+                parse_taint_quiet(t).ok(),
+                "`{t}` is judged the same way"
+            );
+        }
+        assert_eq!(
+            parse_taint_quiet("a=b:Sometimes"),
+            Err(TaintProblem::Effect)
+        );
+        assert_eq!(parse_taint_quiet("a b:NoSchedule"), Err(TaintProblem::Key));
+        // The parts form cannot smuggle a `=` into the key.
+        assert_eq!(
+            taint_from_parts("a=b", "", "NoSchedule"),
+            Err(TaintProblem::Key)
+        );
+        assert_eq!(
+            taint_from_parts("a", "b", "NoSchedule").unwrap().text,
+            "a=b:NoSchedule"
+        );
+        assert_eq!(
+            taint_from_parts("a", "", "NoSchedule").unwrap().text,
+            "a:NoSchedule"
+        );
+    }
+}

@@ -1,0 +1,14 @@
+//! The bottom shelf: value grammars and checks shared by every layer (text for messages,
+//! findings, Go durations, Kubernetes names, PEM, retry policies, logging, bootstrap.sh's option
+//! grammar) and the embedded instance-type table with the pod-capacity arithmetic. Nothing here
+//! reads the world or imports anything above it.
+
+pub mod bootstrap_sh;
+pub mod duration;
+pub mod findings;
+pub mod k8s;
+pub mod logging;
+pub(crate) mod pem;
+pub mod podcap;
+pub mod retry;
+pub mod text;

@@ -1,0 +1,153 @@
+//! `eks-nodeinit max-pods`: the node's computation on a dev box, offline — the same functions,
+//! the instance type's numbers from the embedded table (or given), the vCPUs given.
+
+use super::{max_pods, reserved, Ceiling, Derivation, Derived, Mode, TypeInfo};
+use crate::base::text::printable;
+
+/// What the command was asked.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub instance_type: String,
+    pub mode: Mode,
+    /// The type's vCPUs: the recommended ceiling and kube-reserved's CPU depend on them.
+    pub vcpus: Option<u64>,
+    /// Xen, not Nitro (prefix delegation then gives secondary IPs, as the calculator does).
+    pub xen: bool,
+    /// The type's numbers when not taken from the table.
+    pub info: Option<TypeInfo>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    #[error("{0} is not in the embedded instance-type table ({1} types): check the name, or give its numbers with --enis and --ipv4-per-eni (aws ec2 describe-instance-types)")]
+    UnknownType(String, usize),
+    #[error(
+        "the recommended ceiling depends on the vCPUs: give --vcpus, or --ceiling none or a number"
+    )]
+    NeedVcpus,
+}
+
+/// The answer, with what it came from.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    pub instance_type: String,
+    pub enis: u32,
+    pub ipv4_per_eni: u32,
+    pub source: &'static str,
+    #[serde(flatten)]
+    pub derivation: Derivation,
+}
+
+pub fn explain(q: &Question) -> Result<Answer, ExplainError> {
+    let (info, source) = match q.info {
+        Some(i) => (i, "given"),
+        None => match super::table::lookup(&q.instance_type) {
+            Some(i) => (i, "table"),
+            None => {
+                return Err(ExplainError::UnknownType(
+                    printable(&q.instance_type),
+                    super::table::len(),
+                ))
+            }
+        },
+    };
+    if q.mode.ceiling == Ceiling::Recommended && q.vcpus.is_none() {
+        return Err(ExplainError::NeedVcpus);
+    }
+    let p = max_pods(info, q.mode, q.vcpus.unwrap_or(0), !q.xen);
+    let mut from = format!("{}: {p}", p.cni.name());
+    if q.mode.custom_networking {
+        from.push_str("; custom networking leaves the primary ENI out");
+    }
+    let kube_reserved = q.vcpus.map(|v| {
+        let r = reserved(p.value, v);
+        Derived {
+            value: serde_json::Value::Object(
+                r.quantities()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.into()))
+                    .collect(),
+            ),
+            from: r.to_string(),
+        }
+    });
+    Ok(Answer {
+        instance_type: printable(&q.instance_type),
+        enis: info.enis,
+        ipv4_per_eni: info.ipv4_per_eni,
+        source,
+        derivation: Derivation {
+            max_pods: Some(Derived {
+                value: p.value.into(),
+                from,
+            }),
+            kube_reserved,
+        },
+    })
+}
+
+impl Answer {
+    pub fn to_text(&self) -> String {
+        let mut o = format!(
+            "{} ({}): {} ENIs on the default network card, {} IPv4 addresses per ENI\n",
+            self.instance_type, self.source, self.enis, self.ipv4_per_eni
+        );
+        if let Some(m) = &self.derivation.max_pods {
+            o.push_str(&format!("maxPods {}: {}\n", m.value, m.from));
+        }
+        match &self.derivation.kube_reserved {
+            Some(r) => {
+                let q: Vec<String> = r
+                    .value
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                    .collect();
+                o.push_str(&format!("kubeReserved {}: {}\n", q.join(","), r.from));
+            }
+            None => o.push_str("kubeReserved: give --vcpus to derive it\n"),
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(t: &str, vcpus: Option<u64>) -> Question {
+        Question {
+            instance_type: t.into(),
+            mode: Mode::default(),
+            vcpus,
+            xen: false,
+            info: None,
+        }
+    }
+
+    #[test]
+    fn the_plan_s_arithmetic_offline() {
+        let a = explain(&q("m5.large", Some(2))).unwrap();
+        assert_eq!(
+            a.to_text(),
+            "m5.large (table): 3 ENIs on the default network card, 10 IPv4 addresses per ENI\n\
+             maxPods 29: secondaryIPs: 3 ENIs × (10 − 1) + 2 = 29 (under the ceiling 110 recommended for 2 vCPUs)\n\
+             kubeReserved cpu=70m,ephemeral-storage=1Gi,memory=574Mi: memory 255 + 11 × 29 = 574Mi, cpu 70m (2 vCPUs), ephemeral-storage 1Gi\n"
+        );
+    }
+
+    #[test]
+    fn unknown_types_and_missing_vcpus_say_what_to_give() {
+        let e = explain(&q("m5.huge\u{1b}", Some(2)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("m5.huge\\u{1b} is not in") && e.contains("--enis"),
+            "{e}"
+        );
+        let e = explain(&q("m5.large", None)).unwrap_err().to_string();
+        assert!(e.contains("--vcpus"), "{e}");
+    }
+}

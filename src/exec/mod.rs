@@ -1,0 +1,426 @@
+//! The executor: runs every step of a plan in the plan's order — the tag beside them from the
+//! start (its session lives with tagging) — then writes the report, then hands off, and nothing
+//! else. It knows the step vocabulary's effects, never the aspect that planned them: everything
+//! it runs is in the plan.
+
+pub mod report;
+pub mod tagging;
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::exec::report::{now_ms, Outcome, Report, StepOutcome, TaggingRecord};
+use crate::exec::tagging::{ReadyClient, Session};
+use crate::os::fsutil::{self, under};
+use crate::os::lock::RunLock;
+use crate::os::marker;
+use crate::os::procsys;
+use crate::os::systemd::{self, PropertyCheck};
+use crate::plan::step::{name, Handoff, IfFailed, Run, Step, Unit, UnitJob};
+use crate::plan::Plan;
+
+impl From<systemd::SystemdError> for ExecError {
+    fn from(e: systemd::SystemdError) -> Self {
+        ExecError::Systemd(Box::new(e))
+    }
+}
+
+/// How to reach logind.
+#[derive(Debug, Clone)]
+pub enum Bus {
+    /// Connect to this address (the system bus, or a test bus).
+    Address(String),
+    /// Do not notify logind, and say why.
+    Skip(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error(transparent)]
+    Fs(#[from] fsutil::FsError),
+    #[error(transparent)]
+    Sysctl(#[from] procsys::SysctlError),
+    #[error("cannot exec {path}: {source}")]
+    Exec {
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error(transparent)]
+    Marker(#[from] marker::MarkerError),
+    #[error("hand-off argument holds a NUL byte")]
+    Nul,
+    #[error(transparent)]
+    Systemd(Box<systemd::SystemdError>),
+    /// A required step failed: what it leaves and what to do.
+    #[error("{0}")]
+    Required(String),
+}
+
+/// Run the plan. On AL2 a successful run does not return: the process becomes bootstrap.sh.
+///
+/// Two phases, so that a node is never left half-configured by a fault the node itself holds
+/// (a full disk, a read-only or unwritable /etc, a sysctl that cannot be opened): first every
+/// new file is written and fsynced beside its target and every live value opened; only when
+/// all of that succeeded does the second phase run the steps in plan order (files renamed into
+/// place, values set, programs run, units told), then the hand-off. The tag starts with the
+/// second phase, on `ec2` when the command made a client ready for it.
+pub(crate) async fn execute(
+    root: &Path,
+    plan: &Plan,
+    bus: &Bus,
+    lock: Option<&RunLock>,
+    ec2: Option<ReadyClient>,
+) -> Result<()> {
+    let mut report = Report::start(plan);
+    for w in &plan.warnings {
+        tracing::warn!("{w}");
+    }
+    let mut prepared = match prepare(root, plan).await {
+        Ok(p) => p,
+        Err(e) => {
+            let e = anyhow::Error::new(e).context("nothing was changed");
+            return Err(failed_run(root, plan, &mut report, "prepare", e));
+        }
+    };
+    // The report too is staged before any change; its final content replaces this one.
+    let staged_report = match report.stage(root, &plan.secrets) {
+        Ok(s) => s,
+        Err(e) => {
+            let e = anyhow::Error::new(e).context("nothing was changed");
+            return Err(failed_run(root, plan, &mut report, "prepare", e));
+        }
+    };
+    let tagging = Session::start(plan, ec2);
+    if let Err(e) = apply(root, plan, &mut prepared, bus, &mut report).await {
+        return Err(failed_run(root, plan, &mut report, "apply", e.into()));
+    }
+    let tag_failure = match tagging {
+        Some(t) => t.finish(root, &mut report).await,
+        None => {
+            report.tagging = plan
+                .tag_in_place
+                .clone()
+                .map(|(key, value)| TaggingRecord::already_set(key, value));
+            None
+        }
+    };
+    if tag_failure.is_none() {
+        report.handoff = plan.handoff().unwrap_or_default();
+    }
+    report.finished_at_unix_ms = now_ms();
+    let rpath = report.commit(root, staged_report, &plan.secrets)?;
+    tracing::info!(report = %rpath.display(), "report written");
+    if let Some(e) = tag_failure {
+        return Err(anyhow::Error::new(e).context("tagging.required is on"));
+    }
+    let Some((argv, marker)) = prepared.handoff else {
+        return Ok(());
+    };
+    tracing::info!(path = %argv.first().map_or("", String::as_str), "handing off to bootstrap.sh");
+    marker.commit()?;
+    if let Some(l) = lock {
+        l.keep_across_exec()
+            .context("keeping the run lock for bootstrap.sh")?;
+    }
+    let e = match exec(&argv) {
+        Err(e) => e,
+        Ok(never) => match never {},
+    };
+    // Not handed off after all: a rerun must try again, and the report must say so.
+    let _ = std::fs::remove_file(under(root, marker::MARKER));
+    report.handoff = String::new();
+    Err(failed_run(root, plan, &mut report, "hand-off", e.into()))
+}
+
+/// Record a failed phase in the report (as far as the disk lets it be written) and give back
+/// the error the caller sees.
+fn failed_run(
+    root: &Path,
+    plan: &Plan,
+    report: &mut Report,
+    phase: &str,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    report.steps.push(StepOutcome {
+        step: phase.into(),
+        outcome: Outcome::Failed(format!("{e:#}")),
+    });
+    report.finished_at_unix_ms = now_ms();
+    if let Err(w) = report.write(root, &plan.secrets) {
+        tracing::error!("cannot write the report either: {w}");
+    }
+    e
+}
+
+/// What the first phase made ready, by the index of the step in the plan.
+#[derive(Default)]
+struct Prepared {
+    /// A file (and its one-time backup) staged beside its target, with its node path.
+    files: BTreeMap<usize, Vec<(PathBuf, fsutil::Staged)>>,
+    live: BTreeMap<usize, procsys::PreparedSysctl>,
+    /// bootstrap.sh's argv and the per-boot marker, staged.
+    handoff: Option<(Vec<String>, fsutil::Staged)>,
+}
+
+/// The first phase: write and fsync every file's new content beside it, open every live value
+/// and stage the hand-off's marker. Nothing the node reads has changed when this returns,
+/// whether it failed or not.
+async fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
+    let mut p = Prepared::default();
+    for (i, step) in plan.steps.iter().enumerate() {
+        match step {
+            Step::Run(Run {
+                check: Some(argv),
+                timeout_secs,
+                if_failed,
+                ..
+            }) => run_argv(argv, *timeout_secs, if_failed).await?,
+            Step::File(f) => {
+                let mut staged = Vec::new();
+                if let (Some(b), Some(orig)) = (&f.backup, &f.old) {
+                    let bfull = under(root, b);
+                    if !bfull.exists() {
+                        let s = fsutil::stage(&bfull, orig.as_bytes(), f.mode)?;
+                        staged.push((b.clone(), s));
+                    }
+                }
+                let s = fsutil::stage_exact(&under(root, &f.path), f.new.as_bytes(), f.mode)?;
+                staged.push((f.path.clone(), s));
+                p.files.insert(i, staged);
+            }
+            Step::Live(l) => {
+                let ready = procsys::prepare_at(under(root, &l.path), &l.key, &l.new)?;
+                p.live.insert(i, ready);
+            }
+            Step::Handoff(Handoff::Exec { argv }) => {
+                let record = marker::Record::this_process(root, now_ms())?;
+                let staged =
+                    fsutil::stage(&under(root, marker::MARKER), &record.to_bytes(), 0o644)?;
+                p.handoff = Some((argv.clone(), staged));
+            }
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+/// The second phase: every step in plan order. A failure stops it; the files a step removed
+/// for a rerun's sake are put back first.
+async fn apply(
+    root: &Path,
+    plan: &Plan,
+    prepared: &mut Prepared,
+    bus: &Bus,
+    report: &mut Report,
+) -> Result<(), ExecError> {
+    let mut removed = Vec::new();
+    for (i, step) in plan.steps.iter().enumerate() {
+        match run_step(root, i, step, prepared, bus, report, &mut removed).await {
+            Ok(Some(outcome)) => report.steps.push(StepOutcome {
+                step: step.describe(),
+                outcome,
+            }),
+            Ok(None) => {}
+            Err(e) => {
+                restore(&removed);
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run one step; `None` for a step with no outcome of its own here (the tag, the hand-off).
+async fn run_step(
+    root: &Path,
+    i: usize,
+    step: &Step,
+    prepared: &mut Prepared,
+    bus: &Bus,
+    report: &mut Report,
+    removed: &mut Vec<(PathBuf, Vec<u8>)>,
+) -> Result<Option<Outcome>, ExecError> {
+    Ok(Some(match step {
+        Step::Tag { .. } | Step::Handoff(_) => return Ok(None),
+        Step::File(_) => {
+            for (path, s) in prepared.files.remove(&i).unwrap_or_default() {
+                s.commit()?;
+                tracing::info!(path = %path.display(), "wrote file");
+            }
+            Outcome::Done
+        }
+        Step::Live(l) => {
+            if let Some(ready) = prepared.live.remove(&i) {
+                ready.apply()?;
+            }
+            tracing::info!(key = %l.key, value = %l.new, "set kernel value");
+            Outcome::Done
+        }
+        Step::Remove(r) => {
+            let full = under(root, &r.path);
+            let held = std::fs::read(&full).ok();
+            fsutil::remove(&full)?;
+            tracing::info!(path = %r.path.display(), "removed file");
+            if let Some(content) = held.filter(|_| r.restore_if_run_fails) {
+                removed.push((full, content));
+            }
+            Outcome::Done
+        }
+        Step::Run(r) => match &r.skip {
+            Some(why) => Outcome::Skipped(why.clone()),
+            None => {
+                run_argv(&r.argv, r.timeout_secs, &r.if_failed).await?;
+                tracing::info!("{}: done", r.purpose);
+                Outcome::Done
+            }
+        },
+        Step::Unit(u) => unit_job(bus, u, report).await?,
+    }))
+}
+
+/// Put back the files removed in this run for a rerun's sake.
+fn restore(removed: &[(PathBuf, Vec<u8>)]) {
+    for (path, content) in removed {
+        if let Err(w) = fsutil::write_atomic(path, content, 0o644) {
+            tracing::error!("cannot put {} back either: {w}", path.display());
+        }
+    }
+}
+
+/// A unit job. A required one that fails fails the run; any other says what happened and the
+/// run goes on (the unit's files are on disk and apply at its next start or the next boot).
+async fn unit_job(bus: &Bus, u: &Unit, report: &mut Report) -> Result<Outcome, ExecError> {
+    if let UnitJob::Restart { unit, verify } = &u.job {
+        return Ok(restart_unit(bus, unit, verify, report).await);
+    }
+    // A reload under another root with no bus asked for: nothing to tell.
+    if let (UnitJob::Reload, Bus::Skip(why)) = (&u.job, bus) {
+        return Ok(Outcome::Skipped(why.clone()));
+    }
+    let r = match connect(bus).await {
+        Ok(conn) => match &u.job {
+            UnitJob::Start { unit } => systemd::queue(&conn, unit, systemd::Job::Start).await,
+            _ => systemd::reload(&conn).await,
+        }
+        .map_err(|e| e.to_string()),
+        Err(why) => Err(why),
+    };
+    let cause = match r {
+        Ok(()) => {
+            tracing::info!("{}: done over D-Bus", Step::Unit(u.clone()).describe());
+            return Ok(Outcome::Done);
+        }
+        Err(cause) => cause,
+    };
+    let msg = u.if_failed.say(&cause);
+    if u.required {
+        return Err(ExecError::Required(msg));
+    }
+    tracing::warn!("{msg}");
+    report.warnings.push(msg.clone());
+    Ok(Outcome::Skipped(msg))
+}
+
+/// Restart a unit and read its property back; never fails the run (the unit's files are on
+/// disk and apply at next boot anyway), but says exactly what happened.
+async fn restart_unit(
+    bus: &Bus,
+    unit: &str,
+    check: &PropertyCheck,
+    report: &mut Report,
+) -> Outcome {
+    let (property, expected) = (check.property, check.expected);
+    let conn = match connect(bus).await {
+        Ok(c) => c,
+        Err(why) => {
+            tracing::warn!("not notifying {}: {why}", name(unit));
+            return Outcome::Skipped(why);
+        }
+    };
+    match systemd::restart_and_read(&conn, unit, check, Duration::from_secs(5)).await {
+        Ok(v) => {
+            report.record_property(check, v);
+            if v == expected {
+                tracing::info!(unit, property, value = v, "{} took the change", name(unit));
+                return Outcome::DoneWith(format!("{property}={v}"));
+            }
+            let msg = format!(
+                "{} reports {property}={v}, expected {expected}: another drop-in or its main config overrides it",
+                name(unit)
+            );
+            tracing::warn!("{msg}");
+            report.warnings.push(msg.clone());
+            Outcome::Mismatch(msg)
+        }
+        Err(e) => {
+            tracing::warn!("{} notification failed: {e}", name(unit));
+            report.warnings.push(e.to_string());
+            Outcome::Failed(e.to_string())
+        }
+    }
+}
+
+/// Run a program (argv, no shell) and wait for it, up to `timeout_secs`; a failure is an error
+/// saying what it means.
+async fn run_argv(
+    argv: &[String],
+    timeout_secs: u64,
+    if_failed: &IfFailed,
+) -> Result<(), ExecError> {
+    let tool = argv.first().cloned().unwrap_or_default();
+    let err = |why: String| ExecError::Required(if_failed.say(&format!("{tool} {why}")));
+    let child = tokio::process::Command::new(&tool)
+        .args(argv.get(1..).unwrap_or_default())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = match tokio::time::timeout(Duration::from_secs(timeout_secs), child).await {
+        Err(_) => return Err(err(format!("did not finish within {timeout_secs} s"))),
+        Ok(Err(e)) => return Err(err(format!("could not be run: {e}"))),
+        Ok(Ok(out)) => out,
+    };
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let tail: String = said
+        .trim()
+        .chars()
+        .rev()
+        .take(300)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    Err(err(format!(
+        "failed ({}): {}",
+        out.status,
+        crate::base::text::printable(&tail)
+    )))
+}
+
+/// A connection to systemd, or why there is none.
+async fn connect(bus: &Bus) -> Result<zbus::Connection, String> {
+    match bus {
+        Bus::Skip(why) => Err(why.clone()),
+        Bus::Address(a) => systemd::connect(a).await.map_err(|e| e.to_string()),
+    }
+}
+
+/// Replace this process with bootstrap.sh. No shell: the argv goes to execv as is.
+pub fn exec(argv: &[String]) -> Result<std::convert::Infallible, ExecError> {
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).map_err(|_| ExecError::Nul))
+        .collect::<Result<_, _>>()?;
+    let path = cargs.first().ok_or(ExecError::Nul)?;
+    nix::unistd::execv(path, &cargs).map_err(|source| ExecError::Exec {
+        path: PathBuf::from(&argv[0]),
+        source,
+    })
+}

@@ -1,0 +1,332 @@
+//! nodeadm's reading of the user data (the rules in [`super`]), reduced at once to what the plan
+//! needs: where each NodeConfig is, and the taints kubelet registers from their merge.
+
+use serde::Deserialize as _;
+use serde_json::Value;
+
+use crate::base::k8s::{self, Taint};
+
+use super::{
+    decode_if_base64, decompress_if_gzip, mime, multipart_boundary, part_body, parts, NoNodeConfig,
+    UserDataError, Where, API_VERSION, KIND, MAX_DECOMPRESSED, NODECONFIG_MEDIA_TYPE,
+};
+
+const FLAG: &str = "--register-with-taints";
+
+/// What the user data's NodeConfigs tell the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeConfigs {
+    /// Where each NodeConfig is, in nodeadm's merge order.
+    pub documents: Vec<Where>,
+    /// The taints kubelet registers with from the user data's merged NodeConfig alone; `None`
+    /// when it registers none.
+    pub taints: Option<EffectiveTaints>,
+    /// Where the NodeConfigs set max pods or kube-reserved (`kubelet.config.maxPods of the
+    /// NodeConfig in MIME part 2 of the user data`), by KubeletConfiguration key.
+    pub pod_capacity: Vec<(&'static str, String)>,
+}
+
+/// KubeletConfiguration keys for max pods and kube-reserved, and their kubelet flags.
+const POD_CAPACITY: [(&str, &str); 2] = [
+    ("maxPods", "--max-pods"),
+    ("kubeReserved", "--kube-reserved"),
+];
+
+/// The user data's taints as kubelet takes them, from one place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectiveTaints {
+    /// Where kubelet takes them from, e.g. `kubelet.flags[2] of the NodeConfig in MIME part 3
+    /// of the user data`.
+    pub source: String,
+    /// Each taint, or why kubelet would refuse it (without its text).
+    pub entries: Vec<Result<Taint, String>>,
+}
+
+/// What the agent knows of the instance's user data.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum UserDataFact {
+    /// Not read: a `--metadata` file without `userData`, or no instance (`validate`).
+    #[default]
+    Unknown,
+    /// Read and decoded as nodeadm does.
+    Read(Result<NodeConfigs, UserDataError>),
+}
+
+impl UserDataFact {
+    /// From the user data's bytes; `None` when the instance has none.
+    pub fn from_bytes(user_data: Option<&[u8]>) -> UserDataFact {
+        UserDataFact::Read(match user_data {
+            None => Err(UserDataError::NoNodeConfig(NoNodeConfig::Absent)),
+            Some(b) => read(b),
+        })
+    }
+
+    /// Whether nodeadm finds a NodeConfig in it; `None` when unknown or unreadable.
+    #[cfg(test)]
+    pub(crate) fn has_node_config(&self) -> Option<bool> {
+        match self {
+            UserDataFact::Read(Ok(_)) => Some(true),
+            UserDataFact::Read(Err(UserDataError::NoNodeConfig(_))) => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// Read user data as nodeadm does.
+pub fn read(user_data: &[u8]) -> Result<NodeConfigs, UserDataError> {
+    let docs = documents(user_data)?;
+    Ok(NodeConfigs {
+        documents: docs.iter().map(|d| d.at).collect(),
+        taints: effective_taints(&docs),
+        pod_capacity: docs
+            .iter()
+            .flat_map(|d| d.pod_capacity.iter().cloned())
+            .collect(),
+    })
+}
+
+/// One NodeConfig, reduced to the fields the taints come from.
+#[derive(Debug, Clone, PartialEq)]
+struct Document {
+    at: Where,
+    flags: Vec<String>,
+    /// `kubelet.config.registerWithTaints` when the document has the key (`null` included).
+    register_with_taints: Option<Value>,
+    /// Where it sets max pods or kube-reserved, by key.
+    pod_capacity: Vec<(&'static str, String)>,
+}
+
+/// The NodeConfig documents nodeadm finds, in merge order.
+fn documents(user_data: &[u8]) -> Result<Vec<Document>, UserDataError> {
+    let mut budget = MAX_DECOMPRESSED;
+    let data = decode_if_base64(user_data);
+    let data = decompress_if_gzip(data, Where::Whole, &mut budget)?;
+    match multipart_boundary(&data) {
+        Some((boundary, body)) => from_multipart(&data[body..], &boundary, &mut budget),
+        None => whole(&data).map(|d| vec![d]),
+    }
+}
+
+fn from_multipart(
+    body: &[u8],
+    boundary: &str,
+    budget: &mut usize,
+) -> Result<Vec<Document>, UserDataError> {
+    let (parts, count) = parts(body, boundary)?;
+    let mut docs = Vec::new();
+    for part in parts {
+        let at = Where::Part(part.number);
+        let content_type = part.headers.get("Content-Type");
+        if content_type.is_empty() {
+            continue;
+        }
+        let (media_type, _) =
+            mime::parse_media_type(&content_type).map_err(|e| UserDataError::Part {
+                at,
+                reason: format!("its Content-Type is not a media type nodeadm accepts ({e})"),
+            })?;
+        if media_type != NODECONFIG_MEDIA_TYPE {
+            continue;
+        }
+        let data = part_body(&part, at, budget)?;
+        let value = parse(&data).map_err(|reason| UserDataError::Document { at, reason })?;
+        let doc = match kind(&value) {
+            Kind::NodeConfig => document(&value, at),
+            Kind::Other(why) => Err(why),
+        };
+        docs.push(doc.map_err(|reason| UserDataError::Document { at, reason })?);
+    }
+    if docs.is_empty() {
+        return Err(UserDataError::NoNodeConfig(NoNodeConfig::NoPart {
+            parts: count,
+        }));
+    }
+    Ok(docs)
+}
+
+/// The whole user data as one document: not a NodeConfig at all (a script, say) is "no
+/// NodeConfig"; a NodeConfig nodeadm cannot decode is an error.
+fn whole(data: &[u8]) -> Result<Document, UserDataError> {
+    let not_one = |why: String| UserDataError::NoNodeConfig(NoNodeConfig::NotANodeConfig { why });
+    if data.iter().all(u8::is_ascii_whitespace) {
+        return Err(not_one("it is empty".into()));
+    }
+    let value = parse(data).map_err(not_one)?;
+    match kind(&value) {
+        Kind::Other(why) => Err(not_one(why)),
+        Kind::NodeConfig => {
+            document(&value, Where::Whole).map_err(|reason| UserDataError::Document {
+                at: Where::Whole,
+                reason,
+            })
+        }
+    }
+}
+
+/// The first YAML (or JSON) document, as sigs.k8s.io/yaml reads it. The error says where, not
+/// what (a YAML error's own text may quote the input).
+fn parse(data: &[u8]) -> Result<Value, String> {
+    let Some(first) = yaml_serde::Deserializer::from_slice(data).next() else {
+        return Ok(Value::Null);
+    };
+    Value::deserialize(first).map_err(|e| match e.location() {
+        Some(l) => format!(
+            "not YAML or JSON nodeadm can read (line {}, column {})",
+            l.line(),
+            l.column()
+        ),
+        None => "not YAML or JSON nodeadm can read".into(),
+    })
+}
+
+enum Kind {
+    NodeConfig,
+    /// Not a NodeConfig, and why.
+    Other(String),
+}
+
+fn kind(v: &Value) -> Kind {
+    let Some(m) = v.as_object() else {
+        return Kind::Other("not a YAML or JSON mapping".into());
+    };
+    if m.get("kind").and_then(Value::as_str) != Some(KIND) {
+        return Kind::Other(format!("no `kind: {KIND}`"));
+    }
+    match m.get("apiVersion").and_then(Value::as_str) {
+        Some(API_VERSION) => Kind::NodeConfig,
+        _ => Kind::Other(format!(
+            "`apiVersion` is not {API_VERSION}, the one version nodeadm decodes"
+        )),
+    }
+}
+
+/// The fields the taints come from, typed as nodeadm's Go types require.
+fn document(v: &Value, at: Where) -> Result<Document, String> {
+    let object = |v: Option<&Value>, field: &str| match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m.clone())),
+        Some(_) => Err(format!("`{field}` is not a mapping")),
+    };
+    let spec = object(v.get("spec"), "spec")?.unwrap_or_default();
+    let kubelet = object(spec.get("kubelet"), "spec.kubelet")?.unwrap_or_default();
+    let flags = match kubelet.get("flags") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                f.as_str()
+                    .map(String::from)
+                    .ok_or_else(|| format!("`spec.kubelet.flags[{i}]` is not a string"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("`spec.kubelet.flags` is not a list of strings".into()),
+    };
+    let config = object(kubelet.get("config"), "spec.kubelet.config")?;
+    let mut pod_capacity = Vec::new();
+    for (key, flag) in POD_CAPACITY {
+        if config.as_ref().is_some_and(|c| c.contains_key(key)) {
+            pod_capacity.push((
+                key,
+                format!("kubelet.config.{key} of the NodeConfig in {at}"),
+            ));
+        }
+        for (i, f) in flags.iter().enumerate() {
+            if f.split_ascii_whitespace()
+                .any(|w| w == flag || w.starts_with(&format!("{flag}=")))
+            {
+                pod_capacity.push((
+                    key,
+                    format!("kubelet.flags[{i}] ({flag}) of the NodeConfig in {at}"),
+                ));
+            }
+        }
+    }
+    Ok(Document {
+        at,
+        flags,
+        register_with_taints: config.and_then(|c| c.get("registerWithTaints").cloned()),
+        pod_capacity,
+    })
+}
+
+/// The taints kubelet registers with from the merged documents: the last
+/// `--register-with-taints` among the flags (nodeadm joins the flags with spaces into kubelet's
+/// command line, which systemd splits at white space), else the last document's
+/// `kubelet.config.registerWithTaints`.
+fn effective_taints(docs: &[Document]) -> Option<EffectiveTaints> {
+    let words: Vec<(&str, Where, usize)> = docs
+        .iter()
+        .flat_map(|d| {
+            d.flags
+                .iter()
+                .enumerate()
+                .flat_map(move |(i, f)| f.split_ascii_whitespace().map(move |w| (w, d.at, i)))
+        })
+        .collect();
+    let mut last: Option<(Option<&str>, Where, usize)> = None;
+    let mut n = 0;
+    while let Some(&(w, at, i)) = words.get(n) {
+        if w == "--" {
+            break; // pflag: the rest are arguments
+        }
+        if let Some(v) = w.strip_prefix(FLAG).and_then(|r| r.strip_prefix('=')) {
+            last = Some((Some(v), at, i));
+        } else if w == FLAG {
+            n += 1;
+            last = Some((words.get(n).map(|x| x.0), at, i));
+        }
+        n += 1;
+    }
+    let (source, entries) = match last {
+        Some((value, at, i)) => {
+            let source = format!("kubelet.flags[{i}] of the NodeConfig in {at}");
+            let entries = match value {
+                None => vec![Err(format!(
+                    "`{FLAG}` is the last flag and has no value; kubelet refuses to start"
+                ))],
+                Some("") => Vec::new(),
+                Some(v) => v
+                    .split(',')
+                    .map(|t| k8s::parse_taint_quiet(t).map_err(|p| p.to_string()))
+                    .collect(),
+            };
+            (source, entries)
+        }
+        None => {
+            let (doc, value) = docs
+                .iter()
+                .rev()
+                .find_map(|d| d.register_with_taints.as_ref().map(|v| (d, v)))?;
+            let source = format!(
+                "kubelet.config.registerWithTaints of the NodeConfig in {}",
+                doc.at
+            );
+            (source, config_taints(value))
+        }
+    };
+    (!entries.is_empty()).then_some(EffectiveTaints { source, entries })
+}
+
+/// `registerWithTaints`: a list of `{key, value, effect}` (`timeAdded` is ignored).
+fn config_taints(v: &Value) -> Vec<Result<Taint, String>> {
+    let list = match v {
+        Value::Null => return Vec::new(),
+        Value::Array(a) => a,
+        _ => return vec![Err("it is not a list of {key, value, effect}".into())],
+    };
+    list.iter()
+        .map(|e| {
+            let Some(m) = e.as_object() else {
+                return Err("the entry is not a mapping of key, value and effect".into());
+            };
+            let field = |name: &str| match m.get(name) {
+                None | Some(Value::Null) => Ok(""),
+                Some(Value::String(s)) => Ok(s.as_str()),
+                Some(_) => Err(format!("its `{name}` is not a string")),
+            };
+            k8s::taint_from_parts(field("key")?, field("value")?, field("effect")?)
+                .map_err(|p| p.to_string())
+        })
+        .collect()
+}

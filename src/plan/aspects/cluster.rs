@@ -1,0 +1,89 @@
+//! The cluster's values as the hand-offs will carry them: what [`crate::discovery`] could not
+//! find is a finding (before any change), and a fresh answer is kept in the discovery cache
+//! (mode 0600, it holds the CA) so that a reboot or a rerun makes no call.
+
+use crate::discovery::{Outcome, CACHE, CACHE_MODE, FIELD};
+use crate::facts::{current_of, Family};
+use crate::plan::step::Mode;
+use crate::spec::Spec;
+
+use super::{Aspect, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "cluster",
+    reads,
+    plan,
+};
+
+/// Nothing from the node: discovery reads its cache itself, once, before the node is read.
+fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
+
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
+    let c = &facts.cluster;
+    out.secrets.extend(c.certificate_authority.iter().cloned());
+    match &c.outcome {
+        Outcome::NotAsked => {}
+        Outcome::Failed { reasons, calls } => {
+            let n = calls.total();
+            out.findings.push(
+                FIELD,
+                format!(
+                    "no source gave the cluster's values ({n} call{}): {}",
+                    if n == 1 { "" } else { "s" },
+                    reasons.join("; ")
+                ),
+            );
+        }
+        Outcome::Found { .. } => {
+            let Some(d) = &spec.cluster.discovery else {
+                return;
+            };
+            if !d.cache {
+                return;
+            }
+            let Some(new) = c.cache_text(d) else { return };
+            let Some(old) = current_of(c.cache_file.as_ref(), CACHE, FIELD, &mut out.findings)
+            else {
+                return;
+            };
+            let purpose = "cluster discovery cache";
+            out.file_from(old, CACHE, purpose, new, Mode::Exact(CACHE_MODE));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{findings, run, spec, Facts};
+    use super::*;
+    use crate::discovery::{Calls, ClusterFact};
+
+    #[test]
+    fn the_configs_values_alone_plan_nothing_but_keep_the_ca_secret() {
+        let s = spec(r#"{"cluster":{"name":"c","certificateAuthority":"Q0E="}}"#);
+        let facts = Facts::builder(Family::Al2)
+            .cluster(ClusterFact::from_spec(&s.cluster))
+            .build();
+        let out = run(&ASPECT, &s, &facts);
+        assert!(out.steps.is_empty() && out.findings.is_empty());
+        assert_eq!(out.secrets, ["Q0E="]);
+    }
+
+    #[test]
+    fn no_source_answering_is_one_finding_with_every_reason() {
+        let s = spec(r#"{"cluster":{"name":"c","discovery":{}}}"#);
+        let mut c = ClusterFact::from_spec(&s.cluster);
+        c.outcome = Outcome::Failed {
+            reasons: vec!["ssm: denied".into(), "eks: timed out".into()],
+            calls: Calls::default(),
+        };
+        let facts = Facts::builder(Family::Al2023).cluster(c).build();
+        let f = findings(&run(&ASPECT, &s, &facts));
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].starts_with(FIELD) && f[0].contains("ssm: denied; eks: timed out"),
+            "{f:?}"
+        );
+    }
+}

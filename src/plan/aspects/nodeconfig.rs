@@ -1,0 +1,424 @@
+//! The Amazon Linux 2023 hand-off: a nodeadm `NodeConfig` (`node.eks.aws/v1alpha1`) drop-in with
+//! the cluster block when configured, `kubelet.config` (image GC, shutdown periods) and
+//! `kubelet.flags` (labels, taints). nodeadm writes the kubelet config from it.
+//!
+//! Taints do not accumulate: nodeadm appends the drop-in's flags after the user data's, and
+//! kubelet keeps only the last `--register-with-taints` (a flag also overrides the config's
+//! `registerWithTaints`). So when the agent sets taints, its one flag carries the user data's
+//! taints ([`crate::instance::userdata`]) first, then its own; a conflict, or user data it cannot read, is a
+//! finding. When it sets none, it adds no flag and the user data's stand.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Map, Value};
+
+use crate::base::findings::Findings;
+use crate::base::k8s::Taint;
+use crate::discovery::ClusterFact;
+use crate::facts::{Facts, Family};
+use crate::instance::userdata::{EffectiveTaints, UserDataError, UserDataFact};
+use crate::plan::handoff::HandoffIntent;
+use crate::plan::kubelet::KubeletIntent;
+use crate::plan::step::{Handoff, Mode, NodeadmHandoff, Step};
+use crate::spec::Spec;
+
+use super::{Aspect, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "nodeconfig",
+    reads,
+    plan,
+};
+
+/// nodeadm-run.service reads `file:///etc/eks/nodeadm.d/` after the instance's user data; files in
+/// it merge in name order (later wins). `10-` lets an operator's own later drop-in win.
+pub const DROPIN: &str = "/etc/eks/nodeadm.d/10-eks-nodeinit.json";
+
+/// The package's drop-in for `nodeadm-config.service`, which adds `file:///etc/eks/nodeadm.d/`
+/// to the config phase's sources (upstream reads only the user data there), and where an
+/// operator may put it instead.
+pub const CONFIG_UNIT_DROPINS: [&str; 2] = [
+    "/usr/lib/systemd/system/nodeadm-config.service.d/50-eks-nodeinit.conf",
+    "/etc/systemd/system/nodeadm-config.service.d/50-eks-nodeinit.conf",
+];
+
+fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
+    if family == Some(Family::Al2023) {
+        r.file(DROPIN);
+        r.exists.push(spec.nodeconfig.nodeadm_path.clone());
+        r.exists
+            .extend(CONFIG_UNIT_DROPINS.iter().map(PathBuf::from));
+    }
+}
+
+/// The cluster fields nodeadm requires (internal/api/validation.go) that the drop-in lacks.
+fn missing_cluster_fields(c: &ClusterFact) -> Vec<&'static str> {
+    let mut m = Vec::new();
+    if c.api_server_endpoint.is_none() {
+        m.push("apiServerEndpoint");
+    }
+    if c.certificate_authority.is_none() {
+        m.push("certificateAuthority");
+    }
+    if c.cidr.is_none() {
+        m.push("cidr");
+    }
+    m
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
+    if facts.family() != Some(Family::Al2023) {
+        return;
+    }
+    let Some(old) = facts.current_file(DROPIN, "handoff", &mut out.findings) else {
+        return;
+    };
+    let user_data = &facts.user_data;
+    let Some(taints) = taints(&i.handoff.kubelet.taints, user_data, &mut out.findings) else {
+        return;
+    };
+    out.secrets
+        .extend(i.handoff.cluster.certificate_authority.iter().cloned());
+    // The one --register-with-taints: the user data's taints, then the config's.
+    let intent = HandoffIntent {
+        kubelet: KubeletIntent {
+            taints: taints.all.clone(),
+            ..i.handoff.kubelet.clone()
+        },
+        ..i.handoff.clone()
+    };
+    let new = render(&intent);
+    let purpose = "nodeadm NodeConfig drop-in";
+    out.file_from(old, DROPIN, purpose, new, Mode::Keep(0o600));
+    let config_unit_reads_dropins = CONFIG_UNIT_DROPINS
+        .iter()
+        .any(|p| facts.exists(std::path::Path::new(p)));
+    if super::warm_pool::held(spec, facts).is_none() {
+        out.steps
+            .push(Step::Handoff(Handoff::Dropin(NodeadmHandoff {
+                dropin: PathBuf::from(DROPIN),
+                config_unit_reads_dropins,
+                carried_taints: taints
+                    .carried
+                    .as_ref()
+                    .map(|from| (from.entries.len(), from.source.clone())),
+            })));
+    }
+    user_data_warnings(spec, facts, user_data, config_unit_reads_dropins, out);
+    if !facts.exists(&spec.nodeconfig.nodeadm_path) {
+        out.warnings.push(format!(
+            "{} does not exist under the root: nothing will read the NodeConfig drop-in",
+            spec.nodeconfig.nodeadm_path.display()
+        ));
+    }
+}
+
+/// What nodeadm will make of the user data beside the drop-in.
+fn user_data_warnings(
+    spec: &Spec,
+    facts: &Facts,
+    user_data: &UserDataFact,
+    config_unit_reads_dropins: bool,
+    out: &mut Out,
+) {
+    match user_data {
+        // nodeadm passes over user data without a NodeConfig when another source follows it
+        // (internal/configprovider/chain.go): then the drop-in alone must satisfy its validation.
+        UserDataFact::Read(Err(UserDataError::NoNodeConfig(why))) => {
+            let missing = missing_cluster_fields(&facts.cluster);
+            if !missing.is_empty() {
+                out.warnings.push(format!(
+                    "the instance's user data holds no NodeConfig ({why}) and the drop-in has no cluster {}: nodeadm requires all four cluster fields and fails unless another file in /etc/eks/nodeadm.d gives them; set them in the config or look them up with cluster.discovery",
+                    missing.join(", ")
+                ));
+            }
+            if !config_unit_reads_dropins {
+                out.warnings.push(format!(
+                    "the instance's user data holds no NodeConfig ({why}) and nodeadm-config.service reads only the user data (no {}): it fails with \"no config in chain\"; install the package's drop-in, or add an application/node.eks.aws MIME part with the cluster block (examples/cloud-init/al2023-userdata.mime)",
+                    CONFIG_UNIT_DROPINS[0]
+                ));
+            }
+        }
+        // With taints to merge this is a finding (see `taints`).
+        UserDataFact::Read(Err(e)) if spec.registration.taints.is_empty() => {
+            out.warnings.push(format!(
+                "nodeadm cannot read the instance's user data: {e}; {}: fix the user data",
+                what_nodeadm_does(e)
+            ))
+        }
+        _ => {}
+    }
+}
+
+/// What nodeadm does with user data it cannot read (internal/configprovider/chain.go): a
+/// NodeConfig that does not decode (`bridge.ErrNodeConfigDecodingFailure`) makes it pass over the
+/// whole user data when another source follows; a gzip or MIME error is fatal.
+fn what_nodeadm_does(e: &UserDataError) -> &'static str {
+    match e {
+        UserDataError::Document { .. } => "nodeadm passes over the whole user data, its other NodeConfigs included, and takes its config from /etc/eks/nodeadm.d/ alone",
+        _ => "nodeadm fails on it in both phases",
+    }
+}
+
+/// The taints of the drop-in's `--register-with-taints`.
+#[derive(Debug, PartialEq)]
+pub struct Taints {
+    /// The user data's, then the config's not already among them.
+    pub all: Vec<Taint>,
+    /// The user data's taints, when there were any to carry.
+    pub carried: Option<EffectiveTaints>,
+}
+
+/// The drop-in's taints: `agent`'s alone when it sets none (no flag: the user data's stand) or
+/// the user data registers none; else the user data's followed by the agent's, each key and
+/// effect once. `None` with findings under `taints` when they cannot be merged: a key and effect
+/// with two values, a user-data taint kubelet would refuse, or user data nodeadm cannot read.
+pub fn taints(agent: &[Taint], user_data: &UserDataFact, f: &mut Findings) -> Option<Taints> {
+    let alone = || Taints {
+        all: agent.to_vec(),
+        carried: None,
+    };
+    if agent.is_empty() {
+        return Some(alone());
+    }
+    let what_to_do = "or give the config `\"taints\": []` (which also drops a role's preset taints) so that the user data's stand alone";
+    let carried = match user_data {
+        UserDataFact::Unknown | UserDataFact::Read(Err(UserDataError::NoNodeConfig(_))) => {
+            return Some(alone())
+        }
+        UserDataFact::Read(Err(e)) => {
+            f.push(
+                FIELD,
+                format!(
+                    "{e}. The agent carries the user data's taints into its --register-with-taints (kubelet keeps only the last such flag) and cannot tell which it would drop: fix the user data ({}), {what_to_do}",
+                    what_nodeadm_does(e)
+                ),
+            );
+            return None;
+        }
+        UserDataFact::Read(Ok(nc)) => match &nc.taints {
+            None => return Some(alone()),
+            Some(t) => t,
+        },
+    };
+    let mut all: Vec<Taint> = Vec::new();
+    let mut ok = true;
+    for (i, entry) in carried.entries.iter().enumerate() {
+        match entry {
+            Err(why) => {
+                f.push(
+                    FIELD,
+                    format!(
+                        "taint {} of {} (the user data's, which the agent carries into its --register-with-taints) is one kubelet refuses: {why}; fix it in the user data, {what_to_do}",
+                        i + 1,
+                        carried.source
+                    ),
+                );
+                ok = false;
+            }
+            Ok(t) => ok &= add(&mut all, t, true, &carried.source, f, what_to_do),
+        }
+    }
+    for t in agent {
+        ok &= add(&mut all, t, false, &carried.source, f, what_to_do);
+    }
+    ok.then(|| Taints {
+        all,
+        carried: Some(carried.clone()),
+    })
+}
+
+/// The config field taint findings name.
+const FIELD: &str = "taints";
+
+/// Add `t` (from the user data at `source`, else the config) unless the same taint is there;
+/// a different value for its key and effect is a finding (kubelet registers one taint per key
+/// and effect). The user data's taints come first, so a clash is within the user data or between
+/// it and the config.
+fn add(
+    all: &mut Vec<Taint>,
+    t: &Taint,
+    from_user_data: bool,
+    source: &str,
+    f: &mut Findings,
+    what_to_do: &str,
+) -> bool {
+    match all.iter().find(|x| x.key == t.key && x.effect == t.effect) {
+        None => {
+            all.push(t.clone());
+            true
+        }
+        Some(x) if x.value == t.value => true,
+        Some(_) => {
+            let by = if from_user_data {
+                format!("twice in the user data ({source})")
+            } else {
+                format!("by the user data ({source}) and by the config")
+            };
+            f.push(
+                FIELD,
+                format!(
+                    "taint `{}:{}` is given different values {by}; kubelet registers one taint per key and effect, and the agent carries the user data's taints into its --register-with-taints: keep one value in one place, {what_to_do}",
+                    crate::base::text::printable(&t.key),
+                    t.effect
+                ),
+            );
+            false
+        }
+    }
+}
+
+/// The NodeConfig document: the cluster block from `cluster` (the config's values with what
+/// discovery found), the kubelet intent as `kubelet.config` and `kubelet.flags`.
+pub fn document(h: &HandoffIntent) -> Value {
+    let mut spec_doc = Map::new();
+    spec_doc.insert("cluster".into(), Value::Object(cluster_doc(&h.cluster)));
+    let k = kubelet_doc(&h.kubelet);
+    if !k.is_empty() {
+        spec_doc.insert("kubelet".into(), Value::Object(k));
+    }
+    if let Some(ls) = &h.local_storage {
+        spec_doc.insert("instance".into(), json!({ "localStorage": ls }));
+    }
+    json!({
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": Value::Object(spec_doc),
+    })
+}
+
+/// `spec.cluster`: the four fields nodeadm requires, as far as they are known.
+fn cluster_doc(c: &ClusterFact) -> Map<String, Value> {
+    let mut cluster = Map::new();
+    cluster.insert("name".into(), json!(c.name));
+    if let Some(v) = &c.api_server_endpoint {
+        cluster.insert("apiServerEndpoint".into(), json!(v));
+    }
+    if let Some(v) = &c.certificate_authority {
+        cluster.insert("certificateAuthority".into(), json!(v));
+    }
+    if let Some(v) = &c.cidr {
+        cluster.insert("cidr".into(), json!(v.text));
+    }
+    cluster
+}
+
+/// `spec.kubelet`: `config` deep-merged by nodeadm over its own, `flags` appended.
+fn kubelet_doc(kubelet: &KubeletIntent) -> Map<String, Value> {
+    let mut k = Map::new();
+    if !kubelet.config.is_empty() {
+        k.insert("config".into(), Value::Object(kubelet.config_object()));
+    }
+    let flags = kubelet.kubelet_flags();
+    if !flags.is_empty() {
+        k.insert("flags".into(), json!(flags));
+    }
+    k
+}
+
+/// The drop-in for this spec on this node with the config's taints alone (no user data to
+/// carry): what a converged node holds.
+pub fn text(spec: &Spec, facts: &Facts) -> String {
+    render(&crate::plan::handoff::intent(
+        spec,
+        facts,
+        &mut Findings::default(),
+    ))
+}
+
+/// The drop-in's bytes.
+fn render(h: &HandoffIntent) -> String {
+    let mut s = serde_json::to_string_pretty(&document(h)).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{run, spec, Facts};
+    use super::*;
+
+    const CONFIG: &str = r#"{"cluster":{"name":"prod","apiServerEndpoint":"https://k.example","certificateAuthority":"Q0E=","cidr":"10.100.0.0/16"},"labels":{"team":"a"},"kubelet":{"shutdownGracePeriod":"90s"}}"#;
+
+    /// An AL2023 node with the config's cluster values (nothing looked up).
+    fn al2023() -> crate::facts::FactsBuilder {
+        Facts::builder(Family::Al2023).cluster(ClusterFact::from_spec(&spec(CONFIG).cluster))
+    }
+
+    fn node() -> crate::facts::FactsBuilder {
+        al2023()
+            .exists("/usr/bin/nodeadm", true)
+            .exists(CONFIG_UNIT_DROPINS[0], true)
+    }
+
+    #[test]
+    fn local_storage_goes_as_nodeadms_instance_local_storage() {
+        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID10","mountPath":"/data","disabledMounts":["PodLogs"]}}"#;
+        let out = run(&ASPECT, &spec(c), &node().absent([DROPIN]).build());
+        let Step::File(f) = &out.steps[0] else {
+            panic!("{:?}", out.steps)
+        };
+        let doc: Value = serde_json::from_str(&f.new).unwrap();
+        assert_eq!(
+            doc["spec"]["instance"],
+            serde_json::json!({"localStorage": {"strategy": "RAID10", "mountPath": "/data", "disabledMounts": ["PodLogs"]}})
+        );
+    }
+
+    #[test]
+    fn the_dropin_carries_the_cluster_and_the_kubelet_intent_then_nodeadm_takes_over() {
+        let s = spec(CONFIG);
+        let out = run(&ASPECT, &s, &node().absent([DROPIN]).build());
+        let Step::File(crate::plan::step::File {
+            path, new, mode, ..
+        }) = &out.steps[0]
+        else {
+            panic!("{:?}", out.steps)
+        };
+        assert_eq!(
+            (path.as_path(), *mode),
+            (std::path::Path::new(DROPIN), 0o600)
+        );
+        let doc: Value = serde_json::from_str(new).unwrap();
+        assert_eq!(doc["spec"]["cluster"]["cidr"], "10.100.0.0/16");
+        assert_eq!(
+            doc["spec"]["kubelet"]["config"]["shutdownGracePeriod"],
+            "90s"
+        );
+        assert_eq!(doc["spec"]["kubelet"]["flags"][0], "--node-labels=team=a");
+        assert_eq!(
+            out.steps[1],
+            Step::Handoff(Handoff::Dropin(NodeadmHandoff {
+                dropin: DROPIN.into(),
+                config_unit_reads_dropins: true,
+                carried_taints: None,
+            }))
+        );
+        assert_eq!(out.secrets, ["Q0E="]);
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    }
+
+    #[test]
+    fn a_converged_node_plans_only_the_hand_off() {
+        let s = spec(CONFIG);
+        let facts = node().build();
+        let facts = node().file(DROPIN, &text(&s, &facts)).build();
+        let out = run(&ASPECT, &s, &facts);
+        assert!(
+            matches!(out.steps[..], [Step::Handoff(Handoff::Dropin(_))]),
+            "{:?}",
+            out.steps
+        );
+    }
+
+    #[test]
+    fn without_nodeadm_nothing_reads_the_dropin() {
+        let facts = al2023().absent([DROPIN]).build();
+        let out = run(&ASPECT, &spec(CONFIG), &facts);
+        assert!(out
+            .warnings
+            .iter()
+            .any(|w| w.contains("nothing will read the NodeConfig drop-in")));
+    }
+}

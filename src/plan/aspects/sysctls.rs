@@ -1,0 +1,159 @@
+//! Kernel sysctls: set live under `<root>/proc/sys` and persisted in one file under
+//! `/etc/sysctl.d/`, rewritten whole on every change (never appended to). Values that kubelet's
+//! `protectKernelDefaults` would refuse are findings before anything changes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::base::text::printable;
+use crate::facts::Family;
+use crate::plan::step::{Live, Mode, Step};
+use crate::spec::Spec;
+
+pub use crate::spec::sysctls::check_key;
+
+use super::{Aspect, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "sysctls",
+    reads,
+    plan,
+};
+
+/// The persisted file. `99-zz-` sorts after the distribution's `99-sysctl.conf`, so a later file
+/// does not silently undo the agent's values.
+pub const PERSIST_PATH: &str = "/etc/sysctl.d/99-zz-eks-nodeinit.conf";
+
+/// Sysctls kubelet checks when `protectKernelDefaults` is on, with the value it requires
+/// (kubernetes pkg/kubelet/cm: setupKernelTunables; component-helpers/node/util/sysctl).
+pub(crate) const PROTECTED_KERNEL_DEFAULTS: [(&str, &str); 6] = [
+    ("vm.overcommit_memory", "1"),
+    ("vm.panic_on_oom", "0"),
+    ("kernel.panic", "10"),
+    ("kernel.panic_on_oops", "1"),
+    ("kernel.keys.root_maxkeys", "1000000"),
+    ("kernel.keys.root_maxbytes", "25000000"),
+];
+
+fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
+    r.sysctls.extend(spec.sysctls.keys().cloned());
+    r.file(PERSIST_PATH);
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
+    let mut wanted = BTreeMap::new();
+    let protector = super::kubelet_config::protect_kernel_defaults(spec, facts);
+    for (k, v) in &spec.sysctls {
+        let field = format!("sysctls[\"{}\"]", printable(k));
+        if let Some(protector) = &protector {
+            if let Some((_, need)) = PROTECTED_KERNEL_DEFAULTS.iter().find(|(pk, _)| pk == k) {
+                if v != need {
+                    out.findings.push(field, format!(
+                        "{v} contradicts kubelet's protectKernelDefaults (on in {protector}), which requires {k} = {need}: kubelet would refuse to start; remove it or use {need}"
+                    ));
+                    continue;
+                }
+            }
+        }
+        match facts.sysctls.get(k) {
+            Some(Ok(old)) => {
+                if old != v {
+                    out.steps.push(Step::Live(Live {
+                        key: k.clone(),
+                        path: Path::new("/proc/sys").join(k.replace('.', "/")),
+                        old: old.clone(),
+                        new: v.clone(),
+                    }));
+                }
+                wanted.insert(k.clone(), v.clone());
+            }
+            Some(Err(e)) => out.findings.push(field, e.clone()),
+            None => out.findings.push(field, "was not read from the node"),
+        }
+    }
+    let Some(existing) = facts.current_file(PERSIST_PATH, "sysctls", &mut out.findings) else {
+        return;
+    };
+    if spec.sysctls.is_empty() && existing.content.is_none() {
+        return;
+    }
+    let new = persisted_content(&wanted);
+    out.file_from(
+        existing,
+        PERSIST_PATH,
+        "persisted sysctls",
+        new,
+        Mode::Keep(0o644),
+    );
+}
+
+/// The persisted file's content for these sysctls (sorted by key).
+pub fn persisted_content(sysctls: &BTreeMap<String, String>) -> String {
+    let mut s = String::from(
+        "# Written by eks-nodeinit from its config; rewritten on every run. Do not edit:\n# change the config's `sysctls` instead.\n",
+    );
+    for (k, v) in sysctls {
+        s.push_str(&format!("{k} = {v}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{findings, run, spec, Facts};
+    use super::*;
+
+    const CONFIG: &str = r#"{"cluster":{"name":"c"},"sysctls":{"vm.max_map_count":262144}}"#;
+
+    /// A node of `family` where `key` reads `live` and nothing is persisted yet.
+    fn node(family: Family, key: &str, live: Result<&str, &str>) -> Facts {
+        Facts::builder(family)
+            .sysctl(key, live)
+            .absent([PERSIST_PATH])
+            .build()
+    }
+
+    #[test]
+    fn a_live_value_that_differs_is_set_and_persisted() {
+        let facts = node(Family::Al2023, "vm.max_map_count", Ok("65530"));
+        let out = run(&ASPECT, &spec(CONFIG), &facts);
+        assert!(
+            matches!(&out.steps[0], Step::Live(crate::plan::step::Live { old, new, .. }) if old == "65530" && new == "262144")
+        );
+        assert!(
+            matches!(&out.steps[1], Step::File(crate::plan::step::File { path, new, .. })
+            if path == Path::new(PERSIST_PATH) && new.ends_with("vm.max_map_count = 262144\n"))
+        );
+    }
+
+    #[test]
+    fn a_converged_node_plans_nothing() {
+        let persisted =
+            persisted_content(&[("vm.max_map_count".to_string(), "262144".to_string())].into());
+        let facts = Facts::builder(Family::Al2023)
+            .sysctl("vm.max_map_count", Ok("262144"))
+            .file(PERSIST_PATH, &persisted)
+            .build();
+        assert!(run(&ASPECT, &spec(CONFIG), &facts).steps.is_empty());
+    }
+
+    #[test]
+    fn a_value_protect_kernel_defaults_refuses_is_a_finding() {
+        // nodeadm's kubelet config has protectKernelDefaults on.
+        let s = spec(r#"{"cluster":{"name":"c"},"sysctls":{"vm.overcommit_memory":0}}"#);
+        let facts = node(Family::Al2023, "vm.overcommit_memory", Ok("1"));
+        let f = findings(&run(&ASPECT, &s, &facts));
+        assert!(
+            f[0].contains("contradicts kubelet's protectKernelDefaults"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_live_value_is_a_finding_naming_the_key() {
+        let facts = node(Family::Al2, "vm.max_map_count", Err("cannot read it"));
+        let f = findings(&run(&ASPECT, &spec(CONFIG), &facts));
+        assert_eq!(f, ["sysctls[\"vm.max_map_count\"]: cannot read it"]);
+    }
+}

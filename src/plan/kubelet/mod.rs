@@ -1,0 +1,189 @@
+//! The kubelet model: one [`KubeletIntent`] — KubeletConfiguration keys, labels, taints and other
+//! flags — filled by small contributors, one file each, in `CONTRIBUTORS` order, and rendered
+//! by the hand-offs: on AL2 the kubelet-config.json patch (`aspects::kubelet_config`) and
+//! bootstrap.sh's `--kubelet-extra-args` (`aspects::bootstrap`), on AL2023 the NodeConfig's
+//! `kubelet.config` and `kubelet.flags` (`aspects::nodeconfig`). A renderer knows its file or
+//! argv, never a feature; a kubelet setting is one contributor, its config field and its line
+//! here (the shape of nodeadm's `internal/kubelet/config.go` and its `withX` functions).
+
+mod image_gc;
+mod pod_capacity;
+mod registration;
+mod shutdown;
+
+use serde_json::Value;
+
+use crate::base::findings::Findings;
+use crate::base::k8s::Taint;
+use crate::facts::{Facts, Reads};
+use crate::spec::Spec;
+
+/// What the agent wants of the kubelet.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KubeletIntent {
+    /// KubeletConfiguration keys and values, in the order contributors set them.
+    pub config: Vec<(&'static str, Value)>,
+    /// Labels the node registers with, sorted by key.
+    pub labels: Vec<(String, String)>,
+    /// Taints the node registers with.
+    pub taints: Vec<Taint>,
+    /// Other kubelet flags, each `--flag=value`.
+    pub flags: Vec<String>,
+    /// Max pods and kube-reserved as set, with where each came from (for the plan).
+    pub pod_capacity: Option<crate::base::podcap::Derivation>,
+    /// What a contributor wants the operator to know, without refusing the config.
+    pub warnings: Vec<String>,
+}
+
+/// One contributor: reads the spec and the facts, sets what it owns, reports what is wrong.
+pub(crate) type Contributor = fn(&Spec, &Facts, &mut KubeletIntent, &mut Findings);
+
+/// Every contributor, in the order their keys and flags appear.
+pub(crate) const CONTRIBUTORS: &[Contributor] = &[
+    image_gc::contribute,
+    shutdown::contribute,
+    pod_capacity::contribute,
+    registration::contribute,
+];
+
+/// What the contributors need read from the node.
+pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
+    pod_capacity::reads(spec, r);
+}
+
+/// The intent for this spec on this node.
+pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> KubeletIntent {
+    let mut k = KubeletIntent::default();
+    for c in CONTRIBUTORS {
+        c(spec, facts, &mut k, f);
+    }
+    k
+}
+
+impl KubeletIntent {
+    /// Set a KubeletConfiguration key (a later contributor's value replaces an earlier one's).
+    pub fn set(&mut self, key: &'static str, value: Value) {
+        match self.config.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.config.push((key, value)),
+        }
+    }
+
+    /// The config keys without those in `as_flags` (key, kubelet flag), and those keys' values
+    /// as kubelet flags (`--max-pods=29`, a map as `--kube-reserved=cpu=70m,memory=574Mi`).
+    pub(crate) fn split_as_flags(
+        &self,
+        as_flags: &[(&str, &str)],
+    ) -> (Vec<(&'static str, Value)>, Vec<String>) {
+        let mut config = Vec::new();
+        let mut flags = Vec::new();
+        for (key, v) in &self.config {
+            match as_flags.iter().find(|(k, _)| k == key) {
+                Some((_, flag)) => flags.push(format!("{flag}={}", flag_value(v))),
+                None => config.push((*key, v.clone())),
+            }
+        }
+        (config, flags)
+    }
+
+    /// The kubelet flags: `--node-labels`, `--register-with-taints`, then the others.
+    pub(crate) fn kubelet_flags(&self) -> Vec<String> {
+        self.kubelet_flags_with(&[])
+    }
+
+    /// The kubelet flags with `more` before the contributors' other flags.
+    pub(crate) fn kubelet_flags_with(&self, more: &[String]) -> Vec<String> {
+        let mut flags = Vec::new();
+        if !self.labels.is_empty() {
+            let l: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            flags.push(format!("--node-labels={}", l.join(",")));
+        }
+        if !self.taints.is_empty() {
+            let t: Vec<&str> = self.taints.iter().map(|t| t.text.as_str()).collect();
+            flags.push(format!("--register-with-taints={}", t.join(",")));
+        }
+        flags.extend(more.iter().cloned());
+        flags.extend(self.flags.iter().cloned());
+        flags
+    }
+
+    /// The config keys as a JSON object.
+    pub(crate) fn config_object(&self) -> serde_json::Map<String, Value> {
+        self.config
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+}
+
+/// A config value as kubelet's flag takes it: a map as `key=value` pairs joined by commas.
+fn flag_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", flag_value(v)))
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    }
+}
+
+/// What one contributor makes of a config (JSON) on an AL2 node with nothing read.
+#[cfg(test)]
+fn contributed(c: Contributor, config: &str) -> KubeletIntent {
+    let spec = crate::spec::from_config(&crate::config::parse(config, "t").unwrap()).unwrap();
+    let facts = Facts::builder(crate::facts::Family::Al2).build();
+    let mut k = KubeletIntent::default();
+    let mut f = Findings::default();
+    c(&spec, &facts, &mut k, &mut f);
+    assert!(f.is_empty(), "{:?}", f.0);
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::Family;
+
+    fn spec(v: serde_json::Value) -> Spec {
+        crate::spec::from_config(&crate::config::parse(&v.to_string(), "t").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn contributors_fill_one_intent_in_order() {
+        let s = spec(serde_json::json!({
+            "cluster": {"name": "c"},
+            "nodeGroup": {"role": "master"},
+            "labels": {"team": "a"},
+            "kubelet": {"imageGCHighThresholdPercent": 90, "shutdownGracePeriod": "90s", "extraArgs": ["--v=2"]}
+        }));
+        let facts = Facts::builder(Family::Al2).build();
+        let mut f = Findings::default();
+        let k = intent(&s, &facts, &mut f);
+        assert!(f.is_empty());
+        let keys: Vec<&str> = k.config.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["imageGCHighThresholdPercent", "shutdownGracePeriod"]);
+        assert_eq!(
+            k.kubelet_flags(),
+            [
+                "--node-labels=node.kubernetes.io/role=master,team=a",
+                "--register-with-taints=CriticalAddonsOnly=true:NoSchedule",
+                "--v=2"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_later_value_replaces_a_key_in_place() {
+        let mut k = KubeletIntent::default();
+        k.set("a", 1.into());
+        k.set("b", 2.into());
+        k.set("a", 3.into());
+        assert_eq!(k.config, [("a", Value::from(3)), ("b", Value::from(2))]);
+    }
+}

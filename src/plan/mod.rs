@@ -1,0 +1,437 @@
+//! The plan: everything the agent will do, computed purely from the spec and the facts, before
+//! anything changes. Each aspect in the registry adds its steps, warnings and findings.
+//! `--dry-run` prints the plan; the executor runs exactly these steps.
+
+pub mod aspects;
+pub mod handoff;
+pub mod kubelet;
+pub mod step;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+use sha2::Digest;
+
+use crate::base::findings::{Finding, Invalid};
+use crate::facts::{Facts, Family, TagState};
+use crate::plan::aspects::{Input, Out, REGISTRY};
+pub use crate::plan::step::Step;
+use crate::plan::step::{File, Handoff, Unit, UnitJob};
+use crate::spec::Spec;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub instance: Instance,
+    pub family: Family,
+    pub family_reason: String,
+    pub steps: Vec<Step>,
+    pub warnings: Vec<String>,
+    /// Where the cluster's values came from, when discovery was asked for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<DiscoveryView>,
+    /// Max pods and kube-reserved as the agent sets them, and where each came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_capacity: Option<crate::base::podcap::Derivation>,
+    /// Values never to print (the cluster CA): replaced by a digest in every rendering.
+    #[serde(skip)]
+    pub secrets: Vec<String>,
+    /// The tag the agent sets, when it already holds its value (key, value): no step.
+    #[serde(skip)]
+    pub tag_in_place: Option<(String, String)>,
+}
+
+/// Discovery as the plan and the report show it: each value's source and the calls made.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryView {
+    pub values: Vec<ValueSource>,
+    pub from_cache: bool,
+    pub calls: crate::discovery::Calls,
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueSource {
+    pub field: String,
+    pub from: String,
+}
+
+impl DiscoveryView {
+    fn of(facts: &Facts) -> Option<DiscoveryView> {
+        let crate::discovery::Outcome::Found {
+            from_cache, calls, ..
+        } = &facts.cluster.outcome
+        else {
+            return None;
+        };
+        Some(DiscoveryView {
+            values: facts
+                .cluster
+                .origins()
+                .into_iter()
+                .map(|(field, from)| ValueSource {
+                    field: format!("cluster.{field}"),
+                    from,
+                })
+                .collect(),
+            from_cache: *from_cache,
+            calls: *calls,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    pub instance_id: String,
+    pub instance_type: String,
+    pub address: String,
+    pub availability_zone: String,
+    pub region: String,
+    /// The Auto Scaling target lifecycle state, when IMDS serves one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_lifecycle_state: Option<String>,
+}
+
+/// Every finding for this spec on this node, each aspect's in registry order.
+pub fn findings(spec: &Spec, facts: &Facts) -> Vec<Finding> {
+    match build(spec, facts) {
+        Ok(_) => Vec::new(),
+        Err(Invalid(f)) => f,
+    }
+}
+
+/// Build the plan from (spec, facts). Pure: reads nothing, writes nothing. All problems found
+/// on the node come back together.
+pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
+    let mut out = Out::default();
+    if let Err(e) = &facts.family {
+        out.findings.push("handoff.mode", e.to_string());
+    }
+    let handoff = crate::plan::handoff::intent(spec, facts, &mut out.findings);
+    out.warnings
+        .extend(handoff.kubelet.warnings.iter().cloned());
+    let input = Input {
+        spec,
+        facts,
+        handoff: &handoff,
+    };
+    for aspect in REGISTRY {
+        let before = out.steps.len();
+        (aspect.plan)(&input, &mut out);
+        tracing::debug!(
+            aspect = aspect.name,
+            steps = out.steps.len() - before,
+            "planned"
+        );
+    }
+    // The order the steps run in is the plan's: the registry's, with the hand-off last.
+    out.steps.sort_by_key(|s| matches!(s, Step::Handoff(_)));
+    let family = match (&facts.family, out.findings.is_empty()) {
+        (Ok(f), true) => f.clone(),
+        _ => return Err(Invalid(out.findings.0)),
+    };
+    let md = facts.instance.clone().unwrap_or_default();
+    Ok(Plan {
+        instance: Instance {
+            address: md
+                .private_ipv4
+                .clone()
+                .or_else(|| md.ipv6.clone())
+                .unwrap_or_default(),
+            instance_id: md.instance_id,
+            instance_type: md.instance_type,
+            availability_zone: md.availability_zone,
+            region: md.region,
+            target_lifecycle_state: md.target_lifecycle_state,
+        },
+        family: family.family,
+        family_reason: family.reason,
+        steps: out.steps,
+        warnings: out.warnings,
+        discovery: DiscoveryView::of(facts),
+        pod_capacity: handoff.kubelet.pod_capacity,
+        tag_in_place: out.tag_in_place,
+        secrets: {
+            // Several aspects carry the CA: each secret once.
+            let mut seen = std::collections::BTreeSet::new();
+            out.secrets.retain(|s| seen.insert(s.clone()));
+            out.secrets
+        },
+    })
+}
+
+/// How a secret is shown: its length and a digest prefix, enough to tell two CAs apart.
+pub(crate) fn redaction(secret: &str) -> String {
+    let d = sha2::Sha256::digest(secret.as_bytes());
+    let hex: String = d.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("<redacted {} bytes sha256:{hex}>", secret.len())
+}
+
+/// `text` with every secret replaced by its redaction (plans, the report).
+pub(crate) fn redact(secrets: &[String], text: &str) -> String {
+    let mut out = text.to_string();
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        out = out.replace(s.as_str(), &redaction(s));
+    }
+    out
+}
+
+impl Plan {
+    /// The hand-off the plan ends with, as the report names it.
+    pub fn handoff(&self) -> Option<String> {
+        self.steps.iter().find_map(Step::handoff)
+    }
+
+    pub fn changes(&self) -> usize {
+        self.steps.iter().filter(|s| s.is_change()).count()
+    }
+
+    /// A stable JSON document, secrets redacted.
+    pub fn to_json(&self) -> String {
+        let mut v = serde_json::json!({
+            "apiVersion": "eks-nodeinit/v1",
+            "kind": "Plan",
+            "instance": self.instance,
+            "family": self.family,
+            "familyReason": self.family_reason,
+            "changes": self.changes(),
+            "steps": self.steps,
+            "warnings": self.warnings,
+        });
+        if let Some(d) = &self.discovery {
+            v["discovery"] = serde_json::to_value(d).unwrap_or_default();
+        }
+        if let Some(p) = &self.pod_capacity {
+            v["podCapacity"] = serde_json::to_value(p).unwrap_or_default();
+        }
+        let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+        s.push('\n');
+        redact(&self.secrets, &s)
+    }
+
+    /// Human-readable plan with unified diffs, secrets redacted.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        let i = &self.instance;
+        let _ = writeln!(
+            o,
+            "eks-nodeinit plan for {} ({}, {}, {})",
+            i.instance_id, i.instance_type, i.address, i.availability_zone
+        );
+        let _ = writeln!(
+            o,
+            "node family: {} ({})",
+            match self.family {
+                Family::Al2 => "Amazon Linux 2, hand-off to bootstrap.sh",
+                Family::Al2023 => "Amazon Linux 2023, hand-off to nodeadm",
+            },
+            self.family_reason
+        );
+        if let Some(s) = &i.target_lifecycle_state {
+            let _ = writeln!(o, "target lifecycle state (Auto Scaling): {s}");
+        }
+        if let Some(d) = &self.discovery {
+            let n = d.calls.total();
+            let _ = writeln!(
+                o,
+                "cluster values ({}):",
+                if d.from_cache {
+                    "from the discovery cache, no call".to_string()
+                } else {
+                    format!("discovered, {n} call{}", if n == 1 { "" } else { "s" })
+                }
+            );
+            for v in &d.values {
+                let _ = writeln!(o, "  {}: {}", v.field, v.from);
+            }
+        }
+        if let Some(p) = &self.pod_capacity {
+            let _ = writeln!(o, "pod capacity:");
+            for (name, d) in [("maxPods", &p.max_pods), ("kubeReserved", &p.kube_reserved)] {
+                if let Some(d) = d {
+                    let _ = writeln!(o, "  {name} {}: {}", flag_text(&d.value), d.from);
+                }
+            }
+        }
+        if self.changes() == 0 {
+            let _ = writeln!(
+                o,
+                "no changes: tags, sysctls and files are already as configured"
+            );
+        }
+        for (n, s) in self.steps.iter().enumerate() {
+            render_step(&mut o, n + 1, s);
+        }
+        if !self.warnings.is_empty() {
+            let _ = writeln!(o, "\nwarnings:");
+            for w in &self.warnings {
+                let _ = writeln!(o, "  - {w}");
+            }
+        }
+        redact(&self.secrets, &o)
+    }
+}
+
+/// A value as the text plan shows it: a map as `key=value` pairs.
+fn flag_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    v.as_str().map_or_else(|| v.to_string(), String::from)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    }
+}
+
+/// A file step: what it creates or updates, why, its mode, and the unified diff.
+fn render_file(o: &mut String, n: usize, f: &File) {
+    let what = if f.old.is_some() { "update" } else { "create" };
+    let _ = write!(
+        o,
+        "\n[{n}] {what} {} ({}; mode {:04o}",
+        f.path.display(),
+        f.purpose,
+        f.mode
+    );
+    if let Some(b) = &f.backup {
+        let _ = write!(o, "; original kept as {}", b.display());
+    }
+    let _ = writeln!(o, ")");
+    o.push_str(&unified_diff(&f.path, f.old.as_deref(), &f.new));
+}
+
+/// One step of the text plan, numbered `n`.
+fn render_step(o: &mut String, n: usize, s: &Step) {
+    match s {
+        Step::Tag {
+            instance_id,
+            key,
+            value,
+            current,
+            ..
+        } => {
+            let cur = match current {
+                TagState::Is(c) => format!("currently `{c}`"),
+                TagState::Absent => "currently unset".into(),
+                TagState::Unknown => "current tags not visible in IMDS: DescribeTags first, CreateTags only if different".into(),
+            };
+            let _ = writeln!(o, "\n[{n}] tag {instance_id}: {key} = {value} ({cur})");
+        }
+        Step::Live(l) if l.path.starts_with("/proc/sys") => {
+            let _ = writeln!(o, "\n[{n}] sysctl {}: {} -> {}", l.key, l.old, l.new);
+        }
+        Step::Live(l) => {
+            let _ = writeln!(
+                o,
+                "\n[{n}] set {}: {} -> {}",
+                l.path.display(),
+                l.old,
+                l.new
+            );
+        }
+        Step::File(f) => render_file(o, n, f),
+        Step::Remove(r) => {
+            let _ = writeln!(o, "\n[{n}] remove {} ({})", r.path.display(), r.purpose);
+        }
+        Step::Run(r) => {
+            let _ = writeln!(
+                o,
+                "\n[{n}] {}: exec {} (no shell)",
+                r.purpose,
+                r.argv.join(" ")
+            );
+            if let Some(check) = &r.check {
+                let _ = writeln!(
+                    o,
+                    "      checked before any change: exec {}",
+                    check.join(" ")
+                );
+            }
+            if let Some(why) = &r.skip {
+                let _ = writeln!(o, "      not run: {why}");
+            }
+        }
+        Step::Unit(u) => render_unit(o, n, u),
+        Step::Handoff(h) => render_handoff(o, n, h),
+    }
+}
+
+/// A unit job, numbered `n`.
+fn render_unit(o: &mut String, n: usize, u: &Unit) {
+    let _ = match &u.job {
+        UnitJob::Start { unit } => writeln!(o, "\n[{n}] start {unit} over D-Bus: {}", u.why),
+        UnitJob::Restart { unit, verify } => writeln!(
+            o,
+            "\n[{n}] restart {unit} over D-Bus and expect {} = {}",
+            verify.property, verify.expected
+        ),
+        UnitJob::Reload => writeln!(
+            o,
+            "\n[{n}] reload systemd's units over D-Bus (Manager.Reload): {}",
+            u.why
+        ),
+    };
+}
+
+/// The hand-off, numbered `n`.
+fn render_handoff(o: &mut String, n: usize, h: &Handoff) {
+    match h {
+        Handoff::Exec { argv } => {
+            let _ = writeln!(
+                o,
+                "\n[{n}] hand-off: exec {} (no shell), argv:",
+                argv.first().map_or("", String::as_str)
+            );
+            for (j, a) in argv.iter().enumerate() {
+                let _ = writeln!(o, "      [{j}] {a}");
+            }
+        }
+        Handoff::Dropin(h) => {
+            let _ = writeln!(
+                o,
+                "\n[{n}] hand-off: NodeConfig drop-in {}; {}",
+                h.dropin.display(),
+                h.note()
+            );
+        }
+        Handoff::Hold(h) => render_hold(o, n, h),
+    }
+}
+
+/// The warm-pool hold, numbered `n`.
+fn render_hold(o: &mut String, n: usize, h: &crate::plan::step::HandoffHold) {
+    let marker = h.marker.display();
+    let waits = match h.family {
+        Family::Al2 => "bootstrap.sh is not exec'd".to_string(),
+        Family::Al2023 => format!("nodeadm-run.service is skipped, so kubelet does not start (the package's drop-in: ConditionPathExists=!{marker})"),
+    };
+    let _ = writeln!(
+        o,
+        "\n[{n}] hand-off held: target lifecycle state {}: the steps above run now, the node does not join: {waits}; while {marker} exists no first-boot marker is written and eks-nodeinit-await-service.service polls the state: the boot after a start into service hands off, or, without a reboot, the waiter has eks-nodeinit.service run again at InService, which hands off",
+        h.state
+    );
+}
+
+/// A unified diff of one file, `/dev/null` for a new one.
+pub fn unified_diff(path: &Path, old: Option<&str>, new: &str) -> String {
+    let p = path.display().to_string();
+    let a = if old.is_some() {
+        format!("a{p}")
+    } else {
+        "/dev/null".into()
+    };
+    similar::TextDiff::from_lines(old.unwrap_or(""), new)
+        .unified_diff()
+        .context_radius(3)
+        .header(&a, &format!("b{p}"))
+        .to_string()
+}
