@@ -13,7 +13,7 @@ BIN := $(TARGET_DIR)/$(TARGET)/release/eks-nodeinit
 TARGET_ARCH := $(firstword $(subst -, ,$(TARGET)))
 RUN := $(if $(filter $(shell uname -m),$(TARGET_ARCH)),,qemu-$(TARGET_ARCH)-static)
 
-.PHONY: demo build build-all package-built test lint deps peers bench-smoke check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
+.PHONY: demo build build-all package-built test lint deps peers peers-k8s control-plane bench-smoke check-unit e2e e2e-vm e2e-vm-deps assets package package-all check-package check-glibc test-aarch64 tools fuzz
 
 demo:
 	$(CARGO) run -- init --dry-run --config examples/scaler.json --metadata examples/metadata.json --root examples/al2-root
@@ -61,6 +61,18 @@ PEER_SUITES := node discovery imds instance_types kernel_modules launch_hook log
 
 e2e: peers
 	$(CARGO) test --locked --test it -- $(addsuffix ::,$(PEER_SUITES))
+
+# The control plane's peers, built from upstream's Go modules at the versions tools/peers/*/go.mod
+# pin (kubelet and kube-apiserver, containerd 2), into a cache keyed by those files and the Go
+# version; a second run builds nothing (tools/peers/README.md). Needs Go and the module proxy.
+peers-k8s:
+	bash tools/peers/build
+
+# The agent's node proven by a real kubelet against a real kube-apiserver, etcd and containerd 2
+# on loopback in a network namespace of the suite's own (tests/it/control_plane/; root). Cargo
+# builds the tests after the peers, never beside them: one big build at a time on 2 cores.
+control-plane: peers peers-k8s
+	$(CARGO) test --locked --test it -- --ignored --test-threads=1 control_plane::
 
 # The first boot in a Debian VM under QEMU (root; tests/e2e/vm/README.md): the DEB installed in
 # the guest, real systemd, logind, cloud-init and kernel, IMDS and moto forwarded from this host.

@@ -5,17 +5,22 @@
 //! * the real peers: moto (`moto`), the strict IMDSv2 server (`imds_server`), the scripted EC2
 //!   and discovery endpoints (`ec2_server`, `discovery_server`), a private dbus-daemon with
 //!   stand-ins for systemd and logind (`dbus`), a CA made with openssl (`tls`), Debian's
-//!   docker-registry (`registry`) and tinyproxy (`tinyproxy`);
+//!   docker-registry (`registry`) and tinyproxy (`tinyproxy`); a control plane built from
+//!   upstream's modules (`control_plane`) and a real kubelet started from a hand-off
+//!   (`kubelet`, with the hand-offs' models in `handoff_models`);
 //! * the oracles and masks of some suites: bootstrap.sh's argv grammar (`bootstrap_sh`), the
 //!   node states the fault suites compare (`faults`).
 
 pub mod agent;
 pub mod bootstrap_sh;
+pub mod control_plane;
 pub mod dbus;
 pub mod discovery_server;
 pub mod ec2_server;
 pub mod faults;
+pub mod handoff_models;
 pub mod imds_server;
+pub mod kubelet;
 pub mod moto;
 pub mod peers;
 pub mod registry;

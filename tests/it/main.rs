@@ -6,6 +6,7 @@
 mod common;
 
 mod concurrency;
+mod control_plane;
 mod crash;
 mod discovery;
 mod examples;

@@ -22,7 +22,7 @@ use crate::common;
 mod config_doc;
 mod oracle;
 mod predict;
-mod strategies;
+pub(crate) mod strategies;
 
 mod durations;
 mod error_lines;

@@ -1,0 +1,526 @@
+//! A real control plane on loopback for the kubelet suites (tests/it/control_plane/): Debian's
+//! etcd, and kube-apiserver and containerd 2 built from upstream's modules by
+//! `tools/peers/build` (`make peers-k8s`). One instance per test process, shared by the cases,
+//! which take turns (`ControlPlane::shared`); a case starts only a kubelet (`kubelet.rs`).
+//!
+//! The API server has its own CA, the Node authorizer with RBAC and NodeRestriction; kubelets
+//! authenticate with a node client certificate (`CN=system:node:NAME`, `O=system:nodes`), the
+//! suite with a static token in `system:masters`. Every process runs in a network namespace of the suite's own (fixed ports, the node's
+//! address on `lo`) and dies with the test process
+//! (`PR_SET_PDEATHSIG`, set from a thread that lives as long as it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::peers::{logged, Proc};
+use super::tls::sh;
+
+/// The service CIDR of the suite's cluster, the one the agent's config names.
+pub const SERVICE_CIDR: &str = "172.20.0.0/16";
+const ADMIN_TOKEN: &str = "control-plane-suite-admin";
+
+/// Where `tools/peers/build` links the binaries it built (`PEERS_BIN` overrides).
+pub fn peers_bin() -> PathBuf {
+    std::env::var_os("PEERS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| super::manifest_dir().join("target/peers/bin"))
+}
+
+/// The peers this suite needs that are not there: the built ones and Debian's etcd.
+pub fn missing() -> Vec<String> {
+    let mut m: Vec<String> = ["kubelet", "kube-apiserver", "containerd"]
+        .iter()
+        .filter(|b| !peers_bin().join(b).exists())
+        .map(|b| format!("{b} (make peers-k8s)"))
+        .collect();
+    if Command::new("etcd").arg("--version").output().is_err() {
+        m.push("etcd (make deps)".into());
+    }
+    m
+}
+
+/// The node's address in the suite's network namespace: the sample metadata's private IP. A
+/// kubelet refuses a loopback node IP, so the control plane and the kubelets share a network
+/// namespace of the suite's own, where this address is on `lo`.
+pub const NODE_IP: &str = "10.0.12.34";
+
+pub struct ControlPlane {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    /// The network namespace's holder: its `/proc/PID/ns/net`.
+    pub netns: PathBuf,
+    /// containerd's socket.
+    pub cri: PathBuf,
+    /// What a kubelet leaves on the host whatever its config says, where this host had none
+    /// before the suite: removed after each kubelet (`kubelet.rs`).
+    pub leftovers: Vec<PathBuf>,
+    _procs: Vec<Proc>,
+}
+
+static SHARED: OnceLock<Mutex<ControlPlane>> = OnceLock::new();
+
+impl ControlPlane {
+    /// The process's control plane, started at the first call; the caller holds it until the
+    /// guard drops, so kubelets take turns (they share ports 10250 and 10248).
+    pub fn shared() -> MutexGuard<'static, ControlPlane> {
+        let m = SHARED.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            // The children's parent-death signal fires when the thread that started them ends:
+            // this one lives until the process exits.
+            std::thread::spawn(move || {
+                tx.send(ControlPlane::start()).unwrap();
+                loop {
+                    std::thread::park();
+                }
+            });
+            Mutex::new(rx.recv().expect("the control plane starts"))
+        });
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn start() -> ControlPlane {
+        let dir = tempfile::Builder::new()
+            .prefix("control-plane")
+            .tempdir()
+            .unwrap();
+        let d = dir.path();
+        pki(d);
+        let (holder, netns) = network_namespace(d);
+        let etcd_port = 2379;
+        let etcd = start_etcd(d, &netns, etcd_port);
+        let port = 6443;
+        let apiserver = start_apiserver(d, &netns, port, etcd_port);
+        let cp_probe = |path: &str| curl_status(d, &netns, port, path) == 200;
+        wait_long("kube-apiserver /readyz", Duration::from_secs(90), || {
+            cp_probe("/readyz")
+        });
+        let (containerd, cri) = start_containerd(d);
+        eprintln!(
+            "control plane: etcd 127.0.0.1:{etcd_port}, kube-apiserver https://127.0.0.1:{port}, containerd {}",
+            cri.display()
+        );
+        ControlPlane {
+            dir,
+            port,
+            netns,
+            cri,
+            leftovers: kubelet_leftovers(),
+            _procs: vec![etcd, apiserver, containerd, holder],
+        }
+    }
+
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// A kubeconfig for node `name`, with a client certificate the API server maps to
+    /// `system:node:NAME` in `system:nodes`.
+    pub fn node_kubeconfig(&self, name: &str, dir: &Path) -> PathBuf {
+        let cn = format!("system:node:{name}");
+        let (crt, key) = client_certificate(self.dir.path(), dir, "node", &cn, "system:nodes");
+        let k = dir.join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: suite\n  cluster:\n    server: {}\n    certificate-authority: {}\ncontexts:\n- name: node\n  context: {{cluster: suite, user: node}}\ncurrent-context: node\nusers:\n- name: node\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+            self.endpoint(),
+            self.ca().display(),
+            crt.display(),
+            key.display()
+        );
+        std::fs::write(&k, text).unwrap();
+        k
+    }
+
+    /// `GET path` as the suite's administrator: (status, body).
+    pub fn get(&self, path: &str) -> (u16, serde_json::Value) {
+        self.call("GET", path, None)
+    }
+
+    /// `method path` with a JSON body as the administrator: (status, body).
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let d = self.dir.path();
+        let out_file = tempfile::NamedTempFile::new_in(d).unwrap();
+        let mut c = curl(d, &self.netns, self.port, path);
+        c.args(["-o"]).arg(out_file.path()).args(["-X", method]);
+        if let Some(b) = body {
+            let kind = if method == "PATCH" {
+                "merge-patch+json"
+            } else {
+                "json"
+            };
+            c.args(["-H", &format!("Content-Type: application/{kind}")])
+                .arg("--data-binary")
+                .arg(b.to_string());
+        }
+        let status: u16 = sh(&mut c).trim().parse().unwrap();
+        let text = std::fs::read_to_string(out_file.path()).unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    /// The Node named `name` once the kubelet has registered it and reported its allocatable.
+    pub fn wait_node(&self, name: &str, within: Duration) -> serde_json::Value {
+        let path = format!("/api/v1/nodes/{name}");
+        let mut node = serde_json::Value::Null;
+        wait_long(&format!("Node {name}"), within, || {
+            let (s, n) = self.get(&path);
+            node = n;
+            s == 200 && node["status"]["allocatable"]["pods"].is_string()
+        });
+        node
+    }
+
+    /// What the cloud controller manager does for a node registered with
+    /// `--cloud-provider=external`: its addresses (the kubelet waits for them before it asks for
+    /// a serving certificate). The `uninitialized` taint is left: the suite asserts around it.
+    pub fn set_addresses(&self, name: &str) {
+        let patch = serde_json::json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": NODE_IP},
+            {"type": "Hostname", "address": name},
+        ]}});
+        let (s, body) = self.call(
+            "PATCH",
+            &format!("/api/v1/nodes/{name}/status"),
+            Some(&patch),
+        );
+        assert_eq!(s, 200, "the addresses of {name}: {body}");
+    }
+
+    /// The kubelet-serving CSR of node `name`, once the kubelet has asked for one (under
+    /// `serverTLSBootstrap: true` it serves nothing until it is signed).
+    pub fn serving_csr(&self, name: &str) -> Option<serde_json::Value> {
+        let user = format!("system:node:{name}");
+        let (_, list) = self.get("/apis/certificates.k8s.io/v1/certificatesigningrequests");
+        list["items"]
+            .as_array()?
+            .iter()
+            .find(|c| {
+                c["spec"]["username"] == user.as_str()
+                    && c["spec"]["signerName"] == "kubernetes.io/kubelet-serving"
+            })
+            .cloned()
+    }
+
+    /// Approve and sign `csr` of node `name` as the cluster's signer would.
+    pub fn approve_and_sign(&self, csr: &serde_json::Value, name: &str) {
+        let csr_name = csr["metadata"]["name"].as_str().unwrap().to_string();
+        let base = format!("/apis/certificates.k8s.io/v1/certificatesigningrequests/{csr_name}");
+        let mut approved = csr.clone();
+        approved["status"]["conditions"] = serde_json::json!([{
+            "type": "Approved", "status": "True", "reason": "ControlPlaneSuite",
+            "message": "the suite signs the kubelet's serving certificate"
+        }]);
+        let (s, body) = self.call("PUT", &format!("{base}/approval"), Some(&approved));
+        assert_eq!(s, 200, "approving {csr_name}: {body}");
+        let pem = self.sign(csr, name);
+        let mut signed = body;
+        signed["status"]["certificate"] = base64_encode(pem.as_bytes()).into();
+        let (s, body) = self.call("PUT", &format!("{base}/status"), Some(&signed));
+        assert_eq!(s, 200, "signing {csr_name}: {body}");
+    }
+
+    fn sign(&self, csr: &serde_json::Value, name: &str) -> String {
+        let d = self.dir.path();
+        let req = base64_decode(csr["spec"]["request"].as_str().unwrap());
+        let csr_file = d.join(format!("{name}.csr"));
+        std::fs::write(&csr_file, req).unwrap();
+        let ext = d.join(format!("{name}.ext"));
+        std::fs::write(&ext, "extendedKeyUsage=serverAuth\n").unwrap();
+        let crt = d.join(format!("{name}.serving.crt"));
+        sign_request(d, &csr_file, &ext, &crt, &["-copy_extensions", "copyall"]);
+        std::fs::read_to_string(crt).unwrap()
+    }
+}
+
+/// Wait until `ok`, at most `within`, else fail naming `what`.
+pub fn wait_long(what: &str, within: Duration, ok: impl FnMut() -> bool) {
+    assert!(wait_until(within, ok), "{what}: not there after {within:?}");
+}
+
+/// Whether `ok` came true within `within`.
+pub fn wait_until(within: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while !ok() {
+        if t.elapsed() >= within {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    true
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    sh(Command::new("openssl").current_dir(dir).args(args));
+}
+
+/// The cluster's CA, the API server's serving certificate, its kubelet client certificate, the
+/// service-account key pair and the administrator's static token.
+fn pki(d: &Path) {
+    let names = [
+        "IP:127.0.0.1",
+        "IP:172.20.0.1",
+        "DNS:localhost",
+        "DNS:kubernetes",
+        "DNS:kubernetes.default.svc",
+    ]
+    .map(String::from);
+    super::tls::certificates_for(d, &names);
+    client_certificate(
+        d,
+        d,
+        "apiserver-kubelet",
+        "kube-apiserver",
+        "system:masters",
+    );
+    openssl(d, &["genrsa", "-out", "sa.key", "2048"]);
+    openssl(d, &["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
+    std::fs::write(
+        d.join("tokens.csv"),
+        format!("{ADMIN_TOKEN},suite-admin,suite-admin,\"system:masters\"\n"),
+    )
+    .unwrap();
+}
+
+/// A client certificate `NAME.crt`/`NAME.key` in `out`, signed by the CA in `ca_dir`.
+pub fn client_certificate(
+    ca_dir: &Path,
+    out: &Path,
+    name: &str,
+    cn: &str,
+    org: &str,
+) -> (PathBuf, PathBuf) {
+    let (key, csr, crt, ext) = (
+        out.join(format!("{name}.key")),
+        out.join(format!("{name}.csr")),
+        out.join(format!("{name}.crt")),
+        out.join(format!("{name}.ext")),
+    );
+    sh(Command::new("openssl")
+        .args(["req", "-newkey", "rsa:2048", "-nodes", "-subj"])
+        .arg(format!("/O={org}/CN={cn}"))
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&csr));
+    std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").unwrap();
+    sign_request(ca_dir, &csr, &ext, &crt, &[]);
+    (crt, key)
+}
+
+/// Sign the request `csr` with the CA in `ca_dir` (two days, the extensions in `ext`, `extra`
+/// options of `openssl x509`) into `crt`.
+fn sign_request(ca_dir: &Path, csr: &Path, ext: &Path, crt: &Path, extra: &[&str]) {
+    sh(Command::new("openssl")
+        .args(["x509", "-req", "-days", "2", "-CAcreateserial"])
+        .args(extra)
+        .arg("-in")
+        .arg(csr)
+        .arg("-CA")
+        .arg(ca_dir.join("ca.crt"))
+        .arg("-CAkey")
+        .arg(ca_dir.join("ca.key"))
+        .arg("-extfile")
+        .arg(ext)
+        .arg("-out")
+        .arg(crt));
+}
+
+/// `cmd` started so that it dies with the thread that started it.
+pub fn tied(mut cmd: Command, log: &Path) -> Proc {
+    use std::os::unix::process::CommandExt;
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+    logged(cmd, log)
+}
+
+/// The host paths a kubelet makes whatever its root and cert dirs (its device-plugin and
+/// container-log directories, the QoS cgroups) that are not there now.
+fn kubelet_leftovers() -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = ["/var/lib/kubelet", "/var/log/containers", "/var/log/pods"]
+        .map(PathBuf::from)
+        .to_vec();
+    if let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") {
+        paths.extend(rd.flatten().map(|e| e.path().join("kubepods")));
+    }
+    paths.retain(|p| !p.exists());
+    paths
+}
+
+/// Remove `leftovers`: directories whole, cgroups (under /sys/fs/cgroup) deepest first.
+pub fn remove_leftovers(leftovers: &[PathBuf]) {
+    fn rmdir_tree(p: &Path) {
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                rmdir_tree(&e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(p);
+    }
+    for p in leftovers.iter().filter(|p| p.exists()) {
+        if p.starts_with("/sys/fs/cgroup") {
+            rmdir_tree(p);
+        } else {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+/// `program` run in the network namespace `netns` (by `nsenter`).
+pub fn in_netns(netns: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("nsenter");
+    c.arg(format!("--net={}", netns.display()))
+        .arg("--")
+        .arg(program);
+    c
+}
+
+/// A network namespace of the suite's own, held by a process that dies with the test process:
+/// `lo` up, with the node's address. (holder, its `/proc/PID/ns/net`).
+fn network_namespace(d: &Path) -> (Proc, PathBuf) {
+    let mut c = Command::new("unshare");
+    c.args(["--net", "--", "sleep", "infinity"]);
+    let holder = tied(c, &d.join("netns.log"));
+    let ns = PathBuf::from(format!("/proc/{}/ns/net", holder.0.id()));
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    wait_long("the network namespace", Duration::from_secs(10), || {
+        std::fs::read_link(&ns).is_ok_and(|l| l != own)
+    });
+    sh(in_netns(&ns, "ip").args(["link", "set", "lo", "up"]));
+    sh(in_netns(&ns, "ip").args(["addr", "add", &format!("{NODE_IP}/32"), "dev", "lo"]));
+    (holder, ns)
+}
+
+fn start_etcd(d: &Path, netns: &Path, port: u16) -> Proc {
+    let client = format!("http://127.0.0.1:{port}");
+    let peer = format!("http://127.0.0.1:{}", port + 1);
+    let mut c = in_netns(netns, "etcd");
+    c.arg("--data-dir")
+        .arg(d.join("etcd"))
+        .args([
+            "--listen-client-urls",
+            &client,
+            "--advertise-client-urls",
+            &client,
+        ])
+        .args([
+            "--listen-peer-urls",
+            &peer,
+            "--initial-advertise-peer-urls",
+            &peer,
+        ])
+        .arg(format!("--initial-cluster=default={peer}"))
+        .env("ETCD_UNSUPPORTED_ARCH", "");
+    tied(c, &d.join("etcd.log"))
+}
+
+fn start_apiserver(d: &Path, netns: &Path, port: u16, etcd: u16) -> Proc {
+    let f = |n: &str| d.join(n).display().to_string();
+    let mut c = in_netns(netns, peers_bin().join("kube-apiserver"));
+    c.arg(format!("--etcd-servers=http://127.0.0.1:{etcd}"))
+        .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
+        .arg(format!("--secure-port={port}"))
+        .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
+        .arg(format!("--client-ca-file={}", f("ca.crt")))
+        .arg(format!("--tls-cert-file={}", f("srv.crt")))
+        .arg(format!("--tls-private-key-file={}", f("srv.key")))
+        .arg(format!(
+            "--kubelet-client-certificate={}",
+            f("apiserver-kubelet.crt")
+        ))
+        .arg(format!(
+            "--kubelet-client-key={}",
+            f("apiserver-kubelet.key")
+        ))
+        .arg(format!("--service-account-key-file={}", f("sa.pub")))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            f("sa.key")
+        ))
+        .arg("--service-account-issuer=https://kubernetes.default.svc")
+        .arg(format!("--token-auth-file={}", f("tokens.csv")))
+        .args([
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+        ])
+        .arg("--kubelet-preferred-address-types=InternalIP,Hostname")
+        .arg(format!("--cert-dir={}", f("apiserver-certs")));
+    tied(c, &d.join("kube-apiserver.log"))
+}
+
+/// containerd 2 with its CRI plugin, every directory under `d`, the cgroupfs driver (the host
+/// has no systemd) and a loopback-only CNI config (enough for the runtime's network to be ready).
+fn start_containerd(d: &Path) -> (Proc, PathBuf) {
+    let c = d.join("containerd");
+    let cni = c.join("net.d");
+    std::fs::create_dir_all(&cni).unwrap();
+    std::fs::write(
+        cni.join("10-loopback.conflist"),
+        r#"{"cniVersion": "1.0.0", "name": "suite", "plugins": [{"type": "loopback"}]}"#,
+    )
+    .unwrap();
+    let sock = c.join("containerd.sock");
+    let cfg = c.join("config.toml");
+    let p = |x: &Path| x.display().to_string();
+    std::fs::write(
+        &cfg,
+        format!(
+            "version = 3\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  conf_dir = \"{cni}\"\n  bin_dirs = [\"/usr/lib/cni\"]\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = false\n",
+            root = p(&c.join("root")),
+            state = p(&c.join("state")),
+            sock = p(&sock),
+            cni = p(&cni),
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(peers_bin().join("containerd"));
+    cmd.arg("--config").arg(&cfg);
+    let proc = tied(cmd, &d.join("containerd.log"));
+    wait_long("containerd's socket", Duration::from_secs(30), || {
+        sock.exists()
+    });
+    (proc, sock)
+}
+
+fn curl(d: &Path, netns: &Path, port: u16, path: &str) -> Command {
+    let mut c = in_netns(netns, "curl");
+    c.args(["-sS", "--max-time", "10", "-w", "%{http_code}", "--cacert"])
+        .arg(d.join("ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {ADMIN_TOKEN}")])
+        .arg(format!("https://127.0.0.1:{port}{path}"));
+    c
+}
+
+fn curl_status(d: &Path, netns: &Path, port: u16, path: &str) -> u16 {
+    let out = curl(d, netns, port, path)
+        .args(["-o", "/dev/null"])
+        .output();
+    out.ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
+}
+
+pub fn base64_encode(b: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}

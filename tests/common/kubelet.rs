@@ -1,0 +1,167 @@
+//! A real kubelet (`tools/peers/build`) started from what a node's hand-off would give it, against
+//! the shared control plane (`control_plane.rs`).
+//!
+//! What the agent and the hand-off models wrote reaches the kubelet byte for byte. What this host
+//! cannot run as an EKS node does is one more config drop-in, `99-host.conf`, loaded last, and is
+//! printed with every start (tests/README.md lists it): cgroup v1 (`failCgroupV1: false`), no
+//! systemd (`cgroupDriver: cgroupfs`), a shared machine's kernel settings left alone
+//! (`protectKernelDefaults: false`), and the node's paths moved under the case's directory
+//! (the cluster CA file and containerd's socket).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::control_plane::{in_netns, peers_bin, tied, wait_until, ControlPlane, NODE_IP};
+use super::peers::Proc;
+
+/// What a hand-off gives the kubelet: its config file, drop-ins (name, document; the kubelet
+/// merges them over the file in name order) and its flags after the node's own.
+pub struct Start {
+    pub config: serde_json::Value,
+    pub dropins: Vec<(String, serde_json::Value)>,
+    pub flags: Vec<String>,
+}
+
+/// The overrides this host needs, in the drop-in loaded last.
+pub fn host_overrides(ca: &Path, cri: &Path) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": false,
+        "cgroupDriver": "cgroupfs",
+        "protectKernelDefaults": false,
+        "authentication": {"x509": {"clientCAFile": ca.display().to_string()}},
+        "containerRuntimeEndpoint": format!("unix://{}", cri.display()),
+    })
+}
+
+pub struct Kubelet {
+    pub name: String,
+    leftovers: Vec<PathBuf>,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+    proc: Proc,
+}
+
+impl Kubelet {
+    /// Start the kubelet of node `name` from `start`: the node's flags as both hand-offs pass
+    /// them (the address, the name, the external cloud provider), then `start.flags`.
+    pub fn start(cp: &ControlPlane, name: &str, start: &Start) -> Kubelet {
+        let dir = tempfile::Builder::new()
+            .prefix("kubelet")
+            .tempdir()
+            .unwrap();
+        let d = dir.path();
+        let config = d.join("config.json");
+        std::fs::write(&config, serde_json::to_vec_pretty(&start.config).unwrap()).unwrap();
+        let dropins = d.join("config.json.d");
+        std::fs::create_dir_all(&dropins).unwrap();
+        for (n, doc) in &start.dropins {
+            std::fs::write(dropins.join(n), serde_json::to_vec_pretty(doc).unwrap()).unwrap();
+        }
+        let host = host_overrides(&cp.ca(), &cp.cri);
+        eprintln!("kubelet {name}: this host's overrides (99-host.conf): {host}");
+        std::fs::write(dropins.join("99-host.conf"), host.to_string()).unwrap();
+        let kubeconfig = cp.node_kubeconfig(name, d);
+        let mut c = in_netns(&cp.netns, peers_bin().join("kubelet"));
+        c.arg("--config")
+            .arg(&config)
+            .arg("--config-dir")
+            .arg(&dropins)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--root-dir")
+            .arg(d.join("root"))
+            .arg("--cert-dir")
+            .arg(d.join("pki"))
+            .arg(format!("--node-ip={NODE_IP}"))
+            .args(["--cloud-provider=external", "--v=2"])
+            .arg(format!("--hostname-override={name}"))
+            .args(&start.flags);
+        eprintln!(
+            "kubelet {name}: flags after the node's own: {:?}",
+            start.flags
+        );
+        let log = d.join("kubelet.log");
+        let proc = tied(c, &log);
+        Kubelet {
+            name: name.to_string(),
+            leftovers: cp.leftovers.clone(),
+            dir,
+            log,
+            proc,
+        }
+    }
+
+    /// The kubelet's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether the kubelet has exited, and its status.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.proc.0.try_wait().unwrap()
+    }
+
+    /// The Node the kubelet registered, with its allocatable reported.
+    pub fn node(&mut self, cp: &ControlPlane) -> serde_json::Value {
+        if let Some(s) = self.exited() {
+            panic!(
+                "kubelet {} exited ({s}):\n{}",
+                self.name,
+                tail(&self.log_text())
+            );
+        }
+        cp.wait_node(&self.name, Duration::from_secs(60))
+    }
+
+    /// The kubelet's running configuration (`/configz`, through the API server's node proxy),
+    /// once its serving certificate is signed.
+    pub fn configz(&self, cp: &ControlPlane) -> serde_json::Value {
+        cp.set_addresses(&self.name);
+        let mut csr = None;
+        let asked = wait_until(Duration::from_secs(60), || {
+            csr = cp.serving_csr(&self.name);
+            csr.is_some()
+        });
+        assert!(
+            asked,
+            "kubelet {}: no serving CSR after 60 s\n{}",
+            self.name,
+            tail(&self.log_text())
+        );
+        cp.approve_and_sign(csr.as_ref().unwrap(), &self.name);
+        let path = format!("/api/v1/nodes/{}/proxy/configz", self.name);
+        let mut last = (0, serde_json::Value::Null);
+        let served = wait_until(Duration::from_secs(60), || {
+            last = cp.get(&path);
+            last.0 == 200
+        });
+        assert!(
+            served,
+            "the kubelet's /configz: {} {}\n{}",
+            last.0,
+            last.1,
+            tail(&self.log_text())
+        );
+        last.1["kubeletconfig"].clone()
+    }
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        let _ = self.proc.0.kill();
+        let _ = self.proc.0.wait();
+        // The pods' mounts under the root dir, if any, before the temp dir goes.
+        let root = self.dir.path().join("root");
+        let _ = Command::new("umount").arg("-R").arg(&root).output();
+        super::control_plane::remove_leftovers(&self.leftovers);
+    }
+}
+
+/// The last 40 lines of a log.
+pub fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}

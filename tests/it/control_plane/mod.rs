@@ -1,0 +1,381 @@
+//! The agent's node proven by a real kubelet against a real kube-apiserver (etcd from Debian;
+//! kubelet, kube-apiserver and containerd 2 built from upstream's modules by `make peers-k8s`).
+//! For each case: the agent applies its config to a sample root, the hand-off's model turns what
+//! it wrote into the kubelet's config and flags (`common::handoff_models`), a kubelet starts from
+//! them, and the stored Node must hold the plan's labels, taints, pods and allocatable, and the
+//! kubelet's `/configz` the plan's settings.
+//!
+//! `make control-plane` runs these (root; they are `#[ignore]`d in `make test`, which has no
+//! control plane). The host overrides are printed with each start (tests/README.md).
+
+mod matrix;
+
+use serde_json::{json, Value};
+
+use crate::common;
+use common::bootstrap_sh;
+use common::control_plane::{self, ControlPlane};
+use common::handoff_models::{self, Instance};
+use common::kubelet::{Kubelet, Start};
+use common::*;
+
+/// The sample metadata's instance (examples/metadata.json): m6i.large, 2 vCPUs, 29 pods in
+/// `eni-max-pods.txt`.
+const INSTANCE: Instance = Instance {
+    id: "i-0a1b2c3d4e5f67890",
+    zone: "eu-west-1a",
+    vcpus: 2,
+    eni_max_pods: 29,
+};
+
+/// Whether this host can run the suite: root and the peers; otherwise a note, or a failure
+/// when `CI` is set.
+fn ready() -> bool {
+    let mut missing = control_plane::missing();
+    if !nix::unistd::Uid::effective().is_root() {
+        missing.push("root (the kubelet manages cgroups)".into());
+    }
+    let names: Vec<&str> = missing.iter().map(String::as_str).collect();
+    peer_present(&names)
+}
+
+/// The example config pointed at the suite's cluster, without tagging, edited by `edit`.
+fn config(
+    root: &std::path::Path,
+    cp: &ControlPlane,
+    edit: impl FnOnce(&mut Value),
+) -> std::path::PathBuf {
+    let ca = std::fs::read(cp.ca()).unwrap();
+    config_with(root, "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["cluster"]["apiServerEndpoint"] = cp.endpoint().into();
+        v["cluster"]["certificateAuthority"] = control_plane::base64_encode(&ca).into();
+        v["cluster"]["cidr"] = control_plane::SERVICE_CIDR.into();
+        edit(v);
+    })
+}
+
+/// The agent's plan (`--dry-run --output json`), then its run; both must succeed.
+fn agent(root: &std::path::Path, cfg: &std::path::Path, metadata: &std::path::Path) -> Value {
+    let dry = init_with(root, cfg, metadata, &["--dry-run", "--output", "json"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let plan: Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let out = init_with(root, cfg, metadata, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    plan
+}
+
+/// AL2: the agent's kubelet-config.json rewritten as bootstrap.sh rewrites it, and the kubelet
+/// flags from the argv the agent exec'd.
+fn al2_start(root: &std::path::Path) -> Start {
+    let argv: Vec<String> = std::fs::read_to_string(root.join("etc/eks/argv.txt"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let parsed = bootstrap_sh::parse(&argv).expect("bootstrap.sh reads the agent's argv");
+    let path = root.join("etc/kubernetes/kubelet/kubelet-config.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let flags = handoff_models::al2_bootstrap(&mut config, &parsed, &INSTANCE);
+    Start {
+        config,
+        dropins: vec![],
+        flags,
+    }
+}
+
+/// AL2023: the user data's NodeConfig (if any) and the agent's drop-in, merged as nodeadm does.
+fn al2023_start(root: &std::path::Path, user_data: Option<Value>) -> Start {
+    let dropin = root.join("etc/eks/nodeadm.d/10-eks-nodeinit.json");
+    let dropin: Value = serde_json::from_slice(&std::fs::read(dropin).unwrap()).unwrap();
+    let docs: Vec<Value> = user_data.into_iter().chain([dropin]).collect();
+    handoff_models::al2023_nodeadm(&handoff_models::nodeadm_merge(&docs), &INSTANCE)
+}
+
+/// What the plan promises, checked against the stored Node and the kubelet's `/configz`.
+struct Promise {
+    labels: Vec<(&'static str, &'static str)>,
+    taints: Vec<Value>,
+}
+
+/// The example config's image GC thresholds and grace periods (examples/scaler.json), as the
+/// kubelet's `/configz` writes them (Go's durations: 90s is `1m30s`).
+const EXAMPLE_GC: (u64, u64) = (80, 60);
+const EXAMPLE_GRACE: (&str, &str) = ("1m30s", "30s");
+
+fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Promise) {
+    let mut kubelet = Kubelet::start(cp, name, start);
+    let node = kubelet.node(cp);
+    let pods = plan["podCapacity"]["maxPods"]["value"].as_u64().unwrap();
+    let reserved = &plan["podCapacity"]["kubeReserved"]["value"];
+    let labels = &node["metadata"]["labels"];
+    for (k, v) in &want.labels {
+        assert_eq!(labels[k], *v, "label {k} on the Node: {labels}");
+    }
+    let taints: Vec<Value> = node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| !KUBELET_OWN_TAINTS.contains(&t["key"].as_str().unwrap_or("")))
+        .map(|t| json!({"key": t["key"], "value": t.get("value").cloned().unwrap_or(json!("")), "effect": t["effect"]}))
+        .collect();
+    assert_eq!(taints, want.taints, "the Node's taints");
+    let status = &node["status"];
+    eprintln!(
+        "Node {name}: capacity {}, allocatable {}",
+        status["capacity"], status["allocatable"]
+    );
+    assert_eq!(status["capacity"]["pods"], pods.to_string());
+    assert_eq!(status["allocatable"]["pods"], pods.to_string());
+    assert_allocatable(status, reserved);
+    let cz = kubelet.configz(cp);
+    assert_eq!(cz["maxPods"], pods);
+    assert_eq!(cz["imageGCHighThresholdPercent"], EXAMPLE_GC.0);
+    assert_eq!(cz["imageGCLowThresholdPercent"], EXAMPLE_GC.1);
+    assert_eq!(cz["shutdownGracePeriod"], EXAMPLE_GRACE.0);
+    assert_eq!(cz["shutdownGracePeriodCriticalPods"], EXAMPLE_GRACE.1);
+    assert_eq!(&cz["kubeReserved"], reserved);
+}
+
+/// The taints a kubelet adds itself at registration: not ready yet (removed by the node
+/// lifecycle controller) and, with an external cloud provider, not initialised (removed by it).
+const KUBELET_OWN_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+/// allocatable = capacity − kubeReserved − the hand-offs' evictionHard (memory.available 100Mi,
+/// nodefs.available 10%, the percentage as the kubelet holds it: a float32).
+fn assert_allocatable(status: &Value, reserved: &Value) {
+    let q = |v: &Value| quantity(v.as_str().unwrap());
+    let cap = &status["capacity"];
+    let alloc = &status["allocatable"];
+    let c = |v: &Value| cpu(v.as_str().unwrap());
+    let want_cpu = c(&cap["cpu"]) - c(&reserved["cpu"]);
+    assert_eq!(c(&alloc["cpu"]), want_cpu, "allocatable cpu: {alloc}");
+    let mem = q(&cap["memory"]) - q(&reserved["memory"]) - 100 * MI;
+    assert_eq!(q(&alloc["memory"]), mem, "allocatable memory: {alloc}");
+    let disk = q(&cap["ephemeral-storage"]);
+    let nodefs = (disk as f64 * f64::from(0.1_f32)) as i128;
+    let eph = disk - q(&reserved["ephemeral-storage"]) - nodefs;
+    assert_eq!(
+        q(&alloc["ephemeral-storage"]),
+        eph,
+        "allocatable ephemeral-storage: {alloc}"
+    );
+}
+
+const MI: i128 = 1 << 20;
+
+/// A Kubernetes quantity in its base unit; CPU in millicores (`2` → 2000, `70m` → 70).
+fn quantity(s: &str) -> i128 {
+    let units: [(&str, i128); 7] = [
+        ("Ki", 1 << 10),
+        ("Mi", MI),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("k", 1000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+    ];
+    if let Some(m) = s.strip_suffix('m') {
+        return m.parse().unwrap();
+    }
+    for (u, f) in units {
+        if let Some(n) = s.strip_suffix(u) {
+            return n.parse::<i128>().unwrap() * f;
+        }
+    }
+    s.parse::<i128>().unwrap()
+}
+
+/// A quantity a CPU value compares in: cores are millicores × 1000.
+fn cpu(s: &str) -> i128 {
+    if s.ends_with('m') {
+        quantity(s)
+    } else {
+        quantity(s) * 1000
+    }
+}
+
+#[test]
+fn quantities_read_as_the_api_writes_them() {
+    assert_eq!(cpu("2"), 2000);
+    assert_eq!(cpu("70m"), 70);
+    assert_eq!(quantity("574Mi"), 574 * MI);
+    assert_eq!(quantity("1Gi"), 1 << 30);
+    assert_eq!(quantity("24601212Ki"), 24601212 * 1024);
+}
+
+/// The sample metadata with `user_data` (a NodeConfig) as the instance's user data, in a MIME
+/// multi-part document as EKS writes it.
+fn metadata_with(dir: &std::path::Path, node_config: &str) -> std::path::PathBuf {
+    let ud = format!(
+        "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"//\"\r\n\r\n--//\r\nContent-Type: application/node.eks.aws\r\n\r\n{node_config}\r\n--//--\r\n"
+    );
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(example("metadata.json")).unwrap()).unwrap();
+    v["userData"] = ud.into();
+    let p = dir.join("metadata.json");
+    std::fs::write(&p, v.to_string()).unwrap();
+    p
+}
+
+/// The example config as it is: a scaler, 29 pods (m6i.large, secondary IPs), its labels.
+fn scaler(root: &'static str, name: &'static str) -> Case {
+    Case {
+        root,
+        name,
+        edit: |_| {},
+        user_data: None,
+        pods: 29,
+        want: Promise {
+            labels: scaler_labels(),
+            taints: vec![],
+        },
+    }
+}
+
+fn scaler_labels() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("example.com/team", "platform"),
+        ("node.kubernetes.io/lifecycle", "spot"),
+        ("node.kubernetes.io/role", "scaler"),
+    ]
+}
+
+/// One node: the sample root, the Node's name, the config's edit, the user data's NodeConfig,
+/// the plan's max pods and what the Node must show.
+struct Case {
+    root: &'static str,
+    name: &'static str,
+    edit: fn(&mut Value),
+    user_data: Option<&'static str>,
+    pods: u64,
+    want: Promise,
+}
+
+fn run_case(case: Case) {
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let root = sample_root(case.root);
+    let al2 = case.root == "al2-root";
+    if al2 {
+        recording_bootstrap(root.path());
+    }
+    let md = match case.user_data {
+        Some(nc) => metadata_with(root.path(), nc),
+        None => example("metadata.json"),
+    };
+    let cfg = config(root.path(), &cp, case.edit);
+    let plan = agent(root.path(), &cfg, &md);
+    assert_eq!(plan["podCapacity"]["maxPods"]["value"], case.pods);
+    let start = if al2 {
+        al2_start(root.path())
+    } else {
+        let user = case.user_data.map(|nc| yaml_serde::from_str(nc).unwrap());
+        al2023_start(root.path(), user)
+    };
+    prove(&cp, case.name, &start, &plan, &case.want);
+}
+
+fn taint(key: &str, value: &str, effect: &str) -> Value {
+    json!({"key": key, "value": value, "effect": effect})
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2_scaler_registers_with_the_plans_labels_pods_and_allocatable() {
+    run_case(scaler("al2-root", "al2-scaler.node.test"));
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2_master_with_an_explicit_kube_reserved_and_prefix_delegation() {
+    run_case(Case {
+        root: "al2-root",
+        name: "al2-master.node.test",
+        edit: |v| {
+            v["nodeGroup"]["role"] = "master".into();
+            v["kubelet"]["maxPods"] = json!({"cni": "prefixDelegation"});
+            v["kubelet"]["kubeReserved"] =
+                json!({"cpu": "250m", "memory": "1Gi", "ephemeral-storage": "3Gi"});
+        },
+        user_data: None,
+        pods: 110,
+        want: Promise {
+            labels: vec![
+                ("example.com/team", "platform"),
+                ("node.kubernetes.io/role", "master"),
+            ],
+            taints: vec![taint("CriticalAddonsOnly", "true", "NoSchedule")],
+        },
+    });
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2023_scaler_registers_with_the_plans_labels_pods_and_allocatable() {
+    run_case(scaler("al2023-root", "al2023-scaler.node.test"));
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2023_labels_and_taints_from_user_data_and_config_add_up() {
+    run_case(Case {
+        root: "al2023-root",
+        name: "al2023-master.node.test",
+        edit: |v| {
+            v["nodeGroup"]["role"] = "master".into();
+            v["kubelet"]["maxPods"] = json!({"cni": "prefixDelegation", "ceiling": 60});
+        },
+        user_data: Some(
+            "---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: prod-eu\n  kubelet:\n    flags:\n      - --node-labels=example.com/pool=data\n      - --register-with-taints=example.com/pool=data:NoSchedule\n",
+        ),
+        pods: 60,
+        want: Promise {
+            labels: vec![
+                ("example.com/pool", "data"),
+                ("example.com/team", "platform"),
+                ("node.kubernetes.io/role", "master"),
+            ],
+            taints: vec![
+                taint("example.com/pool", "data", "NoSchedule"),
+                taint("CriticalAddonsOnly", "true", "NoSchedule"),
+            ],
+        },
+    });
+}
+
+#[test]
+fn reservations_match_the_hand_offs_tables() {
+    // bootstrap.sh's comments: 60m for one core, 70m for two, 80m for four, 90m for eight.
+    let got: Vec<u32> = [1, 2, 4, 8, 96]
+        .map(handoff_models::cpu_millicores_to_reserve)
+        .to_vec();
+    assert_eq!(got, [60, 70, 80, 90, 310]);
+    assert_eq!(handoff_models::memory_mebibytes_to_reserve(29), 574);
+    assert_eq!(
+        handoff_models::dns_from_cidr("172.20.0.0/16"),
+        "172.20.0.10"
+    );
+    assert_eq!(
+        handoff_models::split_ascii_whitespace(" a\u{a0}b \tc\n"),
+        ["a\u{a0}b", "c"]
+    );
+}
+
+#[test]
+fn nodeadm_merges_maps_and_appends_flags() {
+    let a =
+        json!({"spec": {"kubelet": {"config": {"maxPods": 10, "x": {"a": 1}}, "flags": ["--a"]}}});
+    let b = json!({"spec": {"kubelet": {"config": {"x": {"b": 2}}, "flags": ["--b"]}}});
+    let m = handoff_models::nodeadm_merge(&[a, b]);
+    assert_eq!(
+        m["spec"]["kubelet"]["config"],
+        json!({"maxPods": 10, "x": {"a": 1, "b": 2}})
+    );
+    assert_eq!(m["spec"]["kubelet"]["flags"], json!(["--a", "--b"]));
+}
