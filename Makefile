@@ -80,7 +80,7 @@ control-plane: peers peers-k8s
 e2e-vm-deps: deps
 	bash .ci/e2e-deps
 
-e2e-vm: package e2e-vm-deps
+e2e-vm: package e2e-vm-deps peers-k8s
 	E2E_REQUIRED=1 $(CARGO) test --locked --test e2e_vm -- --ignored --nocapture
 
 check-unit: deps

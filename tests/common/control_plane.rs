@@ -86,28 +86,42 @@ impl ControlPlane {
             .tempdir()
             .unwrap();
         let d = dir.path();
-        pki(d);
+        pki(d, &[]);
         let (holder, netns) = network_namespace(d);
-        let etcd_port = 2379;
-        let etcd = start_etcd(d, &netns, etcd_port);
-        let port = 6443;
-        let apiserver = start_apiserver(d, &netns, port, etcd_port);
-        let cp_probe = |path: &str| curl_status(d, &netns, port, path) == 200;
-        wait_long("kube-apiserver /readyz", Duration::from_secs(90), || {
-            cp_probe("/readyz")
-        });
+        let (etcd, apiserver) = start_etcd_and_apiserver(d, &netns, 2379, 6443);
         let (containerd, cri) = start_containerd(d);
-        eprintln!(
-            "control plane: etcd 127.0.0.1:{etcd_port}, kube-apiserver https://127.0.0.1:{port}, containerd {}",
-            cri.display()
-        );
+        eprintln!("control plane: containerd {}", cri.display());
         ControlPlane {
             dir,
-            port,
+            port: 6443,
             netns,
             cri,
             leftovers: kubelet_leftovers(),
             _procs: vec![etcd, apiserver, containerd, holder],
+        }
+    }
+
+    /// etcd and kube-apiserver in this process's network namespace, on free loopback ports,
+    /// the API server's certificate naming `sans` too (where a VM reaches it); no containerd.
+    /// Stopped when dropped.
+    pub fn on_host(sans: &[&str]) -> ControlPlane {
+        let dir = tempfile::Builder::new()
+            .prefix("control-plane")
+            .tempdir()
+            .unwrap();
+        let d = dir.path();
+        pki(d, sans);
+        let netns = PathBuf::from(format!("/proc/{}/ns/net", std::process::id()));
+        let port = super::peers::free_port();
+        let (etcd, apiserver) =
+            start_etcd_and_apiserver(d, &netns, super::peers::free_port(), port);
+        ControlPlane {
+            dir,
+            port,
+            netns,
+            cri: PathBuf::new(),
+            leftovers: vec![],
+            _procs: vec![etcd, apiserver],
         }
     }
 
@@ -185,9 +199,9 @@ impl ControlPlane {
     /// What the cloud controller manager does for a node registered with
     /// `--cloud-provider=external`: its addresses (the kubelet waits for them before it asks for
     /// a serving certificate). The `uninitialized` taint is left: the suite asserts around it.
-    pub fn set_addresses(&self, name: &str) {
+    pub fn set_addresses(&self, name: &str, ip: &str) {
         let patch = serde_json::json!({"status": {"addresses": [
-            {"type": "InternalIP", "address": NODE_IP},
+            {"type": "InternalIP", "address": ip},
             {"type": "Hostname", "address": name},
         ]}});
         let (s, body) = self.call(
@@ -266,16 +280,19 @@ fn openssl(dir: &Path, args: &[&str]) {
 }
 
 /// The cluster's CA, the API server's serving certificate, its kubelet client certificate, the
-/// service-account key pair and the administrator's static token.
-fn pki(d: &Path) {
-    let names = [
+/// service-account key pair and the administrator's static token; `sans`: more names the
+/// API server's certificate holds.
+fn pki(d: &Path, sans: &[&str]) {
+    let mut names = [
         "IP:127.0.0.1",
         "IP:172.20.0.1",
         "DNS:localhost",
         "DNS:kubernetes",
         "DNS:kubernetes.default.svc",
     ]
-    .map(String::from);
+    .map(String::from)
+    .to_vec();
+    names.extend(sans.iter().map(|s| s.to_string()));
     super::tls::certificates_for(d, &names);
     client_certificate(
         d,
@@ -406,9 +423,19 @@ fn network_namespace(d: &Path) -> (Proc, PathBuf) {
     (holder, ns)
 }
 
+fn start_etcd_and_apiserver(d: &Path, netns: &Path, etcd_port: u16, port: u16) -> (Proc, Proc) {
+    let etcd = start_etcd(d, netns, etcd_port);
+    let apiserver = start_apiserver(d, netns, port, etcd_port);
+    wait_long("kube-apiserver /readyz", Duration::from_secs(90), || {
+        curl_status(d, netns, port, "/readyz") == 200
+    });
+    eprintln!("control plane: etcd 127.0.0.1:{etcd_port}, kube-apiserver https://127.0.0.1:{port}");
+    (etcd, apiserver)
+}
+
 fn start_etcd(d: &Path, netns: &Path, port: u16) -> Proc {
     let client = format!("http://127.0.0.1:{port}");
-    let peer = format!("http://127.0.0.1:{}", port + 1);
+    let peer = format!("http://127.0.0.1:{}", super::peers::free_port());
     let mut c = in_netns(netns, "etcd");
     c.arg("--data-dir")
         .arg(d.join("etcd"))

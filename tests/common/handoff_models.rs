@@ -166,6 +166,7 @@ pub fn al2023_nodeadm(nc: &Value, inst: &Instance) -> Start {
         "evictionHard": eviction_hard(),
         "featureGates": {"RotateKubeletServerCertificate": true},
         "hairpinMode": "hairpin-veth",
+        "logging": {"verbosity": 2},
         "protectKernelDefaults": true,
         "readOnlyPort": 0,
         "serializeImagePulls": false,

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::control_plane::{in_netns, peers_bin, tied, wait_until, ControlPlane, NODE_IP};
 use super::peers::Proc;
 
@@ -119,7 +121,7 @@ impl Kubelet {
     /// The kubelet's running configuration (`/configz`, through the API server's node proxy),
     /// once its serving certificate is signed.
     pub fn configz(&self, cp: &ControlPlane) -> serde_json::Value {
-        cp.set_addresses(&self.name);
+        cp.set_addresses(&self.name, NODE_IP);
         let mut csr = None;
         let asked = wait_until(Duration::from_secs(60), || {
             csr = cp.serving_csr(&self.name);
@@ -164,4 +166,58 @@ impl Drop for Kubelet {
 pub fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// allocatable = capacity − kubeReserved − the hand-offs' evictionHard (memory.available 100Mi,
+/// nodefs.available 10%, the percentage as the kubelet holds it: a float32).
+pub fn assert_allocatable(status: &Value, reserved: &Value) {
+    let q = |v: &Value| quantity(v.as_str().unwrap());
+    let cap = &status["capacity"];
+    let alloc = &status["allocatable"];
+    let c = |v: &Value| cpu(v.as_str().unwrap());
+    let want_cpu = c(&cap["cpu"]) - c(&reserved["cpu"]);
+    assert_eq!(c(&alloc["cpu"]), want_cpu, "allocatable cpu: {alloc}");
+    let mem = q(&cap["memory"]) - q(&reserved["memory"]) - 100 * MI;
+    assert_eq!(q(&alloc["memory"]), mem, "allocatable memory: {alloc}");
+    let disk = q(&cap["ephemeral-storage"]);
+    let nodefs = (disk as f64 * f64::from(0.1_f32)) as i128;
+    let eph = disk - q(&reserved["ephemeral-storage"]) - nodefs;
+    assert_eq!(
+        q(&alloc["ephemeral-storage"]),
+        eph,
+        "allocatable ephemeral-storage: {alloc}"
+    );
+}
+
+pub const MI: i128 = 1 << 20;
+
+/// A Kubernetes quantity in its base unit; CPU in millicores (`2` → 2000, `70m` → 70).
+pub fn quantity(s: &str) -> i128 {
+    let units: [(&str, i128); 7] = [
+        ("Ki", 1 << 10),
+        ("Mi", MI),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("k", 1000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+    ];
+    if let Some(m) = s.strip_suffix('m') {
+        return m.parse().unwrap();
+    }
+    for (u, f) in units {
+        if let Some(n) = s.strip_suffix(u) {
+            return n.parse::<i128>().unwrap() * f;
+        }
+    }
+    s.parse::<i128>().unwrap()
+}
+
+/// A quantity a CPU value compares in: cores are millicores × 1000.
+pub fn cpu(s: &str) -> i128 {
+    if s.ends_with('m') {
+        quantity(s)
+    } else {
+        quantity(s) * 1000
+    }
 }

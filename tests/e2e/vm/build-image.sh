@@ -13,12 +13,13 @@ mkdir -p "$tmp"
 # minbase plus what a cloud node boots with. python3-cffi-backend is a dependency of
 # cloud-init's dependencies that debootstrap's resolver misses. containerd is the runtime the
 # private-network scenario pulls with, python3-grpcio what its CRI client (guest/e2e-cri-pull)
-# speaks gRPC with.
+# speaks gRPC with; containernetworking-plugins the bridge network of the scenario that joins
+# (its containerd 2 and kubelet are copied in per scenario).
 # One retry: a mirror hiccup should not fail a CI run.
 for attempt in 1 2; do
   rm -rf "$tmp/rootfs"
   debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,udev,dbus,kmod,procps,iproute2,ifupdown,isc-dhcp-client,netbase,cloud-init,python3-cffi-backend,linux-image-cloud-amd64,initramfs-tools,ca-certificates,containerd,python3-grpcio \
+    --include=systemd,systemd-sysv,udev,dbus,kmod,procps,iproute2,ifupdown,isc-dhcp-client,netbase,cloud-init,python3-cffi-backend,linux-image-cloud-amd64,initramfs-tools,ca-certificates,containerd,python3-grpcio,containernetworking-plugins \
     bookworm "$tmp/rootfs" "$mirror" && break
   [ "$attempt" = 2 ] && exit 1
   echo "debootstrap failed; retrying once" >&2

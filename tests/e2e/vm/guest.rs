@@ -83,9 +83,13 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
 }
 
 pub(super) fn write(path: &Path, text: &str, mode: u32) {
+    write_bytes(path, text.as_bytes(), mode)
+}
+
+pub(super) fn write_bytes(path: &Path, bytes: &[u8], mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+    std::fs::write(path, bytes).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
@@ -105,6 +109,7 @@ pub(super) fn disk(
     ca: &Path,
     deb: &Path,
     net: Option<&private::Network>,
+    cluster: Option<&join::Cluster>,
 ) -> PathBuf {
     let root = work.join("rootfs");
     sh(Command::new("cp")
@@ -209,6 +214,9 @@ pub(super) fn disk(
             // install-nodeadm.sh); nodeadm refuses a missing one but passes over an empty one.
             std::fs::create_dir_all(root.join("etc/eks/nodeadm.d")).unwrap();
             enable(&root, "nodeadm-run.service", "cloud-init.target");
+            if let Some(c) = cluster {
+                c.prepare(&root);
+            }
         }
     }
     let img = work.join("disk.img");
@@ -258,17 +266,24 @@ pub(super) fn parse_report(text: &str) -> Facts {
     m
 }
 
+/// What the guest reaches on the host: IMDS, the EC2 endpoint, the scenario's own forwards
+/// (guest address:port, port on the host's 127.0.0.1), and the API server of the scenario that
+/// joins, which the host tends while the VM runs.
+pub(super) struct HostPeers<'a> {
+    pub imds: &'a ImdsServer,
+    pub ec2: &'a Ec2,
+    pub forwards: Vec<(String, u16)>,
+    pub cluster: Option<&'a join::Cluster>,
+}
+
 /// Boot the disk, wait for two reports (the guest reboots itself once, then powers off).
-/// `forwards`: the scenario's own (guest address:port, port on the host's 127.0.0.1).
-pub(super) fn boot(
-    sc: &Scenario,
-    image: &Path,
-    disk: &Path,
-    work: &Path,
-    imds: &ImdsServer,
-    ec2: &Ec2,
-    forwards: &[(String, u16)],
-) -> Run {
+pub(super) fn boot(sc: &Scenario, image: &Path, disk: &Path, work: &Path, host: &HostPeers) -> Run {
+    let HostPeers {
+        imds,
+        ec2,
+        forwards,
+        cluster,
+    } = host;
     let console = work.join("console.log");
     let report = work.join("report.log");
     let imds_port = imds.addr.port();
@@ -278,13 +293,15 @@ pub(super) fn boot(
          guestfwd=tcp:{GUEST_EC2_ADDR}:443-cmd:socat - TCP:127.0.0.1:{}",
         ec2.tls_port
     );
-    for (guest, port) in forwards {
+    for (guest, port) in forwards.iter() {
         netdev += &format!(",guestfwd=tcp:{guest}-cmd:socat - TCP:127.0.0.1:{port}");
     }
     let t = Instant::now();
     let mut child = Proc(
         Command::new("qemu-system-x86_64")
-            .args(["-accel", accel(image), "-m", "1024", "-smp", "1"])
+            // The kubelet and containerd want room beside cloud-init.
+            .args(["-accel", accel(image), "-smp", "1", "-m"])
+            .arg(if cluster.is_some() { "1536" } else { "1024" })
             .args(["-nodefaults", "-display", "none"])
             .arg("-kernel")
             .arg(image.join("vmlinuz"))
@@ -317,6 +334,9 @@ pub(super) fn boot(
         let text = std::fs::read_to_string(&report).unwrap_or_default();
         if sc.warm.is_some() {
             warm::advance(sc, &text, imds);
+        }
+        if let Some(c) = cluster {
+            c.advance();
         }
         if boot1.is_none() && text.contains("E2E 1 end ") {
             boot1 = Some((t.elapsed().as_secs_f64(), ec2.count("CreateTags")));

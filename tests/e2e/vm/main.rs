@@ -22,6 +22,7 @@ mod checks;
 #[allow(dead_code)]
 mod common;
 mod guest;
+mod join;
 mod private;
 mod warm;
 
@@ -272,6 +273,9 @@ struct Scenario {
     warm: Option<&'static str>,
     /// The private-network scenario (private.rs): proxy, CA bundle and mirror.
     private: bool,
+    /// What Parameter Store holds when not the constants (the scenario that joins: its API
+    /// server's endpoint and CA): (endpoint, CA base64, CIDR).
+    ssm: Option<(String, String, String)>,
 }
 
 /// The AL2 kubelet config the agent patches: the config's default `kubelet.configPath`.
@@ -292,7 +296,7 @@ fn scenario(name: &'static str) -> Scenario {
         "al2023-name-only" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         "al2-name-only" => ("cloud-init/al2-name-only.json", Flavour::Al2, true),
         "al2023-private" => ("cloud-init/al2023-proxied.mime", Flavour::Al2023, true),
-        "al2023-warm-stopped" | "al2023-warm-running" => {
+        "al2023-warm-stopped" | "al2023-warm-running" | "al2023-joins" => {
             ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true)
         }
         _ => unreachable!("{name}"),
@@ -321,6 +325,7 @@ fn scenario(name: &'static str) -> Scenario {
         cluster_tag: name != "al2-name-only",
         warm: warm::initial_state(name),
         private: private::is_private(name),
+        ssm: None,
     }
 }
 
@@ -335,6 +340,9 @@ impl Scenario {
     /// Parameter Store holds. Empty where the config leaves a value to the user data's
     /// NodeConfig (the AL2023 script scenario).
     fn cluster(&self) -> (String, String, String) {
+        if let Some(ssm) = &self.ssm {
+            return ssm.clone();
+        }
         if self.discovered {
             return (SSM_ENDPOINT.into(), ssm_ca(), SSM_CIDR.into());
         }
@@ -419,9 +427,10 @@ impl Run {
 }
 
 fn e2e(name: &'static str) {
-    let ready = match private::is_private(name) {
-        true => prerequisites().and_then(|deb| private::prerequisites().map(|()| deb)),
-        false => prerequisites(),
+    let ready = match (private::is_private(name), join::is_join(name)) {
+        (true, _) => prerequisites().and_then(|deb| private::prerequisites().map(|()| deb)),
+        (_, true) => prerequisites().and_then(|deb| join::prerequisites().map(|()| deb)),
+        _ => prerequisites(),
     };
     let deb = match ready {
         Ok(d) => d,
@@ -441,24 +450,49 @@ fn e2e(name: &'static str) {
         private::add_trust(&mut sc, &ca);
         private::Network::start(work.path(), &ca, &crt, &key, &ec2)
     });
+    let cluster = join::is_join(name).then(|| {
+        let node = format!(
+            "ip-{}.{REGION}.compute.internal",
+            ec2.private_ip.replace('.', "-")
+        );
+        let c = join::Cluster::start(&ec2.instance_id, &node, &ec2.private_ip);
+        join::add_max_pods(&mut sc);
+        sc.ssm = Some((join::endpoint(), c.ca(), SSM_CIDR.into()));
+        c
+    });
     if sc.discovered {
         // The name-only scenarios' values, in moto before the boot (the CA a SecureString).
         let prefix = format!("/eks/{CLUSTER}");
-        let ca = ssm_ca();
+        let (endpoint, ca, cidr) = sc.cluster();
         rt.block_on(put_cluster_parameters(
             &ec2._moto.url,
             &prefix,
-            SSM_ENDPOINT,
+            &endpoint,
             &ca,
-            SSM_CIDR,
+            &cidr,
         ));
     }
     let imds = imds(&ec2, &sc);
     let _mirror = TagMirror::start(&rt, &ec2, &imds);
-    let disk = disk(&sc, &image, work.path(), &ca, &deb, net.as_ref());
+    let disk = disk(
+        &sc,
+        &image,
+        work.path(),
+        &ca,
+        &deb,
+        net.as_ref(),
+        cluster.as_ref(),
+    );
     let prepared = t.elapsed().as_secs_f64();
-    let forwards = net.as_ref().map(|n| n.forwards()).unwrap_or_default();
-    let run = boot(&sc, &image, &disk, work.path(), &imds, &ec2, &forwards);
+    let mut forwards = net.as_ref().map(|n| n.forwards()).unwrap_or_default();
+    forwards.extend(cluster.as_ref().map(|c| c.forward()));
+    let host = guest::HostPeers {
+        imds: &imds,
+        ec2: &ec2,
+        forwards,
+        cluster: cluster.as_ref(),
+    };
+    let run = boot(&sc, &image, &disk, work.path(), &host);
     // The work directory holds the peers' logs the checks read: kept, or removed after them.
     if std::env::var_os("E2E_KEEP").is_some() {
         eprintln!("[{name}] kept {}", work.keep().display());
@@ -466,6 +500,9 @@ fn e2e(name: &'static str) {
     check(&sc, &run, &ec2, &rt);
     if let Some(net) = &net {
         private::check(&sc, &run, net);
+    }
+    if let Some(c) = &cluster {
+        join::check(&sc, &run, c);
     }
     let s = imds.state.lock().unwrap();
     eprintln!(
@@ -514,4 +551,10 @@ fn al2023_warmed_running_hands_off_in_the_same_boot_once_in_service() {
 #[ignore = "boots a VM: make e2e-vm"]
 fn al2023_private_network_proxy_ca_and_mirror_reach_containerd() {
     e2e("al2023-private");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_node_joins_a_real_api_server_and_shuts_down_gracefully() {
+    e2e("al2023-joins");
 }

@@ -16,7 +16,7 @@ use crate::common;
 use common::bootstrap_sh;
 use common::control_plane::{self, ControlPlane};
 use common::handoff_models::{self, Instance};
-use common::kubelet::{Kubelet, Start};
+use common::kubelet::{assert_allocatable, cpu, quantity, Kubelet, Start, MI};
 use common::*;
 
 /// The sample metadata's instance (examples/metadata.json): m6i.large, 2 vCPUs, 29 pods in
@@ -143,60 +143,6 @@ const KUBELET_OWN_TAINTS: [&str; 2] = [
     "node.kubernetes.io/not-ready",
     "node.cloudprovider.kubernetes.io/uninitialized",
 ];
-
-/// allocatable = capacity − kubeReserved − the hand-offs' evictionHard (memory.available 100Mi,
-/// nodefs.available 10%, the percentage as the kubelet holds it: a float32).
-fn assert_allocatable(status: &Value, reserved: &Value) {
-    let q = |v: &Value| quantity(v.as_str().unwrap());
-    let cap = &status["capacity"];
-    let alloc = &status["allocatable"];
-    let c = |v: &Value| cpu(v.as_str().unwrap());
-    let want_cpu = c(&cap["cpu"]) - c(&reserved["cpu"]);
-    assert_eq!(c(&alloc["cpu"]), want_cpu, "allocatable cpu: {alloc}");
-    let mem = q(&cap["memory"]) - q(&reserved["memory"]) - 100 * MI;
-    assert_eq!(q(&alloc["memory"]), mem, "allocatable memory: {alloc}");
-    let disk = q(&cap["ephemeral-storage"]);
-    let nodefs = (disk as f64 * f64::from(0.1_f32)) as i128;
-    let eph = disk - q(&reserved["ephemeral-storage"]) - nodefs;
-    assert_eq!(
-        q(&alloc["ephemeral-storage"]),
-        eph,
-        "allocatable ephemeral-storage: {alloc}"
-    );
-}
-
-const MI: i128 = 1 << 20;
-
-/// A Kubernetes quantity in its base unit; CPU in millicores (`2` → 2000, `70m` → 70).
-fn quantity(s: &str) -> i128 {
-    let units: [(&str, i128); 7] = [
-        ("Ki", 1 << 10),
-        ("Mi", MI),
-        ("Gi", 1 << 30),
-        ("Ti", 1 << 40),
-        ("k", 1000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-    ];
-    if let Some(m) = s.strip_suffix('m') {
-        return m.parse().unwrap();
-    }
-    for (u, f) in units {
-        if let Some(n) = s.strip_suffix(u) {
-            return n.parse::<i128>().unwrap() * f;
-        }
-    }
-    s.parse::<i128>().unwrap()
-}
-
-/// A quantity a CPU value compares in: cores are millicores × 1000.
-fn cpu(s: &str) -> i128 {
-    if s.ends_with('m') {
-        quantity(s)
-    } else {
-        quantity(s) * 1000
-    }
-}
 
 #[test]
 fn quantities_read_as_the_api_writes_them() {
@@ -378,4 +324,34 @@ fn nodeadm_merges_maps_and_appends_flags() {
         json!({"maxPods": 10, "x": {"a": 1, "b": 2}})
     );
     assert_eq!(m["spec"]["kubelet"]["flags"], json!(["--a", "--b"]));
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn an_anonymous_client_may_read_readyz_and_version_and_nothing_else() {
+    // What a node can ask the API server before it has any identity (EKS binds
+    // system:public-info-viewer to anonymous users): the API server on this host's loopback,
+    // its certificate naming one more address, as the VM scenario reaches it.
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::on_host(&["IP:169.254.170.96"]);
+    let anonymous = |path: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+            .arg(cp.ca())
+            .arg(format!("{}{path}", cp.endpoint()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(anonymous("/readyz"), "200");
+    assert_eq!(anonymous("/version"), "200");
+    assert_eq!(anonymous("/api/v1/nodes"), "403");
+    let san = common::tls::sh(
+        std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-ext", "subjectAltName", "-in"])
+            .arg(cp.dir.path().join("srv.crt")),
+    );
+    assert!(san.contains("IP Address:169.254.170.96"), "{san}");
 }

@@ -1,0 +1,275 @@
+//! The scenario where the node joins for real: the shipped `al2023-name-only.mime` with
+//! `kubelet.maxPods: {}` added, run by the packaged unit on AL2023. The guest runs containerd 2
+//! and the kubelet built from upstream's modules (`make peers-k8s`) under its own systemd, with
+//! Debian's CNI plugins for a bridge network, and joins a kube-apiserver on this host (etcd
+//! beside it), which Parameter Store (moto) names: the user data carries no endpoint or CA.
+//!
+//! The nodeadm stand-in's config phase writes the kubelet's files (guest/nodeadm_kubelet.py), its
+//! run phase starts containerd and the kubelet. The kubelet authenticates with a client
+//! certificate the host issued for the node's name (EKS's token path is not this scenario's).
+//! While the VM runs, the host plays the cloud controller manager (the Node's addresses) and the
+//! cluster's signer (the kubelet's serving certificate). The guest reports its Node once Ready,
+//! the kubelet's startup metrics and the inhibitors; after the reboot, the first boot's kubelet
+//! journal. The host checks the Node against the plan, the kubelet's delay inhibitor, its
+//! shutdown manager at the reboot, and the Node's condition while the guest shut down.
+
+use super::*;
+use crate::common::control_plane::{client_certificate, peers_bin, ControlPlane};
+use crate::common::handoff_models;
+use crate::common::kubelet::assert_allocatable;
+
+/// Where the guest reaches the API server (QEMU forwards it to the host's loopback).
+pub(super) const GUEST_API_ADDR: &str = "169.254.170.96";
+const GUEST_API_PORT: u16 = 6443;
+
+pub(super) fn is_join(name: &str) -> bool {
+    name == "al2023-joins"
+}
+
+/// What this scenario needs beside the others: the peers built from upstream's modules.
+pub(super) fn prerequisites() -> Result<(), String> {
+    let missing = crate::common::control_plane::missing();
+    match missing.is_empty() {
+        true => Ok(()),
+        false => Err(format!("{missing:?} missing")),
+    }
+}
+
+/// The endpoint Parameter Store gives the agent.
+pub(super) fn endpoint() -> String {
+    format!("https://{GUEST_API_ADDR}:{GUEST_API_PORT}")
+}
+
+/// The user data: the shipped name-only example with `kubelet.maxPods: {}` added, so that the
+/// plan says what the Node's pods and allocatable must be.
+pub(super) fn add_max_pods(sc: &mut Scenario) {
+    sc.config["kubelet"]["maxPods"] = serde_json::json!({});
+    let part = serde_json::to_string_pretty(&sc.config).unwrap();
+    let start = sc.user_data.find("{\n").unwrap();
+    let end = sc.user_data.rfind("}\n").unwrap() + 1;
+    sc.user_data.replace_range(start..end, &part);
+}
+
+/// The host's side: the API server, and the Node's state as the host saw it while the VM ran.
+pub(super) struct Cluster {
+    pub cp: ControlPlane,
+    pub node: String,
+    ip: String,
+    instance_id: String,
+    /// Each change of the Node's Ready condition the host saw: (seconds, status, message).
+    pub ready: Mutex<Vec<(f64, String, String)>>,
+    start: Instant,
+}
+
+impl Cluster {
+    /// The API server for the instance `instance_id`, its node `node` (its private DNS name)
+    /// at `ip`.
+    pub(super) fn start(instance_id: &str, node: &str, ip: &str) -> Cluster {
+        let cp = ControlPlane::on_host(&[&format!("IP:{GUEST_API_ADDR}")]);
+        Cluster {
+            cp,
+            node: node.to_string(),
+            ip: ip.to_string(),
+            instance_id: instance_id.to_string(),
+            ready: Mutex::new(vec![]),
+            start: Instant::now(),
+        }
+    }
+
+    pub(super) fn forward(&self) -> (String, u16) {
+        (format!("{GUEST_API_ADDR}:{GUEST_API_PORT}"), self.cp.port)
+    }
+
+    /// The CA, base64, as Parameter Store holds it.
+    pub(super) fn ca(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(self.cp.ca()).unwrap())
+    }
+
+    /// The guest's files for this scenario (see the module's comment).
+    pub(super) fn prepare(&self, root: &Path) {
+        let guest = e2e_dir().join("guest");
+        let copy = |from: &Path, to: &str, mode: u32| {
+            guest::write_bytes(&root.join(to), &std::fs::read(from).unwrap(), mode)
+        };
+        copy(&peers_bin().join("kubelet"), "usr/bin/kubelet", 0o755);
+        copy(&peers_bin().join("containerd"), "usr/bin/containerd", 0o755);
+        copy(
+            &guest.join("nodeadm_kubelet.py"),
+            "usr/lib/e2e/nodeadm_kubelet.py",
+            0o644,
+        );
+        copy(&guest.join("e2e-node"), "usr/local/sbin/e2e-node", 0o755);
+        for unit in ["kubelet.service", "runtime.slice"] {
+            copy(
+                &guest.join(unit),
+                &format!("etc/systemd/system/{unit}"),
+                0o644,
+            );
+        }
+        let text = |to: &str, body: &str| guest::write(&root.join(to), body, 0o644);
+        text(
+            "etc/systemd/system/containerd.service.d/00-runtime-slice.conf",
+            "[Service]\nSlice=runtime.slice\n",
+        );
+        // The kernel settings an AL2023 AMI ships, which the kubelet's protectKernelDefaults
+        // requires.
+        text(
+            "etc/sysctl.d/99-amazon.conf",
+            "vm.overcommit_memory=1\nkernel.panic=10\nkernel.panic_on_oops=1\n",
+        );
+        // The pod network, as the VPC CNI would install it: Debian's plugins, a bridge.
+        text("etc/cni/net.d/10-bridge.conflist", BRIDGE_CNI);
+        std::fs::create_dir_all(root.join("opt/cni")).unwrap();
+        std::os::unix::fs::symlink("/usr/lib/cni", root.join("opt/cni/bin")).unwrap();
+        text("etc/e2e/kubelet", "");
+        // nodeadm's generated config for this m6i.large with one vCPU (the guest's), from the
+        // suite's model of it.
+        let instance = handoff_models::Instance {
+            id: &self.instance_id,
+            zone: &format!("{REGION}a"),
+            vcpus: 1,
+            eni_max_pods: 29,
+        };
+        let nc = serde_json::json!({"spec": {"cluster": {"cidr": SSM_CIDR}}});
+        let generated = handoff_models::al2023_nodeadm(&nc, &instance).config;
+        text("etc/e2e/kubelet-config.json", &generated.to_string());
+        // A persistent journal: the second boot reports the first boot's kubelet shutdown.
+        std::fs::create_dir_all(root.join("var/log/journal")).unwrap();
+        let e2e = root.join("etc/e2e");
+        let d = self.cp.dir.path();
+        let cn = format!("system:node:{}", self.node);
+        client_certificate(d, &e2e, "node", &cn, "system:nodes");
+        client_certificate(d, &e2e, "admin", "suite-admin", "system:masters");
+    }
+
+    /// One turn of the host's loop while the VM runs: the Node's addresses once registered (as
+    /// the cloud controller manager sets them), the kubelet's serving CSR signed, and the Ready
+    /// condition's changes recorded.
+    pub(super) fn advance(&self) {
+        let (status, node) = self.cp.get(&format!("/api/v1/nodes/{}", self.node));
+        if status != 200 {
+            return;
+        }
+        let addressed = node["status"]["addresses"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
+        if !addressed {
+            self.cp.set_addresses(&self.node, &self.ip);
+        }
+        if let Some(csr) = self.cp.serving_csr(&self.node) {
+            if csr["status"]["certificate"].is_null() {
+                self.cp.approve_and_sign(&csr, &self.node);
+            }
+        }
+        let cond = node["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Ready")
+            .map(|c| (c["status"].to_string(), c["message"].to_string()));
+        if let Some((s, m)) = cond {
+            let mut seen = self.ready.lock().unwrap();
+            if !seen.last().is_some_and(|(_, ls, lm)| (ls, lm) == (&s, &m)) {
+                eprintln!("[al2023-joins] Node Ready {s}: {m}");
+                seen.push((self.start.elapsed().as_secs_f64(), s, m));
+            }
+        }
+    }
+}
+
+const BRIDGE_CNI: &str = r#"{
+  "cniVersion": "1.0.0",
+  "name": "e2e-bridge",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/16"}]]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+"#;
+
+/// The taints a kubelet adds itself at registration (not ready; with an external cloud provider,
+/// not initialised).
+const KUBELET_OWN_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+/// The host's checks of the join (module comment).
+pub(super) fn check(sc: &Scenario, run: &Run, cluster: &Cluster) {
+    let reported = run.must(1, "node");
+    assert!(
+        !reported.contains("not Ready"),
+        "the Node never became Ready:\n{reported}\n{}",
+        run.must(1, "kubelet-journal")
+    );
+    let node: serde_json::Value = serde_json::from_str(reported.lines().next().unwrap()).unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&run.must(1, "second-run")).unwrap();
+    let labels = &node["metadata"]["labels"];
+    assert_eq!(labels["node.kubernetes.io/role"], "scaler", "{labels}");
+    let taints: Vec<&serde_json::Value> = node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| !KUBELET_OWN_TAINTS.contains(&t["key"].as_str().unwrap_or("")))
+        .collect();
+    assert!(
+        taints.is_empty(),
+        "the scaler's Node has no taints of the plan's: {taints:?}"
+    );
+    let pods = plan["podCapacity"]["maxPods"]["value"].as_u64().unwrap();
+    let status = &node["status"];
+    assert_eq!(status["capacity"]["pods"], pods.to_string(), "{status}");
+    assert_allocatable(status, &plan["podCapacity"]["kubeReserved"]["value"]);
+    eprintln!(
+        "[{}] Node {}: capacity {}, allocatable {}",
+        sc.name, cluster.node, status["capacity"], status["allocatable"]
+    );
+    check_shutdown(sc, run, cluster);
+    let metrics = run.must(1, "kubelet-metrics");
+    for m in [
+        "pre_kubelet",
+        "pre_registration",
+        "registration",
+        "post_registration",
+    ] {
+        let name = format!("kubelet_node_startup_{m}_duration_seconds");
+        assert!(metrics.contains(&name), "{name} in\n{metrics}");
+    }
+    eprintln!("[{}] the kubelet's startup metrics:\n{metrics}", sc.name);
+}
+
+/// Graceful shutdown for real: the kubelet's delay inhibitor for the whole boot, its shutdown
+/// manager at the reboot (the first boot's journal, read after it), and the Node's condition.
+fn check_shutdown(sc: &Scenario, run: &Run, cluster: &Cluster) {
+    let inhibitors = run.must(1, "inhibitors");
+    assert!(
+        inhibitors
+            .lines()
+            .any(|l| l.contains("kubelet") && l.contains("shutdown") && l.contains("delay")),
+        "the kubelet holds a delay inhibitor:\n{inhibitors}"
+    );
+    let journal = run.must(1, "kubelet-journal");
+    assert!(
+        journal.contains("Creating node shutdown manager")
+            && journal.contains("shutdownGracePeriodRequested=\"2m0s\""),
+        "the kubelet's shutdown manager with the config's grace period:\n{journal}"
+    );
+    let previous = run.must(2, "kubelet-journal-previous");
+    for line in [
+        "Shutdown manager detected new shutdown event",
+        "Shutdown manager completed processing shutdown event",
+    ] {
+        assert!(
+            previous.contains(line),
+            "at the reboot, {line:?}:\n{previous}"
+        );
+    }
+    let seen = cluster.ready.lock().unwrap();
+    assert!(
+        seen.iter()
+            .any(|(_, s, m)| s == "\"False\"" && m.contains("node is shutting down")),
+        "[{}] the Node said it was shutting down: {seen:?}",
+        sc.name
+    );
+}
