@@ -9,12 +9,15 @@ use std::collections::BTreeSet;
 
 use crate::base::text::printable;
 
-/// KubeletConfiguration keys bootstrap.sh rewrites in kubelet-config.json on every run (from
-/// `/etc/eks/eni-max-pods.txt`; `maxPods` unless `--use-max-pods false`), with the kubelet flag
-/// that overrides each: on AL2 these go to the kubelet as flags, never into the file.
-pub const REWRITTEN_KEYS: [(&str, &str); 2] = [
+/// KubeletConfiguration keys that go to the kubelet as flags on AL2, never into the file, each
+/// with its flag: those bootstrap.sh rewrites in kubelet-config.json on every run (from
+/// `/etc/eks/eni-max-pods.txt`; `maxPods` unless `--use-max-pods false`), and
+/// `reservedSystemCPUs`, whose flag in `--kubelet-extra-args` is what stops bootstrap.sh setting
+/// the reserved cgroups the kubelet refuses beside it.
+pub const REWRITTEN_KEYS: [(&str, &str); 3] = [
     ("maxPods", "--max-pods"),
     ("kubeReserved", "--kube-reserved"),
+    ("reservedSystemCPUs", "--reserved-cpus"),
 ];
 
 /// The options of the newest AL2 bootstrap.sh (awslabs/amazon-eks-ami,

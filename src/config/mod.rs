@@ -6,6 +6,7 @@
 //! what the node should be.
 
 mod kernel;
+mod kubelet;
 mod lifecycle;
 mod local_storage;
 mod proxy;
@@ -22,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::base::text::{escaped, printable, serde_message};
 
 pub use kernel::KernelSettings;
+pub use kubelet::{
+    default_kubelet_config_path, CpuManagerSettings, KubeletSettings, MemoryManagerSettings,
+};
 pub use lifecycle::{LifecycleSettings, WarmPool};
 pub use local_storage::{DisabledMount, LocalStorageSettings, LocalStorageStrategy};
 pub use proxy::ProxySettings;
@@ -302,68 +306,6 @@ impl SysctlValue {
             SysctlValue::Str(s) => s.clone(),
         }
     }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct KubeletSettings {
-    #[serde(
-        default,
-        rename = "imageGCHighThresholdPercent",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub image_gc_high_threshold_percent: Option<i64>,
-    #[serde(
-        default,
-        rename = "imageGCLowThresholdPercent",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub image_gc_low_threshold_percent: Option<i64>,
-    /// Kubernetes duration, e.g. `"90s"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shutdown_grace_period: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shutdown_grace_period_critical_pods: Option<String>,
-    /// Replace values the operator already set in the kubelet config. Default: never.
-    #[serde(default)]
-    pub overwrite: bool,
-    /// The AL2 kubelet config file (inside `--root`).
-    #[serde(default = "default_kubelet_config_path")]
-    pub config_path: PathBuf,
-    /// Extra kubelet flags in `--flag=value` form, passed through bootstrap.sh's
-    /// `--kubelet-extra-args` (AL2) or NodeConfig `kubelet.flags` (AL2023).
-    #[serde(default)]
-    pub extra_args: Vec<String>,
-    /// The kubelet's max pods: a number, or how to compute it from the instance type and the
-    /// VPC CNI's mode (docs/pod-capacity.md). Unset: the family's own value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<schema::MaxPodsSetting>")]
-    pub max_pods: Option<serde_json::Value>,
-    /// `"auto"` (the default with `maxPods`: derived from it as bootstrap.sh derives it) or
-    /// explicit quantities (`cpu`, `memory`, `ephemeral-storage`, `pid`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<schema::KubeReservedSetting>")]
-    pub kube_reserved: Option<serde_json::Value>,
-}
-
-impl Default for KubeletSettings {
-    fn default() -> Self {
-        KubeletSettings {
-            image_gc_high_threshold_percent: None,
-            image_gc_low_threshold_percent: None,
-            shutdown_grace_period: None,
-            shutdown_grace_period_critical_pods: None,
-            overwrite: false,
-            config_path: default_kubelet_config_path(),
-            extra_args: Vec::new(),
-            max_pods: None,
-            kube_reserved: None,
-        }
-    }
-}
-
-pub fn default_kubelet_config_path() -> PathBuf {
-    PathBuf::from("/etc/kubernetes/kubelet/kubelet-config.json")
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]

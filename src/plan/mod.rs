@@ -249,12 +249,7 @@ impl Plan {
             }
         }
         if let Some(p) = &self.pod_capacity {
-            let _ = writeln!(o, "pod capacity:");
-            for (name, d) in [("maxPods", &p.max_pods), ("kubeReserved", &p.kube_reserved)] {
-                if let Some(d) = d {
-                    let _ = writeln!(o, "  {name} {}: {}", flag_text(&d.value), d.from);
-                }
-            }
+            render_derivation(&mut o, p);
         }
         if self.changes() == 0 {
             let _ = writeln!(
@@ -434,4 +429,32 @@ pub fn unified_diff(path: &Path, old: Option<&str>, new: &str) -> String {
         .context_radius(3)
         .header(&a, &format!("b{p}"))
         .to_string()
+}
+
+/// The plan's pod capacity and resource-manager lines: each value and how it was reached.
+fn render_derivation(o: &mut String, p: &crate::base::podcap::Derivation) {
+    let sections = [
+        (
+            "pod capacity:",
+            [("maxPods", &p.max_pods), ("kubeReserved", &p.kube_reserved)],
+        ),
+        (
+            "resource managers:",
+            [
+                ("reservedSystemCPUs", &p.reserved_system_cpus),
+                ("reservedMemory", &p.reserved_memory),
+            ],
+        ),
+    ];
+    for (title, rows) in sections {
+        if rows.iter().all(|(_, d)| d.is_none()) {
+            continue;
+        }
+        let _ = writeln!(o, "{title}");
+        for (name, d) in rows {
+            if let Some(d) = d {
+                let _ = writeln!(o, "  {name} {}: {}", flag_text(&d.value), d.from);
+            }
+        }
+    }
 }

@@ -24,6 +24,8 @@ pub struct KubeletSpec {
     pub config_path: PathBuf,
     /// Max pods and kube-reserved (`spec::pod_capacity`).
     pub pod_capacity: super::pod_capacity::PodCapacitySpec,
+    /// The CPU and memory managers (`spec::resource_managers`).
+    pub resources: super::resource_managers::ResourceManagersSpec,
 }
 
 impl KubeletSpec {
@@ -105,6 +107,11 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
             k.max_pods.as_ref(),
             k.kube_reserved.as_ref(),
             &k.extra_args,
+            f,
+        ),
+        resources: super::resource_managers::spec(
+            k.cpu_manager.as_ref(),
+            k.memory_manager.as_ref(),
             f,
         ),
     }

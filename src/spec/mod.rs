@@ -17,6 +17,7 @@ pub mod pod_capacity;
 pub mod proxy;
 pub mod registration;
 pub mod registries;
+pub mod resource_managers;
 pub mod sysctls;
 pub mod trust;
 

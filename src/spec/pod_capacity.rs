@@ -247,6 +247,47 @@ pub fn check_quantity(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A quantity's value × 1000 (millicores for CPU, millibytes for memory), when `s` is a
+/// non-negative quantity whose value is exact at that scale and fits; else None.
+pub fn milli_value(s: &str) -> Option<u128> {
+    check_quantity(s).ok()?;
+    let body = s.trim_start_matches(['+', '-']);
+    let num_len = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (num, suffix) = body.split_at(num_len);
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits: u128 = format!("{int}{frac}").parse().ok()?;
+    let binary = |p: u32| (1u128 << (10 * p), 0i64);
+    let (mul, dec_exp) = match suffix {
+        "" => (1, 0),
+        "m" => (1, -3),
+        "k" => (1, 3),
+        "M" => (1, 6),
+        "G" => (1, 9),
+        "T" => (1, 12),
+        "P" => (1, 15),
+        "E" => (1, 18),
+        "Ki" => binary(1),
+        "Mi" => binary(2),
+        "Gi" => binary(3),
+        "Ti" => binary(4),
+        "Pi" => binary(5),
+        "Ei" => binary(6),
+        e => (1, e[1..].parse::<i64>().ok()?),
+    };
+    let exp = dec_exp + 3 - i64::try_from(frac.len()).ok()?;
+    let v = digits.checked_mul(mul)?;
+    let p = |e: i64| 10u128.checked_pow(u32::try_from(e).ok()?);
+    match exp >= 0 {
+        true => v.checked_mul(p(exp)?),
+        false => {
+            let d = p(-exp)?;
+            (v % d == 0).then(|| v / d)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,5 +389,22 @@ mod tests {
         assert_eq!(f.len(), 2, "{f:?}");
         assert!(f[0].starts_with("kubelet.extraArgs[1]:"));
         assert!(run(None, None, &["--max-pods=60"]).1.is_empty());
+    }
+
+    #[test]
+    fn milli_values_are_exact_or_none() {
+        assert_eq!(milli_value("70m"), Some(70));
+        assert_eq!(milli_value("2"), Some(2000));
+        assert_eq!(milli_value("1.5"), Some(1500));
+        assert_eq!(milli_value("574Mi"), Some(574 * 1024 * 1024 * 1000));
+        assert_eq!(milli_value("1.5Gi"), Some(1536 * 1024 * 1024 * 1000));
+        assert_eq!(milli_value("1e3"), Some(1_000_000));
+        assert_eq!(milli_value("0.0001"), None);
+        assert_eq!(milli_value("1Mx"), None);
+        assert_eq!(milli_value("-1"), None);
+        assert_eq!(
+            milli_value("99999999999999999999999999999999999999Ei"),
+            None
+        );
     }
 }

@@ -106,6 +106,28 @@ impl Kubelet {
         self.proc.0.try_wait().unwrap()
     }
 
+    /// The kubelet's verdict on what it was started with: accepted (its Node registered) or
+    /// refused (it exited); it must give one within a minute.
+    pub fn accepted(&mut self, cp: &ControlPlane) -> bool {
+        let path = format!("/api/v1/nodes/{}", self.name);
+        let mut verdict = None;
+        let judged = wait_until(Duration::from_secs(60), || {
+            if self.exited().is_some() {
+                verdict = Some(false);
+            } else if cp.get(&path).0 == 200 {
+                verdict = Some(true);
+            }
+            verdict.is_some()
+        });
+        assert!(
+            judged,
+            "kubelet {}: no verdict in 60 s\n{}",
+            self.name,
+            tail(&self.log_text())
+        );
+        verdict.unwrap_or(false)
+    }
+
     /// The Node the kubelet registered, with its allocatable reported.
     pub fn node(&mut self, cp: &ControlPlane) -> serde_json::Value {
         if let Some(s) = self.exited() {

@@ -83,6 +83,7 @@ pub fn explain(q: &Question) -> Result<Answer, ExplainError> {
                 from,
             }),
             kube_reserved,
+            ..Derivation::default()
         },
     })
 }

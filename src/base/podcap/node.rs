@@ -9,6 +9,9 @@ pub const SYS_VENDOR: &str = "/sys/devices/virtual/dmi/id/sys_vendor";
 /// `xen` on Xen instances.
 pub const HYPERVISOR_TYPE: &str = "/sys/hypervisor/type";
 pub const MEMINFO: &str = "/proc/meminfo";
+/// The NUMA nodes the kernel has online, a list like `0-1` (absent without NUMA support: one
+/// node, 0, as the kubelet's cAdvisor reports it).
+pub const NODE_ONLINE: &str = "/sys/devices/system/node/online";
 
 /// The number of CPUs in a kernel CPU list (`0-3,8,10-11`).
 pub fn count_cpus(list: &str) -> Result<u64, String> {

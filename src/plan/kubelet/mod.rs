@@ -9,6 +9,7 @@
 mod image_gc;
 mod pod_capacity;
 mod registration;
+mod resource_managers;
 mod shutdown;
 
 use serde_json::Value;
@@ -43,12 +44,14 @@ pub(crate) const CONTRIBUTORS: &[Contributor] = &[
     image_gc::contribute,
     shutdown::contribute,
     pod_capacity::contribute,
+    resource_managers::contribute,
     registration::contribute,
 ];
 
 /// What the contributors need read from the node.
 pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
     pod_capacity::reads(spec, r);
+    resource_managers::reads(spec, r);
 }
 
 /// The intent for this spec on this node.

@@ -63,6 +63,7 @@ pub(crate) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &
     k.pod_capacity = Some(podcap::Derivation {
         max_pods: max,
         kube_reserved: reserved,
+        ..Default::default()
     });
 }
 

@@ -9,14 +9,13 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
 use serde_json::{json, Value};
-use std::time::Duration;
 
 use super::{ready, INSTANCE};
 use crate::common;
 use crate::props::strategies;
-use common::control_plane::{wait_until, ControlPlane};
+use common::control_plane::ControlPlane;
 use common::handoff_models;
-use common::kubelet::{tail, Kubelet};
+use common::kubelet::Kubelet;
 use common::*;
 
 #[derive(Debug, Clone)]
@@ -118,23 +117,7 @@ fn kubelet_accepts(cp: &ControlPlane, name: &str, s: &Setting) -> bool {
         .extend(keys.as_object().unwrap().clone());
     start.dropins.push(("40-nodeadm.conf".into(), doc));
     start.flags = flags;
-    let mut k = Kubelet::start(cp, name, &start);
-    let path = format!("/api/v1/nodes/{name}");
-    let mut verdict = None;
-    let judged = wait_until(Duration::from_secs(60), || {
-        if k.exited().is_some() {
-            verdict = Some(false);
-        } else if cp.get(&path).0 == 200 {
-            verdict = Some(true);
-        }
-        verdict.is_some()
-    });
-    assert!(
-        judged,
-        "kubelet {name} ({s:?}): no verdict in 60 s\n{}",
-        tail(&k.log_text())
-    );
-    verdict.unwrap()
+    Kubelet::start(cp, name, &start).accepted(cp)
 }
 
 /// The agent is stricter than the kubelet here on purpose (docs/reliability.md).

@@ -9,6 +9,7 @@
 //! control plane). The host overrides are printed with each start (tests/README.md).
 
 mod matrix;
+mod resources;
 
 use serde_json::{json, Value};
 
@@ -18,6 +19,7 @@ use common::control_plane::{self, ControlPlane};
 use common::handoff_models::{self, Instance};
 use common::kubelet::{assert_allocatable, cpu, quantity, Kubelet, Start, MI};
 use common::*;
+use eks_nodeinit::spec::resource_managers::parse_cpu_list;
 
 /// The sample metadata's instance (examples/metadata.json): m6i.large, 2 vCPUs, 29 pods in
 /// `eni-max-pods.txt`.
@@ -93,7 +95,7 @@ fn al2023_start(root: &std::path::Path, user_data: Option<Value>) -> Start {
 }
 
 /// What the plan promises, checked against the stored Node and the kubelet's `/configz`.
-struct Promise {
+pub(super) struct Promise {
     labels: Vec<(&'static str, &'static str)>,
     taints: Vec<Value>,
 }
@@ -108,6 +110,7 @@ fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Prom
     let node = kubelet.node(cp);
     let pods = plan["podCapacity"]["maxPods"]["value"].as_u64().unwrap();
     let reserved = &plan["podCapacity"]["kubeReserved"]["value"];
+    let reserved_cpus = plan["podCapacity"]["reservedSystemCPUs"]["value"].as_str();
     let labels = &node["metadata"]["labels"];
     for (k, v) in &want.labels {
         assert_eq!(labels[k], *v, "label {k} on the Node: {labels}");
@@ -127,14 +130,35 @@ fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Prom
     );
     assert_eq!(status["capacity"]["pods"], pods.to_string());
     assert_eq!(status["allocatable"]["pods"], pods.to_string());
-    assert_allocatable(status, reserved);
+    // The kubelet takes reserved CPUs, whole, in place of kube-reserved cpu.
+    let mut held = reserved.clone();
+    if let Some(list) = reserved_cpus {
+        held["cpu"] = json!(parse_cpu_list(list).unwrap().len().to_string());
+    }
+    assert_allocatable(status, &held);
     let cz = kubelet.configz(cp);
+    assert_resource_managers(&cz, plan);
     assert_eq!(cz["maxPods"], pods);
     assert_eq!(cz["imageGCHighThresholdPercent"], EXAMPLE_GC.0);
     assert_eq!(cz["imageGCLowThresholdPercent"], EXAMPLE_GC.1);
     assert_eq!(cz["shutdownGracePeriod"], EXAMPLE_GRACE.0);
     assert_eq!(cz["shutdownGracePeriodCriticalPods"], EXAMPLE_GRACE.1);
-    assert_eq!(&cz["kubeReserved"], reserved);
+    if reserved_cpus.is_none() {
+        assert_eq!(&cz["kubeReserved"], reserved);
+    }
+}
+
+/// `/configz` holds the plan's CPU and memory manager settings, where it has any.
+fn assert_resource_managers(cz: &Value, plan: &Value) {
+    let d = &plan["podCapacity"];
+    if let Some(cpus) = d["reservedSystemCPUs"]["value"].as_str() {
+        assert_eq!(cz["cpuManagerPolicy"], "static");
+        assert_eq!(cz["reservedSystemCPUs"], cpus);
+    }
+    if d["reservedMemory"]["value"].is_array() {
+        assert_eq!(cz["memoryManagerPolicy"], "Static");
+        assert_eq!(cz["reservedMemory"], d["reservedMemory"]["value"]);
+    }
 }
 
 /// The taints a kubelet adds itself at registration: not ready yet (removed by the node
@@ -192,7 +216,7 @@ fn scaler_labels() -> Vec<(&'static str, &'static str)> {
 
 /// One node: the sample root, the Node's name, the config's edit, the user data's NodeConfig,
 /// the plan's max pods and what the Node must show.
-struct Case {
+pub(super) struct Case {
     root: &'static str,
     name: &'static str,
     edit: fn(&mut Value),
@@ -206,7 +230,21 @@ fn run_case(case: Case) {
         return;
     }
     let cp = ControlPlane::shared();
+    let (_root, plan, start) = agent_start(&cp, &case);
+    prove(&cp, case.name, &start, &plan, &case.want);
+}
+
+/// The agent run for `case` on a copy of its sample root (the host's NUMA nodes copied in, as
+/// the kubelet here sees them), and what the hand-off starts the kubelet with: (the root, the
+/// plan, the start).
+fn agent_start(cp: &ControlPlane, case: &Case) -> (tempfile::TempDir, Value, Start) {
     let root = sample_root(case.root);
+    let numa = std::path::Path::new(eks_nodeinit::base::podcap::node::NODE_ONLINE);
+    if let Ok(t) = std::fs::read(numa) {
+        let to = root.path().join(numa.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, t).unwrap();
+    }
     let al2 = case.root == "al2-root";
     if al2 {
         recording_bootstrap(root.path());
@@ -215,7 +253,7 @@ fn run_case(case: Case) {
         Some(nc) => metadata_with(root.path(), nc),
         None => example("metadata.json"),
     };
-    let cfg = config(root.path(), &cp, case.edit);
+    let cfg = config(root.path(), cp, case.edit);
     let plan = agent(root.path(), &cfg, &md);
     assert_eq!(plan["podCapacity"]["maxPods"]["value"], case.pods);
     let start = if al2 {
@@ -224,7 +262,7 @@ fn run_case(case: Case) {
         let user = case.user_data.map(|nc| yaml_serde::from_str(nc).unwrap());
         al2023_start(root.path(), user)
     };
-    prove(&cp, case.name, &start, &plan, &case.want);
+    (root, plan, start)
 }
 
 fn taint(key: &str, value: &str, effect: &str) -> Value {

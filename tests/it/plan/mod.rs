@@ -555,4 +555,5 @@ fn an_argv_execve_would_refuse_is_a_finding_before_any_change() {
     assert!(errors(&s, &f).is_empty());
 }
 
+mod resources;
 mod user_data;

@@ -1,0 +1,108 @@
+//! The `kubelet` section as written: image GC, shutdown periods, pod capacity, the CPU and
+//! memory managers.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::schema;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletSettings {
+    #[serde(
+        default,
+        rename = "imageGCHighThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_high_threshold_percent: Option<i64>,
+    #[serde(
+        default,
+        rename = "imageGCLowThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_low_threshold_percent: Option<i64>,
+    /// Kubernetes duration, e.g. `"90s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_period: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_period_critical_pods: Option<String>,
+    /// Replace values the operator already set in the kubelet config. Default: never.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// The AL2 kubelet config file (inside `--root`).
+    #[serde(default = "default_kubelet_config_path")]
+    pub config_path: PathBuf,
+    /// Extra kubelet flags in `--flag=value` form, passed through bootstrap.sh's
+    /// `--kubelet-extra-args` (AL2) or NodeConfig `kubelet.flags` (AL2023).
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// The kubelet's max pods: a number, or how to compute it from the instance type and the
+    /// VPC CNI's mode (docs/pod-capacity.md). Unset: the family's own value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<schema::MaxPodsSetting>")]
+    pub max_pods: Option<serde_json::Value>,
+    /// `"auto"` (the default with `maxPods`: derived from it as bootstrap.sh derives it) or
+    /// explicit quantities (`cpu`, `memory`, `ephemeral-storage`, `pid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<schema::KubeReservedSetting>")]
+    pub kube_reserved: Option<serde_json::Value>,
+    /// The kubelet's CPU manager (docs/resources.md): its policy, the CPUs reserved for the
+    /// system (`auto`: derived from the reservation), the static policy's options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_manager: Option<CpuManagerSettings>,
+    /// The kubelet's memory manager (docs/resources.md): its policy; with `Static` the
+    /// per-NUMA-node `reservedMemory` is derived from the reservation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_manager: Option<MemoryManagerSettings>,
+}
+
+impl Default for KubeletSettings {
+    fn default() -> Self {
+        KubeletSettings {
+            image_gc_high_threshold_percent: None,
+            image_gc_low_threshold_percent: None,
+            shutdown_grace_period: None,
+            shutdown_grace_period_critical_pods: None,
+            overwrite: false,
+            config_path: default_kubelet_config_path(),
+            extra_args: Vec::new(),
+            max_pods: None,
+            kube_reserved: None,
+            cpu_manager: None,
+            memory_manager: None,
+        }
+    }
+}
+
+pub fn default_kubelet_config_path() -> PathBuf {
+    PathBuf::from("/etc/kubernetes/kubelet/kubelet-config.json")
+}
+
+/// `kubelet.cpuManager`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CpuManagerSettings {
+    /// The kubelet's `cpuManagerPolicy`: `none` or `static`.
+    pub policy: String,
+    /// `auto` (the default with `static`: the whole CPUs the reservation rounds up to, the
+    /// lowest-numbered online ones) or a CPU list such as `0-1`.
+    #[serde(
+        default,
+        rename = "reservedSystemCPUs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reserved_system_cpus: Option<String>,
+    /// The static policy's options (`cpuManagerPolicyOptions`), e.g. `full-pcpus-only: "true"`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+/// `kubelet.memoryManager`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryManagerSettings {
+    /// The kubelet's `memoryManagerPolicy`: `None` or `Static`.
+    pub policy: String,
+}

@@ -1,0 +1,119 @@
+//! The CPU and memory managers' reservations, derived by the agent, accepted by a real kubelet
+//! on both families, with the Node showing them; and the kubelet itself refusing what the agent
+//! steers clear of: reservedMemory one byte off, reserved CPUs beside nodeadm's reserved cgroup.
+
+use serde_json::{json, Value};
+
+use super::{agent_start, prove, ready, scaler_labels, Case, Promise};
+use crate::common;
+use common::control_plane::ControlPlane;
+use common::kubelet::{tail, Kubelet};
+
+/// The example config with the static CPU and memory managers.
+fn static_managers(v: &mut Value) {
+    v["kubelet"]["cpuManager"] =
+        json!({"policy": "static", "options": {"full-pcpus-only": "true"}});
+    v["kubelet"]["memoryManager"] = json!({"policy": "Static"});
+}
+
+fn case(root: &'static str, name: &'static str) -> Case {
+    Case {
+        root,
+        name,
+        edit: static_managers,
+        user_data: None,
+        pods: 29,
+        want: Promise {
+            labels: scaler_labels(),
+            taints: vec![],
+        },
+    }
+}
+
+fn prove_static_managers(root: &'static str, name: &'static str) {
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let c = case(root, name);
+    let (_root, plan, start) = agent_start(&cp, &c);
+    let d = &plan["podCapacity"];
+    assert_eq!(d["reservedSystemCPUs"]["value"], "0", "{d}");
+    let limits = &d["reservedMemory"]["value"][0]["limits"]["memory"];
+    assert_eq!(limits, "674Mi", "574Mi kube-reserved + 100Mi eviction: {d}");
+    prove(&cp, name, &start, &plan, &c.want);
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2_static_cpu_and_memory_managers_take_the_derived_reservations() {
+    prove_static_managers("al2-root", "al2-static.node.test");
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2023_static_cpu_and_memory_managers_take_the_derived_reservations() {
+    prove_static_managers("al2023-root", "al2023-static.node.test");
+}
+
+/// The agent's AL2023 start with `edit` applied to its NodeConfig drop-in's kubelet config: the
+/// kubelet's verdict and its log.
+fn refused_when(
+    cp: &ControlPlane,
+    name: &'static str,
+    edit: impl FnOnce(&mut Value),
+) -> (bool, String) {
+    let (_root, _plan, mut start) = agent_start(cp, &case("al2023-root", name));
+    let (_, dropin) = start
+        .dropins
+        .iter_mut()
+        .find(|(n, _)| n == "40-nodeadm.conf")
+        .expect("the drop-in");
+    edit(dropin);
+    let mut k = Kubelet::start(cp, name, &start);
+    let accepted = k.accepted(cp);
+    (!accepted, k.log_text())
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn the_kubelet_refuses_reserved_memory_one_byte_off() {
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let (refused, log) = refused_when(&cp, "off-by-one.node.test", |d| {
+        // 674Mi + 1 byte.
+        d["reservedMemory"][0]["limits"]["memory"] = json!(((674u64 << 20) + 1).to_string());
+    });
+    assert!(
+        refused,
+        "the kubelet took reservedMemory one byte off:\n{}",
+        tail(&log)
+    );
+    assert!(log.contains("is not equal to the value"), "{}", tail(&log));
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn the_kubelet_refuses_reserved_cpus_beside_nodeadms_reserved_cgroup() {
+    // Why the agent clears kubeReservedCgroup with reservedSystemCPUs: nodeadm's generated config
+    // sets it, and the kubelet refuses the pair.
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let (refused, log) = refused_when(&cp, "cgroup.node.test", |d| {
+        d.as_object_mut().unwrap().remove("kubeReservedCgroup");
+    });
+    assert!(
+        refused,
+        "the kubelet took reservedSystemCPUs beside kubeReservedCgroup:\n{}",
+        tail(&log)
+    );
+    assert!(
+        log.contains("can't use reservedSystemCPUs"),
+        "{}",
+        tail(&log)
+    );
+}
