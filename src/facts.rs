@@ -115,6 +115,8 @@ pub(crate) struct Reads {
     pub sysctls: Vec<String>,
     /// Files only asked about: may this process execute it?
     pub executables: Vec<PathBuf>,
+    /// Files asked about for their size and the room on their filesystem ([`Space`]).
+    pub spaces: Vec<PathBuf>,
     /// The AL2 hand-off's per-boot marker and what it proves ([`crate::os::marker`]).
     pub handoff_marker: bool,
 }
@@ -135,6 +137,15 @@ pub struct ExecLimits {
     pub max_arg_strlen: Option<usize>,
     /// What this process's environment (inherited by bootstrap.sh) takes of `arg_max`.
     pub env_bytes: usize,
+}
+
+/// A file asked about for its size and the room its filesystem has: its size in bytes (`None`:
+/// absent) and the bytes free to unprivileged users (`f_bavail`) on the filesystem of its
+/// nearest existing directory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Space {
+    pub size: Option<u64>,
+    pub free: Result<u64, String>,
 }
 
 /// The file a plan compares against, once known to be readable.
@@ -158,6 +169,8 @@ pub struct Facts {
     pub exists: BTreeMap<PathBuf, bool>,
     /// Whether this process may execute each path asked for (`access(X_OK)` on a regular file).
     pub executable: BTreeMap<PathBuf, bool>,
+    /// Each path asked about for its size and room.
+    pub spaces: BTreeMap<PathBuf, Space>,
     pub exec_limits: ExecLimits,
     /// The cluster's values: the config's, with what discovery found (its outcome `NotAsked`
     /// when it was not configured or not run).
@@ -173,6 +186,11 @@ pub struct Facts {
 impl Facts {
     pub fn family(&self) -> Option<Family> {
         self.family.as_ref().ok().map(|f| f.family)
+    }
+
+    /// The text of a file read from the node; None when absent, unreadable or not read.
+    pub fn text(&self, path: &str) -> Option<String> {
+        self.files.get(Path::new(path))?.content.clone().ok()?
     }
 
     /// A file the plan may replace. An unreadable file is a finding under `field` (the agent
@@ -270,6 +288,7 @@ impl Facts {
             dirs: BTreeMap::new(),
             exists: BTreeMap::new(),
             executable: BTreeMap::new(),
+            spaces: BTreeMap::new(),
             exec_limits: ExecLimits {
                 arg_max: Some(2_097_152),
                 max_arg_strlen: Some(131_072),

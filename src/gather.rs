@@ -13,7 +13,7 @@ use crate::base::retry::RetryPolicy;
 use crate::config::HandoffMode;
 use crate::discovery::{self, ClusterFact};
 use crate::facts::{
-    read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, FileFact, InstanceTags,
+    read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, FileFact, InstanceTags, Space,
 };
 use crate::instance::imds;
 use crate::instance::metadata::{self, Metadata, UserData};
@@ -152,6 +152,7 @@ struct NodeRead {
     dirs: BTreeMap<PathBuf, Vec<String>>,
     exists: BTreeMap<PathBuf, bool>,
     executable: BTreeMap<PathBuf, bool>,
+    spaces: BTreeMap<PathBuf, Space>,
     handoff: HandoffState,
 }
 
@@ -198,6 +199,11 @@ impl NodeRead {
             dirs,
             exists: all(&reads.exists, &Path::exists),
             executable: all(&reads.executables, &is_executable),
+            spaces: reads
+                .spaces
+                .iter()
+                .map(|p| (p.clone(), space(&under(root, p))))
+                .collect(),
             handoff: if reads.handoff_marker {
                 marker::read_state(root)
             } else {
@@ -219,6 +225,7 @@ impl NodeRead {
             sysctls: self.sysctls,
             exists: self.exists,
             executable: self.executable,
+            spaces: self.spaces,
             exec_limits: exec_limits(),
             // The user data parsed once, here, as nodeadm reads it.
             user_data: instance
@@ -456,6 +463,26 @@ async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>
             InstanceTags::Unknown
         }
     }
+}
+
+/// The size of the file at `full` and the room on the filesystem of its nearest existing
+/// directory.
+fn space(full: &Path) -> Space {
+    let size = std::fs::symlink_metadata(full).ok().map(|m| m.len());
+    let dir = full.ancestors().skip(1).find(|d| d.is_dir());
+    let free = match dir {
+        Some(d) => nix::sys::statvfs::statvfs(d)
+            .map(|s| free_bytes(s.blocks_available(), s.fragment_size()))
+            .map_err(|e| format!("statvfs {}: {e}", d.display())),
+        None => Err(format!("no directory above {}", full.display())),
+    };
+    Space { size, free }
+}
+
+/// Blocks times their size, whatever width the target's `fsblkcnt_t` and `c_ulong` have.
+#[allow(clippy::useless_conversion)]
+fn free_bytes(blocks: nix::libc::fsblkcnt_t, size: nix::libc::c_ulong) -> u64 {
+    u64::from(blocks).saturating_mul(u64::from(size))
 }
 
 #[cfg(test)]

@@ -259,14 +259,21 @@ async fn run_step(
                 ready.apply()?;
             }
             tracing::info!(key = %l.key, value = %l.new, "set kernel value");
-            Outcome::Done
+            match &l.read_back {
+                Some(why) => read_back(root, l, why, report),
+                None => Outcome::Done,
+            }
         }
         Step::Remove(r) => {
             let full = under(root, &r.path);
-            let held = std::fs::read(&full).ok();
+            // Read only to put it back: a removed swap file is gigabytes.
+            let held = match r.restore_if_run_fails {
+                true => std::fs::read(&full).ok(),
+                false => None,
+            };
             fsutil::remove(&full)?;
             tracing::info!(path = %r.path.display(), "removed file");
-            if let Some(content) = held.filter(|_| r.restore_if_run_fails) {
+            if let Some(content) = held {
                 removed.push((full, content));
             }
             Outcome::Done
@@ -365,6 +372,28 @@ async fn restart_unit(
     }
 }
 
+/// A kernel value read back after it was set: what it holds, or a mismatch saying what a
+/// shortfall means (logged, and a warning in the report; the run goes on).
+fn read_back(root: &Path, l: &crate::plan::step::Live, why: &str, report: &mut Report) -> Outcome {
+    let got = std::fs::read_to_string(under(root, &l.path))
+        .map(|t| t.trim().to_string())
+        .unwrap_or_else(|e| format!("unreadable ({e})"));
+    let outcome = judge_read_back(&l.key, &l.new, &got, why);
+    if let Outcome::Mismatch(msg) = &outcome {
+        tracing::warn!("{msg}");
+        report.warnings.push(msg.clone());
+    }
+    outcome
+}
+
+/// `got` against the `asked` value of `key`.
+fn judge_read_back(key: &str, asked: &str, got: &str, why: &str) -> Outcome {
+    match got == asked {
+        true => Outcome::DoneWith(format!("{key} = {got}")),
+        false => Outcome::Mismatch(format!("{key} is {got}, not the {asked} asked: {why}")),
+    }
+}
+
 /// Run a program (argv, no shell) and wait for it, up to `timeout_secs`; a failure is an error
 /// saying what it means.
 async fn run_argv(
@@ -423,4 +452,22 @@ pub fn exec(argv: &[String]) -> Result<std::convert::Infallible, ExecError> {
         path: PathBuf::from(&argv[0]),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_value_read_back_short_is_a_mismatch_that_says_why() {
+        let ok = judge_read_back("vm.nr_hugepages", "16", "16", "fragmented");
+        assert_eq!(ok, Outcome::DoneWith("vm.nr_hugepages = 16".into()));
+        let short = judge_read_back("vm.nr_hugepages", "512", "300", "fragmented memory");
+        assert_eq!(
+            short,
+            Outcome::Mismatch(
+                "vm.nr_hugepages is 300, not the 512 asked: fragmented memory".into()
+            )
+        );
+    }
 }

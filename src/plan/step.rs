@@ -64,6 +64,10 @@ pub struct Live {
     pub path: PathBuf,
     pub old: String,
     pub new: String,
+    /// Read the value back after setting it: the kernel may take less than asked (huge pages
+    /// on fragmented memory). What a shortfall means, said with it as a mismatch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_back: Option<String>,
 }
 
 /// How a file step sets the file's mode.

@@ -64,6 +64,7 @@ fn plan(i: &Input, out: &mut Out) {
                         path: Path::new("/proc/sys").join(k.replace('.', "/")),
                         old: old.clone(),
                         new: v.clone(),
+                        read_back: None,
                     }));
                 }
                 wanted.insert(k.clone(), v.clone());
