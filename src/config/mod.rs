@@ -5,6 +5,7 @@
 //! Nothing in here does I/O beyond reading the document; `spec` checks it and resolves it into
 //! what the node should be.
 
+mod host;
 mod kernel;
 mod kubelet;
 mod lifecycle;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::text::{escaped, printable, serde_message};
 
+pub use host::{HostSettings, HugepageAmount, HugepagesSettings, SwapSettings};
 pub use kernel::KernelSettings;
 pub use kubelet::{
     default_kubelet_config_path, CpuManagerSettings, KubeletSettings, MemoryManagerSettings,
@@ -109,6 +111,9 @@ pub struct Config {
     /// Kernel modules loaded now and at every boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelSettings>,
+    /// What the node's kernel holds for pods before the kubelet starts: huge pages, swap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostSettings>,
     /// The instance store's NVMe disks, set up by the hand-off target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_storage: Option<LocalStorageSettings>,

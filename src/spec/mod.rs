@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub mod bootstrap;
 pub mod discovery;
+pub mod host;
 pub mod kernel;
 pub mod kubelet;
 mod local_storage;
@@ -55,6 +56,8 @@ pub struct Spec {
     pub trust: Option<trust::TrustSpec>,
     /// Kernel modules loaded now and at every boot (`kernel`).
     pub kernel: Option<kernel::KernelSpec>,
+    /// Huge pages (`host`).
+    pub host: Option<host::HostSpec>,
     /// The instance store's disks, set up by the hand-off target (`localStorage`).
     pub local_storage: Option<crate::config::LocalStorageSettings>,
 }
@@ -151,6 +154,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         proxy: proxy::spec(c.proxy.as_ref(), &mut f),
         trust: trust::spec(c.trust.as_ref(), &mut f),
         kernel: kernel::spec(c.kernel.as_ref(), &mut f),
+        host: host::spec(c.host.as_ref(), &mut f),
         local_storage: local_storage::spec(c.local_storage.as_ref(), &mut f),
     };
     (spec, f)

@@ -191,6 +191,7 @@ pub fn tail(text: &str) -> String {
 }
 
 /// allocatable = capacity − kubeReserved − the hand-offs' evictionHard (memory.available 100Mi,
+/// and for memory the huge pages;
 /// nodefs.available 10%, the percentage as the kubelet holds it: a float32).
 pub fn assert_allocatable(status: &Value, reserved: &Value) {
     let q = |v: &Value| quantity(v.as_str().unwrap());
@@ -199,7 +200,15 @@ pub fn assert_allocatable(status: &Value, reserved: &Value) {
     let c = |v: &Value| cpu(v.as_str().unwrap());
     let want_cpu = c(&cap["cpu"]) - c(&reserved["cpu"]);
     assert_eq!(c(&alloc["cpu"]), want_cpu, "allocatable cpu: {alloc}");
-    let mem = q(&cap["memory"]) - q(&reserved["memory"]) - 100 * MI;
+    // The kubelet takes huge pages out of allocatable memory too.
+    let huge: i128 = cap
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("hugepages-"))
+        .map(|(_, v)| q(v))
+        .sum();
+    let mem = q(&cap["memory"]) - q(&reserved["memory"]) - 100 * MI - huge;
     assert_eq!(q(&alloc["memory"]), mem, "allocatable memory: {alloc}");
     let disk = q(&cap["ephemeral-storage"]);
     let nodefs = (disk as f64 * f64::from(0.1_f32)) as i128;

@@ -13,6 +13,7 @@ use crate::spec::Spec;
 
 pub mod bootstrap;
 pub mod cluster;
+pub mod hugepages;
 pub mod kernel_modules;
 pub mod kubelet_config;
 pub mod launch_hook;
@@ -22,6 +23,7 @@ pub mod nodeconfig;
 pub mod pod_capacity;
 pub mod proxy;
 pub mod registries;
+pub mod swap;
 pub mod sysctls;
 pub mod trust;
 pub mod warm_pool;
@@ -50,6 +52,8 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     name_tag::ASPECT,
     kernel_modules::ASPECT,
     sysctls::ASPECT,
+    hugepages::ASPECT,
+    swap::ASPECT,
     kubelet_config::ASPECT,
     logind::ASPECT,
     registries::ASPECT,

@@ -11,6 +11,7 @@ mod pod_capacity;
 mod registration;
 mod resource_managers;
 mod shutdown;
+mod swap;
 
 use serde_json::Value;
 
@@ -45,6 +46,7 @@ pub(crate) const CONTRIBUTORS: &[Contributor] = &[
     shutdown::contribute,
     pod_capacity::contribute,
     resource_managers::contribute,
+    swap::contribute,
     registration::contribute,
 ];
 

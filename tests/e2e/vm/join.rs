@@ -21,6 +21,10 @@ use crate::common::kubelet::assert_allocatable;
 /// Where the guest reaches the API server (QEMU forwards it to the host's loopback).
 pub(super) const GUEST_API_ADDR: &str = "169.254.170.96";
 const GUEST_API_PORT: u16 = 6443;
+/// The 2 MiB huge pages the scenario asks for.
+const HUGEPAGES: u64 = 16;
+/// The swap file it asks for, in bytes.
+const SWAP: u64 = 64 << 20;
 
 pub(super) fn is_join(name: &str) -> bool {
     name == "al2023-joins"
@@ -41,9 +45,14 @@ pub(super) fn endpoint() -> String {
 }
 
 /// The user data: the shipped name-only example with `kubelet.maxPods: {}` added, so that the
-/// plan says what the Node's pods and allocatable must be.
-pub(super) fn add_max_pods(sc: &mut Scenario) {
+/// plan says what the Node's pods and allocatable must be, 16 huge pages of 2 MiB and a 64 MiB
+/// swap file.
+pub(super) fn edit_user_data(sc: &mut Scenario) {
     sc.config["kubelet"]["maxPods"] = serde_json::json!({});
+    sc.config["host"] = serde_json::json!({
+        "hugepages": {"2Mi": HUGEPAGES},
+        "swap": {"size": format!("{}Mi", SWAP >> 20)},
+    });
     let part = serde_json::to_string_pretty(&sc.config).unwrap();
     let start = sc.user_data.find("{\n").unwrap();
     let end = sc.user_data.rfind("}\n").unwrap() + 1;
@@ -220,11 +229,30 @@ pub(super) fn check(sc: &Scenario, run: &Run, cluster: &Cluster) {
     let pods = plan["podCapacity"]["maxPods"]["value"].as_u64().unwrap();
     let status = &node["status"];
     assert_eq!(status["capacity"]["pods"], pods.to_string(), "{status}");
+    let huge = format!("{}Mi", HUGEPAGES * 2);
+    assert_eq!(
+        status["capacity"]["hugepages-2Mi"],
+        huge.as_str(),
+        "{status}"
+    );
+    assert_eq!(
+        status["allocatable"]["hugepages-2Mi"],
+        huge.as_str(),
+        "{status}"
+    );
     assert_allocatable(status, &plan["podCapacity"]["kubeReserved"]["value"]);
     eprintln!(
         "[{}] Node {}: capacity {}, allocatable {}",
         sc.name, cluster.node, status["capacity"], status["allocatable"]
     );
+    // The agent read its huge pages back before the hand-off.
+    let report = run.file(1, "/var/lib/eks-nodeinit/report.json");
+    let read_back = format!("vm.nr_hugepages = {HUGEPAGES}");
+    assert!(
+        report.contains(&read_back),
+        "{read_back} in the report:\n{report}"
+    );
+    check_swap(run, &node);
     check_shutdown(sc, run, cluster);
     let metrics = run.must(1, "kubelet-metrics");
     for m in [
@@ -237,6 +265,27 @@ pub(super) fn check(sc: &Scenario, run: &Run, cluster: &Cluster) {
         assert!(metrics.contains(&name), "{name} in\n{metrics}");
     }
     eprintln!("[{}] the kubelet's startup metrics:\n{metrics}", sc.name);
+}
+
+/// The swap file on in both boots (the agent's swapon, then its swap unit), and the Node's
+/// swap capacity as the kubelet reports it.
+fn check_swap(run: &Run, node: &serde_json::Value) {
+    for boot in [1, 2] {
+        let swaps = run.must(boot, "swaps");
+        let on = swaps.lines().skip(1).any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.first() == Some(&"/swapfile")
+                && w.get(2) == Some(&(SWAP / 1024 - 4).to_string().as_str())
+        });
+        assert!(on, "boot {boot}: /swapfile of {SWAP} bytes on:\n{swaps}");
+    }
+    let capacity = &node["status"]["nodeInfo"]["swap"]["capacity"];
+    assert_eq!(
+        capacity.as_u64(),
+        Some(SWAP - 4096),
+        "the Node's swap: {}",
+        node["status"]["nodeInfo"]
+    );
 }
 
 /// Graceful shutdown for real: the kubelet's delay inhibitor for the whole boot, its shutdown

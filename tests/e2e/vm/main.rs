@@ -456,7 +456,7 @@ fn e2e(name: &'static str) {
             ec2.private_ip.replace('.', "-")
         );
         let c = join::Cluster::start(&ec2.instance_id, &node, &ec2.private_ip);
-        join::add_max_pods(&mut sc);
+        join::edit_user_data(&mut sc);
         sc.ssm = Some((join::endpoint(), c.ca(), SSM_CIDR.into()));
         c
     });

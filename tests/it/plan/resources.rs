@@ -2,6 +2,8 @@
 //! node's CPUs, NUMA nodes and the reservation; and the configs the node cannot honour.
 
 use eks_nodeinit::base::podcap::node::{CPU_ONLINE, NODE_ONLINE};
+use eks_nodeinit::facts::Space;
+use eks_nodeinit::plan::aspects::{hugepages, swap};
 use serde_json::Value;
 
 use super::*;
@@ -108,4 +110,202 @@ fn al2_passes_reserved_cpus_as_the_flag_bootstrap_sh_looks_for() {
         .unwrap()
         + 1];
     assert!(extra.ends_with("--reserved-cpus=0"), "{extra}");
+}
+
+/// AL2023 with 7.5 GiB, 2 MiB default huge pages, `live` of them now.
+fn memory_node(live: &str) -> Facts {
+    let mut f = al2023(&[CLUSTER_TAG]);
+    let meminfo = "MemTotal:        7868788 kB\nHugepagesize:       2048 kB\n";
+    f.files.insert("/proc/meminfo".into(), file(meminfo));
+    f.files.insert(hugepages::PERSIST_PATH.into(), absent());
+    f.files.insert(CPU_ONLINE.into(), file("0-1"));
+    f.sysctls.insert(hugepages::KEY.into(), Ok(live.into()));
+    f
+}
+
+fn hugepages_spec(v: Value) -> Spec {
+    managers(|c| {
+        c["kubelet"] = json!({"maxPods": 29});
+        c["host"] = json!({"hugepages": v});
+    })
+}
+
+#[test]
+fn huge_pages_are_set_live_read_back_and_persisted_once() {
+    let p = build(&hugepages_spec(json!({"2Mi": "10%"})), &memory_node("0")).unwrap();
+    let live = p.steps.iter().find_map(|s| match s {
+        Step::Live(l) if l.key == hugepages::KEY => Some(l.clone()),
+        _ => None,
+    });
+    let live = live.expect("a live step");
+    // 10% of 7868788 KiB in 2048 KiB pages.
+    assert_eq!((live.old.as_str(), live.new.as_str()), ("0", "384"));
+    assert!(live.read_back.unwrap().contains("fragmented"));
+    let persisted = p.steps.iter().any(|s| {
+        matches!(s, Step::File(f) if f.path.ends_with("98-eks-nodeinit-hugepages.conf")
+            && f.new.contains("vm.nr_hugepages = 384\n"))
+    });
+    assert!(persisted, "{:?}", steps(&p));
+    // The node as the run left it: nothing to do.
+    let mut done = memory_node("384");
+    let text = p.steps.iter().find_map(|s| match s {
+        Step::File(f) if f.path.ends_with("98-eks-nodeinit-hugepages.conf") => Some(f.new.clone()),
+        _ => None,
+    });
+    done.files
+        .insert(hugepages::PERSIST_PATH.into(), file(&text.unwrap()));
+    let again = build(&hugepages_spec(json!({"2Mi": "10%"})), &done).unwrap();
+    let huge = |s: &Step| match s {
+        Step::Live(l) => l.key == hugepages::KEY,
+        Step::File(f) => f.path.ends_with("98-eks-nodeinit-hugepages.conf"),
+        _ => false,
+    };
+    assert!(!again.steps.iter().any(huge), "{:?}", steps(&again));
+}
+
+#[test]
+fn huge_pages_the_node_cannot_hold_or_set_twice_are_findings() {
+    // 3600 pages (7200 MiB) + 574 MiB reserved + 100 MiB > 7684 MiB.
+    let e = errors(&hugepages_spec(json!({"2Mi": 3600})), &memory_node("0"));
+    assert!(
+        e.iter()
+            .any(|e| e.contains("leave nothing of the node's 7684 MiB")),
+        "{e:?}"
+    );
+    let twice = managers(|c| {
+        c["kubelet"] = json!({"maxPods": 29});
+        c["host"] = json!({"hugepages": {"2Mi": 16}});
+        c["sysctls"] = json!({"vm.nr_hugepages": 8});
+    });
+    let e = errors(&twice, &memory_node("0"));
+    assert!(
+        e.iter().any(|e| e.contains("set huge pages in one place")),
+        "{e:?}"
+    );
+    for bad in [json!("95%"), json!("ten"), json!(-1)] {
+        let c = json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g", "role": "scaler"},
+            "host": {"hugepages": {"2Mi": bad}}});
+        let parsed = parse(&c.to_string(), "t.json");
+        let refused = match parsed {
+            Ok(c) => spec::from_config(&c).is_err(),
+            Err(_) => true,
+        };
+        assert!(refused, "{bad}");
+    }
+}
+
+#[test]
+fn one_gib_pages_are_said_to_need_the_kernel_argument() {
+    let p = build(&hugepages_spec(json!({"1Gi": 2})), &memory_node("0")).unwrap();
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("hugepagesz=1G hugepages=2")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+/// AL2023 with 7.5 GiB, `swaps` as /proc/swaps lists them, /swapfile of `size` on a filesystem
+/// with `free` bytes.
+fn swap_node(swaps: &str, size: Option<u64>, free: u64) -> Facts {
+    let mut f = memory_node("0");
+    let header = "Filename\tType\tSize\tUsed\tPriority\n";
+    f.files
+        .insert(swap::SWAPS.into(), file(&format!("{header}{swaps}")));
+    f.files
+        .insert("/etc/systemd/system/swapfile.swap".into(), absent());
+    f.files.insert(swap::TARGET_DROPIN.into(), absent());
+    f.spaces.insert(
+        "/swapfile".into(),
+        Space {
+            size,
+            free: Ok(free),
+        },
+    );
+    f
+}
+
+fn swap_spec(size: &str) -> Spec {
+    managers(|c| {
+        c["kubelet"] = json!({"maxPods": 29});
+        c["host"] = json!({"swap": {"size": size}});
+    })
+}
+
+/// The swap steps of a plan: each program's argv, each file's path.
+fn swap_steps(p: &Plan) -> Vec<String> {
+    p.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Run(r) => Some(r.argv.join(" ")),
+            Step::Remove(r) => Some(format!("remove {}", r.path.display())),
+            Step::File(f) if f.path.to_string_lossy().contains("swap") => {
+                Some(format!("file {}", f.path.display()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_swap_file_is_made_turned_on_and_persisted_and_the_kubelet_told() {
+    let p = build(&swap_spec("1Gi"), &swap_node("", None, 10 << 30)).unwrap();
+    assert_eq!(
+        swap_steps(&p),
+        [
+            "fallocate --length 1073741824 /swapfile",
+            "chmod 0600 /swapfile",
+            "mkswap /swapfile",
+            "swapon /swapfile",
+            "file /etc/systemd/system/swapfile.swap",
+            "file /etc/systemd/system/swap.target.d/50-eks-nodeinit.conf",
+        ]
+    );
+    let dropin = p.steps.iter().find_map(|s| match s {
+        Step::File(f) if f.path.ends_with("10-eks-nodeinit.json") => Some(f.new.clone()),
+        _ => None,
+    });
+    let nc: Value = serde_json::from_str(&dropin.expect("the drop-in")).unwrap();
+    let k = &nc["spec"]["kubelet"]["config"];
+    assert_eq!(k["failSwapOn"], false);
+    assert_eq!(k["memorySwap"], json!({"swapBehavior": "LimitedSwap"}));
+    // 25% of 7868788 KiB, in whole pages.
+    let p = build(&swap_spec("25%"), &swap_node("", None, 10 << 30)).unwrap();
+    assert_eq!(swap_steps(&p)[0], "fallocate --length 2014412800 /swapfile");
+}
+
+#[test]
+fn a_swap_file_on_or_there_is_not_made_again() {
+    let on = "/swapfile\tfile\t1048572\t0\t-2\n";
+    let p = build(&swap_spec("1Gi"), &swap_node(on, Some(1 << 30), 10 << 30)).unwrap();
+    let steps = swap_steps(&p);
+    assert!(steps.iter().all(|s| s.starts_with("file ")), "{steps:?}");
+    let off = build(&swap_spec("1Gi"), &swap_node("", Some(1 << 30), 0)).unwrap();
+    assert_eq!(
+        &swap_steps(&off)[..2],
+        ["mkswap /swapfile", "swapon /swapfile"]
+    );
+    let other = build(&swap_spec("1Gi"), &swap_node("", Some(2 << 30), 10 << 30)).unwrap();
+    assert_eq!(swap_steps(&other)[0], "remove /swapfile");
+}
+
+#[test]
+fn swap_the_node_cannot_take_is_a_finding() {
+    let on = "/swapfile\tfile\t2097148\t0\t-2\n";
+    let e = errors(&swap_spec("1Gi"), &swap_node(on, Some(2 << 30), 10 << 30));
+    assert!(e.iter().any(|e| e.contains("swapoff /swapfile")), "{e:?}");
+    let e = errors(&swap_spec("4Gi"), &swap_node("", None, 1 << 30));
+    assert!(e.iter().any(|e| e.contains("does not fit")), "{e:?}");
+    for (size, path) in [
+        ("1Mx", "/swapfile"),
+        ("0%", "/swapfile"),
+        ("1Gi", "/proc/swap"),
+    ] {
+        let c = json!({"cluster": {"name": "prod"}, "nodeGroup": {"name": "g", "role": "scaler"},
+            "host": {"swap": {"size": size, "path": path}}});
+        let refused =
+            parse(&c.to_string(), "t.json").map_or(true, |c| spec::from_config(&c).is_err());
+        assert!(refused, "{size} {path}");
+    }
 }
