@@ -184,18 +184,6 @@ impl ControlPlane {
         )
     }
 
-    /// The Node named `name` once the kubelet has registered it and reported its allocatable.
-    pub fn wait_node(&self, name: &str, within: Duration) -> serde_json::Value {
-        let path = format!("/api/v1/nodes/{name}");
-        let mut node = serde_json::Value::Null;
-        wait_long(&format!("Node {name}"), within, || {
-            let (s, n) = self.get(&path);
-            node = n;
-            s == 200 && node["status"]["allocatable"]["pods"].is_string()
-        });
-        node
-    }
-
     /// What the cloud controller manager does for a node registered with
     /// `--cloud-provider=external`: its addresses (the kubelet waits for them before it asks for
     /// a serving certificate). The `uninitialized` taint is left: the suite asserts around it.

@@ -130,14 +130,22 @@ impl Kubelet {
 
     /// The Node the kubelet registered, with its allocatable reported.
     pub fn node(&mut self, cp: &ControlPlane) -> serde_json::Value {
-        if let Some(s) = self.exited() {
+        let path = format!("/api/v1/nodes/{}", self.name);
+        let mut node = Value::Null;
+        let registered = wait_until(Duration::from_secs(60), || {
+            let (s, n) = cp.get(&path);
+            node = n;
+            s == 200 && node["status"]["allocatable"]["pods"].is_string() || self.exited().is_some()
+        });
+        let exited = self.exited();
+        if !registered || exited.is_some() {
             panic!(
-                "kubelet {} exited ({s}):\n{}",
+                "kubelet {}: no Node with its allocatable (exited: {exited:?}):\n{}",
                 self.name,
                 tail(&self.log_text())
             );
         }
-        cp.wait_node(&self.name, Duration::from_secs(60))
+        node
     }
 
     /// The kubelet's running configuration (`/configz`, through the API server's node proxy),

@@ -9,15 +9,18 @@ use crate::spec::Spec;
 
 use super::KubeletIntent;
 
-pub(crate) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
+pub(crate) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
     let Some(w) = spec.host.as_ref().and_then(|h| h.swap.as_ref()) else {
         return;
     };
     k.set("failSwapOn", json!(false));
     k.set("memorySwap", json!({"swapBehavior": w.behavior}));
+    // The kubelet exits at start with LimitedSwap on cgroup v1 ("only supported with
+    // cgroupv2"), which Amazon Linux 2 runs.
     if facts.family() == Some(Family::Al2) && w.behavior == "LimitedSwap" {
-        k.warnings.push(
-            "host.swap: Amazon Linux 2 runs cgroup v1, where the kubelet cannot limit a pod's swap (LimitedSwap needs cgroup v2): pods may swap without limit; use AL2023, or behavior NoSwap".into(),
+        f.push(
+            "host.swap.behavior",
+            "LimitedSwap needs cgroup v2 and Amazon Linux 2 runs cgroup v1: the kubelet would exit at start; set behavior NoSwap on AL2, or use AL2023",
         );
     }
 }

@@ -105,7 +105,9 @@ pub(super) struct Promise {
 const EXAMPLE_GC: (u64, u64) = (80, 60);
 const EXAMPLE_GRACE: (&str, &str) = ("1m30s", "30s");
 
-fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Promise) {
+/// Start the kubelet from `start` and check the stored Node and `/configz` against the plan;
+/// the `/configz` for more checks.
+fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Promise) -> Value {
     let mut kubelet = Kubelet::start(cp, name, start);
     let node = kubelet.node(cp);
     let pods = plan["podCapacity"]["maxPods"]["value"].as_u64().unwrap();
@@ -146,6 +148,7 @@ fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Prom
     if reserved_cpus.is_none() {
         assert_eq!(&cz["kubeReserved"], reserved);
     }
+    cz
 }
 
 /// `/configz` holds the plan's CPU and memory manager settings, where it has any.

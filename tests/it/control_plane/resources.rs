@@ -1,6 +1,8 @@
 //! The CPU and memory managers' reservations, derived by the agent, accepted by a real kubelet
 //! on both families, with the Node showing them; and the kubelet itself refusing what the agent
 //! steers clear of: reservedMemory one byte off, reserved CPUs beside nodeadm's reserved cgroup.
+//! And swap's kubelet settings on AL2 (the swap itself is proven on a real kernel: the VM),
+//! where the kubelet refuses LimitedSwap on cgroup v1, as the agent does before any change.
 
 use serde_json::{json, Value};
 
@@ -8,6 +10,7 @@ use super::{agent_start, prove, ready, scaler_labels, Case, Promise};
 use crate::common;
 use common::control_plane::ControlPlane;
 use common::kubelet::{tail, Kubelet};
+use common::{init, sample_root, stderr};
 
 /// The example config with the static CPU and memory managers.
 fn static_managers(v: &mut Value) {
@@ -115,5 +118,68 @@ fn the_kubelet_refuses_reserved_cpus_beside_nodeadms_reserved_cgroup() {
         log.contains("can't use reservedSystemCPUs"),
         "{}",
         tail(&log)
+    );
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2_swap_settings_reach_the_kubelet_and_the_file_is_made_in_the_root() {
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let c = Case {
+        edit: |v| v["host"] = json!({"swap": {"size": "64Mi", "behavior": "NoSwap"}}),
+        ..case("al2-root", "al2-swap.node.test")
+    };
+    let (root, plan, start) = agent_start(&cp, &c);
+    // Made and mkswap'ed in the root (swapon runs only with --root /).
+    let file = root.path().join("swapfile");
+    let meta = std::fs::metadata(&file).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        (meta.len(), meta.permissions().mode() & 0o777),
+        (64 << 20, 0o600)
+    );
+    let header = std::fs::read(&file).unwrap();
+    assert_eq!(&header[4086..4096], b"SWAPSPACE2", "mkswap's signature");
+    let cz = prove(&cp, c.name, &start, &plan, &c.want);
+    assert_eq!(cz["failSwapOn"], false);
+    assert_eq!(cz["memorySwap"]["swapBehavior"], "NoSwap");
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn limited_swap_on_al2s_cgroup_v1_is_refused_by_the_kubelet_and_by_the_agent_first() {
+    // This host runs cgroup v1, as AL2 does: the kubelet exits with LimitedSwap there.
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let (_root, _plan, mut start) = agent_start(&cp, &case("al2-root", "al2-limited.node.test"));
+    start.config["failSwapOn"] = json!(false);
+    start.config["memorySwap"] = json!({"swapBehavior": "LimitedSwap"});
+    let mut k = Kubelet::start(&cp, "al2-limited.node.test", &start);
+    assert!(
+        !k.accepted(&cp),
+        "the kubelet took LimitedSwap on cgroup v1"
+    );
+    let log = k.log_text();
+    assert!(
+        log.contains("only supported with cgroupv2"),
+        "{}",
+        tail(&log)
+    );
+    // The agent says so before any change.
+    let root = sample_root("al2-root");
+    let cfg = super::config(root.path(), &cp, |v| {
+        v["host"] = json!({"swap": {"size": "64Mi"}});
+    });
+    let out = init(root.path(), &cfg, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("LimitedSwap needs cgroup v2"),
+        "{}",
+        stderr(&out)
     );
 }

@@ -309,3 +309,30 @@ fn swap_the_node_cannot_take_is_a_finding() {
         assert!(refused, "{size} {path}");
     }
 }
+
+#[test]
+fn limited_swap_on_al2_is_a_finding_and_no_swap_is_not() {
+    let kubelet = std::fs::read_to_string(
+        common::manifest_dir().join("examples/al2-root/etc/kubernetes/kubelet/kubelet-config.json"),
+    )
+    .unwrap();
+    let mut f = al2(&kubelet);
+    let on_al2 = swap_node("", None, 10 << 30);
+    f.files.extend(on_al2.files);
+    f.spaces = on_al2.spaces;
+    f.sysctls = on_al2.sysctls;
+    let e = errors(&swap_spec("1Gi"), &f);
+    assert!(
+        e.iter().any(|e| e.contains("LimitedSwap needs cgroup v2")),
+        "{e:?}"
+    );
+    let no_swap = managers(|c| {
+        c["kubelet"] = json!({"maxPods": 29});
+        c["host"] = json!({"swap": {"size": "1Gi", "behavior": "NoSwap"}});
+    });
+    assert!(
+        errors(&no_swap, &f).is_empty(),
+        "{:?}",
+        errors(&no_swap, &f)
+    );
+}
