@@ -56,7 +56,7 @@ fuzz:
 # (tests/README.md): the strict IMDSv2 server, the scripted EC2 and discovery endpoints, moto, a
 # private dbus-daemon, containerd and docker-registry, tinyproxy, update-ca-certificates, kmod; and the
 # sample node roots.
-PEER_SUITES := node discovery imds instance_types kernel_modules launch_hook logind_dbus moto pod_capacity \
+PEER_SUITES := node discovery host_resources imds instance_types kernel_modules launch_hook logind_dbus moto pod_capacity \
 	proxy registries tagging trust user_data_config warm_pool
 
 e2e: peers

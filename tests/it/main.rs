@@ -12,6 +12,7 @@ mod discovery;
 mod examples;
 mod faults;
 mod golden;
+mod host_resources;
 mod imds;
 mod instance_types;
 mod kernel_modules;
