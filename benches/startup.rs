@@ -10,7 +10,8 @@
 //! Credentials come from the instance role through IMDS, as on a node; `STARTUP_CREDENTIALS=env`
 //! puts static keys in the environment instead (and drops the floor's two credential GETs).
 //! Each run ends when bootstrap.sh (a recorder that exits at once) has been exec'd.
-//! Run: `cargo build --release && cargo bench --bench startup` (STARTUP_RUNS=N, default 10).
+//! Run: `cargo build --release && cargo bench --bench startup` (STARTUP_RUNS=N, default 10;
+//! STARTUP_COMPARE=BIN[:BIN…] times other agent builds in the same rounds).
 //! CI runs it once on the debug build (`make bench-smoke`), so a bench that cannot run fails CI.
 
 // The integration suites' shared helpers, of which the bench uses a part.
@@ -130,35 +131,32 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
     (ms(v[0]), ms(v[v.len() / 2]), ms(v[v.len() - 1]))
 }
 
-fn main() {
-    if std::env::var_os("STARTUP_FLOOR").is_some() {
-        let v = |k: &str| std::env::var(k).unwrap();
-        same_work_floor::run(
-            &v("FLOOR_IMDS"),
-            &v("FLOOR_EC2"),
-            Path::new(&v("FLOOR_ROOT")),
-            role_credentials(),
-        );
-    }
-    let runs: usize = std::env::var("STARTUP_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+/// The agent binaries to time: `EKS_NODEINIT_BIN` (default target/release/eks-nodeinit), then
+/// each of `STARTUP_COMPARE` (`:`-separated: other builds, e.g. the commit before a change, run
+/// in the same rounds so that all meet the same machine).
+fn agents() -> Vec<PathBuf> {
     let bin = std::env::var("EKS_NODEINIT_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|_| common::manifest_dir().join("target/release/eks-nodeinit"));
-    assert!(
-        bin.exists(),
-        "{} missing: run `cargo build --release` first",
-        bin.display()
-    );
-    assert!(
-        Command::new("aws").arg("--version").output().is_ok(),
-        "the AWS CLI is needed for the baseline: pip install awscli"
-    );
+    let mut all = vec![bin];
+    if let Some(more) = std::env::var_os("STARTUP_COMPARE") {
+        all.extend(std::env::split_paths(&more));
+    }
+    for b in &all {
+        assert!(
+            b.exists(),
+            "{} missing: run `cargo build --release` first",
+            b.display()
+        );
+    }
+    all
+}
+
+/// A moto server with a real instance, and an IMDSv2 server describing it (its region, its
+/// role's credentials).
+fn peers() -> (common::Moto, ImdsServer) {
     let moto = common::start_moto().expect("moto[server] is installed (make deps)");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    // A real instance in moto, served by the IMDS server.
     let instance_id = rt.block_on(async {
         let ec2 = common::ec2_client(&moto.url, "eu-west-1").await;
         common::run_instance(&ec2).await.0
@@ -178,42 +176,87 @@ fn main() {
             .to_string(),
         );
     }
-    let url = imds.url();
-    // Warm-up: page cache, moto's first request.
-    agent(&bin, &url, &moto.url);
-    shell(&url, &moto.url);
-    floor(&url, &moto.url);
+    (moto, imds)
+}
 
-    let (mut a, mut s, mut f) = (vec![], vec![], vec![]);
-    for _ in 0..runs {
-        a.push(agent(&bin, &url, &moto.url));
-        s.push(shell(&url, &moto.url));
-        f.push(floor(&url, &moto.url));
-    }
-    let (a, s, f) = (stats(a), stats(s), stats(f));
+fn print_table(
+    runs: usize,
+    agents: &[(PathBuf, Vec<Duration>)],
+    s: Vec<Duration>,
+    f: Vec<Duration>,
+) {
+    let (s, f) = (stats(s), stats(f));
+    let a0 = stats(agents[0].1.clone());
     println!(
         "start → hand-off, {runs} runs each, same IMDSv2 server and moto, credentials from {} (ms: min / median / max)",
         if role_credentials() { "the instance role via IMDS" } else { "the environment" }
     );
     println!("| what | min | median | max | median vs eks-nodeinit |");
     println!("|---|---:|---:|---:|---:|");
-    println!(
-        "| eks-nodeinit init ({}) | {:.1} | {:.1} | {:.1} | 1.0× |",
-        bin.display(),
-        a.0,
-        a.1,
-        a.2
-    );
+    for (bin, times) in agents {
+        let a = stats(times.clone());
+        println!(
+            "| eks-nodeinit init ({}) | {:.1} | {:.1} | {:.1} | {:.2}× the floor |",
+            bin.display(),
+            a.0,
+            a.1,
+            a.2,
+            a.1 / f.1
+        );
+    }
     println!(
         "| shell script (curl + AWS CLI) | {:.1} | {:.1} | {:.1} | {:.1}× slower |",
         s.0,
         s.1,
         s.2,
-        s.1 / a.1
+        s.1 / a0.1
     );
     println!(
         "| same-work floor (separate process: same IMDS reads{}, signed CreateTags, same files fsync'd, exec) | {:.1} | {:.1} | {:.1} | eks-nodeinit is {:.2}× the floor |",
         if role_credentials() { " + role credentials" } else { "" },
-        f.0, f.1, f.2, a.1 / f.1
+        f.0, f.1, f.2, a0.1 / f.1
     );
+}
+
+fn main() {
+    if std::env::var_os("STARTUP_FLOOR").is_some() {
+        let v = |k: &str| std::env::var(k).unwrap();
+        same_work_floor::run(
+            &v("FLOOR_IMDS"),
+            &v("FLOOR_EC2"),
+            Path::new(&v("FLOOR_ROOT")),
+            role_credentials(),
+        );
+    }
+    let runs: usize = std::env::var("STARTUP_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let mut agents: Vec<(PathBuf, Vec<Duration>)> =
+        agents().into_iter().map(|b| (b, vec![])).collect();
+    assert!(
+        Command::new("aws").arg("--version").output().is_ok(),
+        "the AWS CLI is needed for the baseline: pip install awscli"
+    );
+    let (moto, imds) = peers();
+    let url = imds.url();
+    // Warm-up: page cache, moto's first request.
+    for (bin, _) in &agents {
+        agent(bin, &url, &moto.url);
+    }
+    shell(&url, &moto.url);
+    floor(&url, &moto.url);
+
+    let (mut s, mut f) = (vec![], vec![]);
+    for round in 0..runs {
+        // Each round starts with the next agent, so that none always runs right after another.
+        let n = agents.len();
+        for k in 0..n {
+            let (bin, times) = &mut agents[(round + k) % n];
+            times.push(agent(bin, &url, &moto.url));
+        }
+        s.push(shell(&url, &moto.url));
+        f.push(floor(&url, &moto.url));
+    }
+    print_table(runs, &agents, s, f);
 }
