@@ -100,20 +100,40 @@ pub(crate) struct Staged {
     tmp: PathBuf,
     path: PathBuf,
     committed: bool,
+    /// Fsynced when staged, its directory when committed; `false`: see [`stage_volatile`].
+    durable: bool,
 }
 
 /// Stage `content` for `path` (see [`Staged`]), keeping an existing file's mode; parent
 /// directories are created (0755).
 pub(crate) fn stage(path: &Path, content: &[u8], new_mode: u32) -> Result<Staged, FsError> {
-    stage_as(path, content, new_mode, false)
+    stage_as(path, content, new_mode, false, true)
 }
 
 /// Stage `content` for `path` with exactly `mode`, whatever the existing file's.
 pub(crate) fn stage_exact(path: &Path, content: &[u8], mode: u32) -> Result<Staged, FsError> {
-    stage_as(path, content, mode, true)
+    stage_as(path, content, mode, true, true)
 }
 
-fn stage_as(path: &Path, content: &[u8], new_mode: u32, exact: bool) -> Result<Staged, FsError> {
+/// [`stage`] for a file that stands for a kernel value (a `/proc/sys` file under a root that
+/// is not procfs): replaced atomically as well, but neither it nor its directory fsynced. The
+/// value it stands for is lost at every reboot, and the kernel's own file is written with no
+/// fsync: a crash-safe copy of it is two fsyncs for nothing.
+pub(crate) fn stage_volatile(
+    path: &Path,
+    content: &[u8],
+    new_mode: u32,
+) -> Result<Staged, FsError> {
+    stage_as(path, content, new_mode, false, false)
+}
+
+fn stage_as(
+    path: &Path,
+    content: &[u8],
+    new_mode: u32,
+    exact: bool,
+    durable: bool,
+) -> Result<Staged, FsError> {
     let werr = |source| FsError::Write {
         path: path.to_path_buf(),
         source,
@@ -149,6 +169,7 @@ fn stage_as(path: &Path, content: &[u8], new_mode: u32, exact: bool) -> Result<S
         )),
         path: path.to_path_buf(),
         committed: false,
+        durable,
     };
     let mut f = OpenOptions::new()
         .write(true)
@@ -168,7 +189,10 @@ fn stage_as(path: &Path, content: &[u8], new_mode: u32, exact: bool) -> Result<S
                 std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
             }
         }
-        f.sync_all()
+        if durable {
+            f.sync_all()?;
+        }
+        Ok(())
     })()
     .map_err(werr)?;
     Ok(staged)
@@ -192,7 +216,8 @@ impl Staged {
             .map_err(werr)
     }
 
-    /// Rename the staged file over its target and fsync the directory.
+    /// Rename the staged file over its target and fsync the directory (neither fsync for a file
+    /// staged volatile).
     pub(crate) fn commit(mut self) -> Result<(), FsError> {
         let werr = |source| FsError::Write {
             path: self.path.clone(),
@@ -200,6 +225,9 @@ impl Staged {
         };
         fs::rename(&self.tmp, &self.path).map_err(werr)?;
         self.committed = true;
+        if !self.durable {
+            return Ok(());
+        }
         let dir = self.path.parent().unwrap_or(Path::new("/"));
         File::open(dir).and_then(|d| d.sync_all()).map_err(werr)
     }
@@ -321,6 +349,20 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, [".other.eks-nodeinit.1.tmp", "x.conf"]);
+    }
+
+    #[test]
+    fn a_kernel_value_stand_in_is_replaced_atomically_and_not_made_durable() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("proc/sys/vm/max_map_count");
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, "65530\n").unwrap();
+        let s = stage_volatile(&p, b"262144\n", 0o644).unwrap();
+        assert!(!s.durable);
+        assert_eq!(fs::read_to_string(&p).unwrap(), "65530\n");
+        s.commit().unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "262144\n");
+        assert_eq!(fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
     }
 
     #[test]

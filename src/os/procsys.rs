@@ -124,7 +124,11 @@ pub(crate) fn prepare_at(
             })?;
         LiveTarget::Proc(f)
     } else {
-        LiveTarget::Staged(crate::os::fsutil::stage(&path, line.as_bytes(), 0o644)?)
+        LiveTarget::Staged(crate::os::fsutil::stage_volatile(
+            &path,
+            line.as_bytes(),
+            0o644,
+        )?)
     };
     Ok(PreparedSysctl {
         key: key.into(),
