@@ -87,8 +87,15 @@ pub(crate) async fn execute(
             return Err(failed_run(root, plan, &mut report, "prepare", e));
         }
     };
-    // The report too is staged before any change; its final content replaces this one.
-    let staged_report = match report.stage(root, &plan.secrets) {
+    // The report too is staged before any change (its final content replaces this one), then
+    // every staged file is fsynced.
+    let staged = report
+        .stage(root, &plan.secrets)
+        .and_then(|mut staged_report| {
+            prepared.sync(&mut staged_report)?;
+            Ok(staged_report)
+        });
+    let staged_report = match staged {
         Ok(s) => s,
         Err(e) => {
             let e = anyhow::Error::new(e).context("nothing was changed");
@@ -167,9 +174,18 @@ struct Prepared {
     handoff: Option<(Vec<String>, fsutil::Staged)>,
 }
 
-/// The first phase: write and fsync every file's new content beside it, open every live value
-/// and stage the hand-off's marker. Nothing the node reads has changed when this returns,
-/// whether it failed or not.
+impl Prepared {
+    /// Fsync every file staged, and `report`, at once: the last step of the first phase.
+    fn sync(&mut self, report: &mut fsutil::Staged) -> Result<(), fsutil::FsError> {
+        let files = self.files.values_mut().flatten().map(|(_, s)| s);
+        let marker = self.handoff.iter_mut().map(|(_, s)| s);
+        fsutil::sync_all(files.chain(marker).chain(std::iter::once(report)))
+    }
+}
+
+/// The first phase: write every file's new content beside it, open every live value and stage
+/// the hand-off's marker ([`Prepared::sync`] then fsyncs the files). Nothing the node reads has
+/// changed when this returns, whether it failed or not.
 async fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
     let mut p = Prepared::default();
     for (i, step) in plan.steps.iter().enumerate() {

@@ -91,17 +91,21 @@ pub fn write_atomic(path: &Path, content: &[u8], new_mode: u32) -> Result<(), Fs
     stage(path, content, new_mode)?.commit()
 }
 
-/// A file's new content, written and fsynced beside it under a temp name with its final mode
-/// and owner, not yet visible: [`Staged::commit`] renames it over the target. Dropped without
-/// a commit, the temp file is removed. Staging every file first makes a full disk, a read-only
-/// or unwritable directory surface before anything the node reads has changed.
+/// A file's new content, written beside it under a temp name with its final mode and owner, not
+/// yet visible: [`Staged::commit`] renames it over the target. Its fsync is [`sync_all`]'s,
+/// with the other files staged in the same phase, else the commit's, before the rename.
+/// Dropped without a commit, the temp file is removed. Staging every file first (and
+/// [`sync_all`]) makes a full disk, a read-only or unwritable directory surface before anything
+/// the node reads has changed.
 #[derive(Debug)]
 pub(crate) struct Staged {
     tmp: PathBuf,
     path: PathBuf,
     committed: bool,
-    /// Fsynced when staged, its directory when committed; `false`: see [`stage_volatile`].
+    /// Fsynced before the rename, its directory after; `false`: see [`stage_volatile`].
     durable: bool,
+    /// The temp file, open until it is fsynced.
+    unsynced: Option<File>,
 }
 
 /// Stage `content` for `path` (see [`Staged`]), keeping an existing file's mode; parent
@@ -160,7 +164,7 @@ fn stage_as(
         .unwrap_or_default();
     remove_leftovers(dir, &name);
     // A name no other run can have: the PID alone repeats after a reboot or in a namespace.
-    let staged = Staged {
+    let mut staged = Staged {
         tmp: dir.join(format!(
             "{}{}.{:016x}{TMP_SUFFIX}",
             tmp_prefix(&name),
@@ -170,6 +174,7 @@ fn stage_as(
         path: path.to_path_buf(),
         committed: false,
         durable,
+        unsynced: None,
     };
     let mut f = OpenOptions::new()
         .write(true)
@@ -189,13 +194,53 @@ fn stage_as(
                 std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
             }
         }
-        if durable {
-            f.sync_all()?;
-        }
         Ok(())
     })()
     .map_err(werr)?;
+    staged.unsynced = durable.then_some(f);
     Ok(staged)
+}
+
+/// Fsync every staged file not fsynced yet, at once (one thread each): the filesystem writes
+/// them back together (on a journalled filesystem, in one commit) instead of one flush after
+/// another. The first failure, in the order given, is the error.
+pub(crate) fn sync_all<'a>(
+    staged: impl IntoIterator<Item = &'a mut Staged>,
+) -> Result<(), FsError> {
+    let mut pending: Vec<&mut Staged> = staged
+        .into_iter()
+        .filter(|s| s.unsynced.is_some())
+        .collect();
+    let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
+        let started: Vec<_> = pending
+            .iter()
+            .map(|s| {
+                let f = s.unsynced.as_ref();
+                let sync = move || f.map_or(Ok(()), File::sync_all);
+                // A thread that cannot be started: fsync here, after the others have begun.
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, sync)
+                    .map_err(|_| sync)
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|t| match t {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("the fsync thread failed"))),
+                Err(sync) => sync(),
+            })
+            .collect()
+    });
+    for (s, r) in pending.iter_mut().zip(results) {
+        r.map_err(|source| FsError::Write {
+            path: s.path.clone(),
+            source,
+        })?;
+        s.unsynced = None;
+    }
+    Ok(())
 }
 
 impl Staged {
@@ -213,16 +258,21 @@ impl Staged {
             .map_err(werr)?;
         f.write_all(content)
             .and_then(|_| f.sync_all())
-            .map_err(werr)
+            .map_err(werr)?;
+        self.unsynced = None;
+        Ok(())
     }
 
-    /// Rename the staged file over its target and fsync the directory (neither fsync for a file
-    /// staged volatile).
+    /// Rename the staged file over its target, fsynced first if [`sync_all`] did not, and fsync
+    /// the directory (neither for a file staged volatile).
     pub(crate) fn commit(mut self) -> Result<(), FsError> {
         let werr = |source| FsError::Write {
             path: self.path.clone(),
             source,
         };
+        if let Some(f) = self.unsynced.take() {
+            f.sync_all().map_err(werr)?;
+        }
         fs::rename(&self.tmp, &self.path).map_err(werr)?;
         self.committed = true;
         if !self.durable {
@@ -352,13 +402,36 @@ mod tests {
     }
 
     #[test]
+    fn files_staged_together_are_fsynced_together_and_shown_only_by_their_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..4).map(|i| d.path().join(format!("d{i}/f"))).collect();
+        let mut staged: Vec<Staged> = paths
+            .iter()
+            .map(|p| stage(p, p.to_string_lossy().as_bytes(), 0o644).unwrap())
+            .collect();
+        assert!(staged.iter().all(|s| s.unsynced.is_some()));
+        sync_all(staged.iter_mut()).unwrap();
+        assert!(staged.iter().all(|s| s.unsynced.is_none()), "{staged:?}");
+        assert!(
+            paths.iter().all(|p| !p.exists()),
+            "not shown before the commit"
+        );
+        for s in staged {
+            s.commit().unwrap();
+        }
+        for p in &paths {
+            assert_eq!(fs::read_to_string(p).unwrap(), p.to_string_lossy());
+        }
+    }
+
+    #[test]
     fn a_kernel_value_stand_in_is_replaced_atomically_and_not_made_durable() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("proc/sys/vm/max_map_count");
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, "65530\n").unwrap();
         let s = stage_volatile(&p, b"262144\n", 0o644).unwrap();
-        assert!(!s.durable);
+        assert!(s.unsynced.is_none() && !s.durable);
         assert_eq!(fs::read_to_string(&p).unwrap(), "65530\n");
         s.commit().unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "262144\n");
