@@ -188,9 +188,21 @@ impl Facts {
         self.family.as_ref().ok().map(|f| f.family)
     }
 
+    /// The text of a file read from the node: `None` when absent, an error (saying which)
+    /// when unreadable or not read.
+    pub fn file_text(&self, path: &str) -> Result<Option<String>, String> {
+        match self.files.get(Path::new(path)) {
+            Some(ff) => ff
+                .content
+                .clone()
+                .map_err(|e| format!("cannot read {path}: {e}")),
+            None => Err(format!("{path} was not read")),
+        }
+    }
+
     /// The text of a file read from the node; None when absent, unreadable or not read.
     pub fn text(&self, path: &str) -> Option<String> {
-        self.files.get(Path::new(path))?.content.clone().ok()?
+        self.file_text(path).ok()?
     }
 
     /// A file the plan may replace. An unreadable file is a finding under `field` (the agent

@@ -14,7 +14,7 @@ use crate::base::text::printable;
 /// `/etc/eks/eni-max-pods.txt`; `maxPods` unless `--use-max-pods false`), and
 /// `reservedSystemCPUs`, whose flag in `--kubelet-extra-args` is what stops bootstrap.sh setting
 /// the reserved cgroups the kubelet refuses beside it.
-pub const REWRITTEN_KEYS: [(&str, &str); 3] = [
+pub const AL2_FLAG_KEYS: [(&str, &str); 3] = [
     ("maxPods", "--max-pods"),
     ("kubeReserved", "--kube-reserved"),
     ("reservedSystemCPUs", "--reserved-cpus"),

@@ -3,6 +3,7 @@
 //! policy's options by the kubelet's own maturity table (`cpumanager/policy_options.go`).
 
 use crate::base::findings::Findings;
+use crate::base::podcap::node;
 use crate::base::text::printable;
 use crate::config::{CpuManagerSettings, MemoryManagerSettings};
 
@@ -133,46 +134,11 @@ fn cpu_spec(c: &CpuManagerSettings, f: &mut Findings) -> Option<CpuManagerSpec> 
     })
 }
 
-/// The CPUs of a list in the kubelet's cpuset grammar (`0-3,8`): ascending, each once.
+/// The CPUs of a list in the kubelet's cpuset grammar (the kernel's: `0-3,8`), ascending, each
+/// once.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
-    let bad = |why: &str| format!("`{}` is not a CPU list such as 0-1,4: {why}", printable(s));
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let n = |t: &str| {
-            (!t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()))
-                .then(|| t.parse::<u32>().ok())
-                .flatten()
-                .filter(|&c| c < 8192)
-                .ok_or_else(|| bad(&format!("`{}` is not a CPU number", printable(t))))
-        };
-        let (lo, hi) = (n(a)?, n(b)?);
-        if hi < lo {
-            return Err(bad("a range runs backwards"));
-        }
-        out.extend(lo..=hi);
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
-
-/// The kubelet's cpuset text for `cpus` (ascending): ranges joined by commas.
-pub fn cpu_list_text(cpus: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(match j > i {
-            true => format!("{}-{}", cpus[i], cpus[j]),
-            false => cpus[i].to_string(),
-        });
-        i = j + 1;
-    }
-    parts.join(",")
+    node::cpu_list(s)
+        .map_err(|e| format!("`{}` is not a CPU list such as 0-1,4: {e}", printable(s)))
 }
 
 #[cfg(test)]
@@ -222,16 +188,6 @@ mod tests {
         assert!(cpu("static", None, &[("full-pcpus", "true")]).1[0].contains("not an option"));
         assert!(cpu("static", None, &[("full-pcpus-only", "yes")]).1[0].contains("true or false"));
         assert!(cpu("none", None, &[("full-pcpus-only", "true")]).1[0].contains("static policy"));
-    }
-
-    #[test]
-    fn cpu_lists_read_back_to_the_kubelets_text() {
-        for t in ["0", "0-1", "0-1,4", "0,2,4-7"] {
-            assert_eq!(cpu_list_text(&parse_cpu_list(t).unwrap()), t);
-        }
-        assert_eq!(parse_cpu_list("3,1-2,2").unwrap(), [1, 2, 3]);
-        assert!(parse_cpu_list("").is_err());
-        assert!(parse_cpu_list("99999").is_err());
     }
 
     #[test]

@@ -13,36 +13,74 @@ pub const MEMINFO: &str = "/proc/meminfo";
 /// node, 0, as the kubelet's cAdvisor reports it).
 pub const NODE_ONLINE: &str = "/sys/devices/system/node/online";
 
-/// The number of CPUs in a kernel CPU list (`0-3,8,10-11`).
-pub fn count_cpus(list: &str) -> Result<u64, String> {
+/// The ranges of a kernel CPU list (`0-3,8,10-11`; NUMA node lists have the same grammar),
+/// each `(first, last)`, as written.
+pub fn cpu_ranges(list: &str) -> Result<Vec<(u64, u64)>, String> {
     let list = list.trim();
     if list.is_empty() {
-        return Err("the list of online CPUs is empty".into());
+        return Err("the list is empty".into());
     }
-    let mut n: u64 = 0;
-    for part in list.split(',') {
-        let bad = || {
-            format!(
-                "`{}` is not a CPU number or range",
-                crate::base::text::escaped(part)
-            )
-        };
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a, b),
-            None => (part, part),
-        };
-        let num = |s: &str| {
-            s.parse::<u64>()
-                .ok()
-                .filter(|_| s.bytes().all(|c| c.is_ascii_digit()))
-        };
-        let (a, b) = (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?);
-        if b < a {
-            return Err(bad());
+    list.split(',')
+        .map(|part| {
+            let shown = crate::base::text::escaped(part);
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let num = |s: &str| {
+                s.parse::<u64>()
+                    .ok()
+                    .filter(|_| s.bytes().all(|c| c.is_ascii_digit()))
+                    .ok_or_else(|| format!("`{shown}` is not a CPU number or range"))
+            };
+            let (a, b) = (num(a)?, num(b)?);
+            match b < a {
+                true => Err(format!("`{shown}` runs backwards")),
+                false => Ok((a, b)),
+            }
+        })
+        .collect()
+}
+
+/// The number of CPUs in a kernel CPU list, as written (saturating).
+pub fn count_cpus(list: &str) -> Result<u64, String> {
+    let ranges = cpu_ranges(list)?;
+    Ok(ranges.iter().fold(0u64, |n, (a, b)| {
+        n.saturating_add((b - a).saturating_add(1))
+    }))
+}
+
+/// The kernel's most CPUs (`NR_CPUS` at its largest).
+const MAX_CPUS: u64 = 8192;
+
+/// The CPUs (or NUMA nodes) of a list, ascending, each once.
+pub fn cpu_list(list: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for (a, b) in cpu_ranges(list)? {
+        if b >= MAX_CPUS {
+            return Err(format!("{b} is beyond the kernel's {MAX_CPUS} CPUs"));
         }
-        n = n.saturating_add((b - a).saturating_add(1));
+        // Both below MAX_CPUS: they fit.
+        out.extend(a as u32..=b as u32);
     }
-    Ok(n)
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The kernel's text for `cpus` (ascending): ranges joined by commas.
+pub fn cpu_list_text(cpus: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(match j > i {
+            true => format!("{}-{}", cpus[i], cpus[j]),
+            false => cpus[i].to_string(),
+        });
+        i = j + 1;
+    }
+    parts.join(",")
 }
 
 /// The hypervisor, as the node's firmware and kernel say.
@@ -68,8 +106,13 @@ impl Hypervisor {
 
 /// `MemTotal` of `/proc/meminfo`, in KiB.
 pub fn mem_total_kib(meminfo: &str) -> Option<u64> {
+    meminfo_kib(meminfo, "MemTotal")
+}
+
+/// A `/proc/meminfo` field given in kB (`Hugepagesize:       2048 kB`), in KiB.
+pub fn meminfo_kib(meminfo: &str, field: &str) -> Option<u64> {
     meminfo.lines().find_map(|l| {
-        let rest = l.strip_prefix("MemTotal:")?;
+        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
         rest.trim().strip_suffix("kB")?.trim().parse().ok()
     })
 }
@@ -90,6 +133,20 @@ mod tests {
             count_cpus(&format!("0-{}", u64::MAX)),
             Ok(u64::MAX),
             "saturates"
+        );
+    }
+
+    #[test]
+    fn cpu_lists_read_back_to_the_kernels_text() {
+        for t in ["0", "0-1", "0-1,4", "0,2,4-7"] {
+            assert_eq!(cpu_list_text(&cpu_list(t).unwrap()), t);
+        }
+        assert_eq!(cpu_list("3,1-2,2\n").unwrap(), [1, 2, 3]);
+        assert!(cpu_list("1-0").unwrap_err().contains("backwards"));
+        assert!(cpu_list("99999").unwrap_err().contains("beyond"));
+        assert_eq!(
+            meminfo_kib("MemTotal: 8 kB\nHugepagesize:  2048 kB\n", "Hugepagesize"),
+            Some(2048)
         );
     }
 

@@ -12,7 +12,7 @@
 use crate::config::{LocalStorageSettings, LocalStorageStrategy};
 use std::collections::BTreeSet;
 
-use crate::base::bootstrap_sh::REWRITTEN_KEYS;
+use crate::base::bootstrap_sh::AL2_FLAG_KEYS;
 use crate::base::findings::Findings;
 use crate::base::text::printable;
 use crate::discovery::ClusterFact;
@@ -194,7 +194,7 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
     );
     // What bootstrap.sh would rewrite in kubelet-config.json goes as kubelet flags, and with
     // max pods set, bootstrap.sh is told not to set its own.
-    let (_, config_flags) = i.handoff.kubelet.split_as_flags(&REWRITTEN_KEYS);
+    let (_, config_flags) = i.handoff.kubelet.split_as_flags(&AL2_FLAG_KEYS);
     if i.handoff
         .kubelet
         .config
@@ -306,7 +306,7 @@ impl Argv<'_> {
 
 /// The DNS address bootstrap.sh derives from an IPv4 service CIDR: the text up to its last
 /// `.`, then `.10` (`10.100.0.0/16` → `10.100.0.10`).
-pub(crate) fn dns_ip(cidr: &str) -> String {
+pub fn dns_ip(cidr: &str) -> String {
     let head = cidr.rsplit_once('.').map_or(cidr, |(h, _)| h);
     format!("{head}.10")
 }

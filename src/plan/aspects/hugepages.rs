@@ -9,7 +9,8 @@
 
 use std::path::Path;
 
-use crate::base::podcap::node::{mem_total_kib, MEMINFO};
+use crate::base::podcap::node::{mem_total_kib, meminfo_kib, MEMINFO};
+use crate::base::podcap::EVICTION_HARD_MEMORY_MIB;
 use crate::facts::Family;
 use crate::plan::step::{Live, Mode, Step};
 use crate::spec::host::Pages;
@@ -30,8 +31,6 @@ pub const PERSIST_PATH: &str = "/etc/sysctl.d/98-eks-nodeinit-hugepages.conf";
 /// The node's 1 GiB pages, reserved at boot.
 pub const GIGANTIC: &str = "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages";
 const FIELD: &str = "host.hugepages.2Mi";
-/// Both hand-offs' hard eviction threshold for memory, which the kubelet also keeps free.
-const EVICTION_KIB: u64 = 100 * 1024;
 
 fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     let Some(h) = &spec.host else { return };
@@ -65,7 +64,8 @@ fn plan(i: &Input, out: &mut Out) {
         );
         return;
     };
-    let Some((total_kib, size_kib)) = mem_total_kib(&meminfo).zip(hugepage_size_kib(&meminfo))
+    let Some((total_kib, size_kib)) =
+        mem_total_kib(&meminfo).zip(meminfo_kib(&meminfo, "Hugepagesize"))
     else {
         out.findings.push(
             FIELD,
@@ -107,29 +107,18 @@ fn plan(i: &Input, out: &mut Out) {
     );
 }
 
-/// The kernel's default huge page size from /proc/meminfo (`Hugepagesize: 2048 kB`).
-fn hugepage_size_kib(meminfo: &str) -> Option<u64> {
-    meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("Hugepagesize:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// Whether `n` pages leave the node its reservation and eviction threshold; a finding if not.
 fn fits(i: &Input, n: u64, total_kib: u64, out: &mut Out) -> bool {
     let reserved_kib = i
         .handoff
         .kubelet
-        .pod_capacity
-        .as_ref()
-        .and_then(|d| d.kube_reserved.as_ref())
-        .and_then(|d| d.value.get("memory")?.as_str().and_then(milli_value))
+        .kube_reserved("memory")
+        .and_then(milli_value)
         .map_or(0, |m| u64::try_from(m / 1000 / 1024).unwrap_or(u64::MAX));
     let need = n
         .saturating_mul(2048)
         .saturating_add(reserved_kib)
-        .saturating_add(EVICTION_KIB);
+        .saturating_add(EVICTION_HARD_MEMORY_MIB * 1024);
     if need < total_kib {
         return true;
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::base::bootstrap_sh::REWRITTEN_KEYS;
+use crate::base::bootstrap_sh::AL2_FLAG_KEYS;
 use crate::base::duration;
 use crate::facts::{Facts, Family};
 use crate::plan::step::Step;
@@ -102,7 +102,7 @@ fn plan(i: &Input, out: &mut Out) {
     }
     let k = &spec.kubelet;
     // bootstrap.sh rewrites some keys on every run: those go to the kubelet as flags instead.
-    let (config, _) = i.handoff.kubelet.split_as_flags(&REWRITTEN_KEYS);
+    let (config, _) = i.handoff.kubelet.split_as_flags(&AL2_FLAG_KEYS);
     let file = match config_file(spec, facts) {
         Ok(Some(f)) => f,
         Ok(None) => {

@@ -116,6 +116,12 @@ impl KubeletIntent {
         flags
     }
 
+    /// The kube-reserved quantity of `resource` the agent sets, if it sets one.
+    pub(crate) fn kube_reserved(&self, resource: &str) -> Option<&str> {
+        let d = self.pod_capacity.as_ref()?.kube_reserved.as_ref()?;
+        d.value.get(resource)?.as_str()
+    }
+
     /// The config keys as a JSON object.
     pub(crate) fn config_object(&self) -> serde_json::Map<String, Value> {
         self.config

@@ -96,13 +96,10 @@ struct Node<'a> {
 
 impl<'a> Node<'a> {
     fn of(facts: &'a Facts, instance_type: &'a str) -> Node<'a> {
-        let text = |p: &str| match facts.files.get(std::path::Path::new(p)) {
-            Some(ff) => match &ff.content {
-                Ok(Some(t)) => Ok(t.clone()),
-                Ok(None) => Err(format!("{p} does not exist")),
-                Err(e) => Err(format!("cannot read {p}: {e}")),
-            },
-            None => Err(format!("{p} was not read")),
+        let text = |p: &str| {
+            facts
+                .file_text(p)
+                .and_then(|t| t.ok_or_else(|| format!("{p} does not exist")))
         };
         Node {
             instance_type,

@@ -13,16 +13,14 @@
 use serde_json::{json, Value};
 
 use crate::base::findings::Findings;
+use crate::base::podcap::node::{cpu_list, cpu_list_text};
 use crate::base::podcap::{self, node, Derived};
 use crate::facts::{Facts, Reads};
 use crate::spec::pod_capacity::milli_value;
-use crate::spec::resource_managers::{cpu_list_text, parse_cpu_list, ReservedCpus};
+use crate::spec::resource_managers::ReservedCpus;
 use crate::spec::Spec;
 
 use super::KubeletIntent;
-
-/// Both hand-offs' hard eviction threshold for memory (`memory.available`), in bytes.
-pub(crate) const EVICTION_HARD_MEMORY: u128 = 100 << 20;
 
 pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
     let rm = &spec.kubelet.resources;
@@ -78,17 +76,6 @@ fn derivation(k: &mut KubeletIntent) -> &mut podcap::Derivation {
     k.pod_capacity.get_or_insert_with(Default::default)
 }
 
-/// A file the facts hold, its text or why not.
-fn text(facts: &Facts, p: &str) -> Result<Option<String>, String> {
-    match facts.files.get(std::path::Path::new(p)) {
-        Some(ff) => ff
-            .content
-            .clone()
-            .map_err(|e| format!("cannot read {p}: {e}")),
-        None => Err(format!("{p} was not read")),
-    }
-}
-
 const CPU_FIELD: &str = "kubelet.cpuManager.reservedSystemCPUs";
 
 fn reserved_cpus(
@@ -97,8 +84,8 @@ fn reserved_cpus(
     k: &KubeletIntent,
     f: &mut Findings,
 ) -> Option<Derived> {
-    let online = match text(facts, node::CPU_ONLINE) {
-        Ok(Some(t)) => parse_cpu_list(t.trim()).map_err(|e| format!("{}: {e}", node::CPU_ONLINE)),
+    let online = match facts.file_text(node::CPU_ONLINE) {
+        Ok(Some(t)) => cpu_list(&t).map_err(|e| format!("{}: {e}", node::CPU_ONLINE)),
         Ok(None) => Err(format!("{} does not exist", node::CPU_ONLINE)),
         Err(e) => Err(e),
     };
@@ -156,7 +143,7 @@ fn reserved_cpus(
 /// The CPU reservation in millicores and how it reads: the agent's kube-reserved cpu, else
 /// what both hand-offs derive from the vCPUs.
 fn cpu_reservation(k: &KubeletIntent, vcpus: usize) -> Option<(u128, String)> {
-    match kube_reserved(k, "cpu") {
+    match k.kube_reserved("cpu") {
         Some(q) => Some((milli_value(q)?, format!("kube-reserved cpu {q}"))),
         None => {
             let m = podcap::cpu_millicores_to_reserve(u64::try_from(vcpus).ok()?);
@@ -168,15 +155,6 @@ fn cpu_reservation(k: &KubeletIntent, vcpus: usize) -> Option<(u128, String)> {
     }
 }
 
-/// The agent's kube-reserved quantity of `resource`, if it sets one.
-fn kube_reserved<'a>(k: &'a KubeletIntent, resource: &str) -> Option<&'a str> {
-    k.pod_capacity
-        .as_ref()
-        .and_then(|p| p.kube_reserved.as_ref())
-        .and_then(|d| d.value.get(resource))
-        .and_then(Value::as_str)
-}
-
 const MEMORY_FIELD: &str = "kubelet.memoryManager";
 
 /// `sized`: the config sets pod capacity (if it gave no reservation, its own finding says why).
@@ -186,7 +164,7 @@ fn reserved_memory(
     sized: bool,
     f: &mut Findings,
 ) -> Option<Derived> {
-    let Some(q) = kube_reserved(k, "memory") else {
+    let Some(q) = k.kube_reserved("memory") else {
         if sized {
             return None;
         }
@@ -200,8 +178,8 @@ fn reserved_memory(
         );
         return None;
     };
-    let nodes = match text(facts, node::NODE_ONLINE) {
-        Ok(Some(t)) => parse_cpu_list(t.trim()).ok()?,
+    let nodes = match facts.file_text(node::NODE_ONLINE) {
+        Ok(Some(t)) => cpu_list(&t).ok()?,
         Ok(None) => vec![0],
         Err(e) => {
             f.push(
@@ -211,7 +189,7 @@ fn reserved_memory(
             return None;
         }
     };
-    let total = bytes + EVICTION_HARD_MEMORY;
+    let total = bytes + (u128::from(podcap::EVICTION_HARD_MEMORY_MIB) << 20);
     let n = u128::try_from(nodes.len()).ok()?;
     let each = total / n;
     let limits: Vec<Value> = nodes
