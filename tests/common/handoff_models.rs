@@ -15,6 +15,9 @@
 
 use serde_json::{json, Value};
 
+use eks_nodeinit::base::podcap;
+use eks_nodeinit::plan::aspects::bootstrap::dns_ip;
+
 use super::bootstrap_sh::Parsed;
 use super::kubelet::Start;
 
@@ -22,9 +25,9 @@ use super::kubelet::Start;
 pub struct Instance<'a> {
     pub id: &'a str,
     pub zone: &'a str,
-    pub vcpus: u32,
+    pub vcpus: u64,
     /// The type's line in bootstrap.sh's `eni-max-pods.txt` / nodeadm's ENI-based default.
-    pub eni_max_pods: u32,
+    pub eni_max_pods: u64,
 }
 
 /// The evictionHard both hand-offs write.
@@ -32,23 +35,14 @@ fn eviction_hard() -> Value {
     json!({"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%"})
 }
 
-/// Both hand-offs' CPU reservation: 6% of the first core, 1% of the second, 0.5% of the next
-/// two, 0.25% of the rest, in millicores.
-pub fn cpu_millicores_to_reserve(vcpus: u32) -> u32 {
-    let share =
-        |from: u32, to: u32, per_10k: u32| vcpus.clamp(from, to).saturating_sub(from) * per_10k;
-    (share(0, 1, 600) + share(1, 2, 100) + share(2, 4, 50) + share(4, u32::MAX, 25)) / 10
-}
-
-/// Both hand-offs' memory reservation: 11 MiB a pod and 255 MiB.
-pub fn memory_mebibytes_to_reserve(max_pods: u32) -> u32 {
-    11 * max_pods + 255
-}
-
-/// The DNS address bootstrap.sh derives from `--service-ipv4-cidr` (`${CIDR%.*}.10`).
-pub fn dns_from_cidr(cidr: &str) -> String {
-    let base = cidr.rsplit_once('.').map_or(cidr, |(b, _)| b);
-    format!("{base}.10")
+/// Both hand-offs' kube-reserved for `inst`: the agent's own derivation of the same formulas
+/// (`podcap`), checked against bootstrap.sh's shell arithmetic in tests/it/pod_capacity.rs.
+fn kube_reserved(inst: &Instance) -> Value {
+    json!({
+        "cpu": format!("{}m", podcap::cpu_millicores_to_reserve(inst.vcpus)),
+        "ephemeral-storage": "1Gi",
+        "memory": format!("{}Mi", podcap::memory_mebibytes_to_reserve(inst.eni_max_pods)),
+    })
 }
 
 /// bootstrap.sh's rewrite of `config` (kubelet-config.json) for `argv`, and the kubelet flags
@@ -63,21 +57,14 @@ pub fn al2_bootstrap(config: &mut Value, argv: &Parsed, inst: &Instance) -> Vec<
     };
     let extra = opt("--kubelet-extra-args").unwrap_or_default();
     let dns = opt("--dns-cluster-ip")
-        .or_else(|| opt("--service-ipv4-cidr").map(|c| dns_from_cidr(&c)))
+        .or_else(|| opt("--service-ipv4-cidr").map(|c| dns_ip(&c)))
         .unwrap_or_else(|| "10.100.0.10".into());
     let c = config
         .as_object_mut()
         .expect("kubelet-config.json is an object");
     c.insert("clusterDNS".into(), json!([dns]));
     c.insert("evictionHard".into(), eviction_hard());
-    c.insert(
-        "kubeReserved".into(),
-        json!({
-            "cpu": format!("{}m", cpu_millicores_to_reserve(inst.vcpus)),
-            "ephemeral-storage": "1Gi",
-            "memory": format!("{}Mi", memory_mebibytes_to_reserve(inst.eni_max_pods)),
-        }),
-    );
+    c.insert("kubeReserved".into(), kube_reserved(inst));
     if opt("--use-max-pods").as_deref() != Some("false") {
         c.insert("maxPods".into(), inst.eni_max_pods.into());
     }
@@ -160,7 +147,7 @@ pub fn al2023_nodeadm(nc: &Value, inst: &Instance) -> Start {
         "authorization": {"mode": "Webhook", "webhook": {"cacheAuthorizedTTL": "5m0s", "cacheUnauthorizedTTL": "30s"}},
         "cgroupDriver": "systemd",
         "cgroupRoot": "/",
-        "clusterDNS": [dns_from_cidr(cidr)],
+        "clusterDNS": [dns_ip(cidr)],
         "clusterDomain": "cluster.local",
         "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
         "evictionHard": eviction_hard(),
@@ -174,11 +161,7 @@ pub fn al2023_nodeadm(nc: &Value, inst: &Instance) -> Start {
         "providerID": format!("aws:///{}/{}", inst.zone, inst.id),
         "kubeReservedCgroup": "/runtime",
         "maxPods": inst.eni_max_pods,
-        "kubeReserved": {
-            "cpu": format!("{}m", cpu_millicores_to_reserve(inst.vcpus)),
-            "ephemeral-storage": "1Gi",
-            "memory": format!("{}Mi", memory_mebibytes_to_reserve(inst.eni_max_pods)),
-        },
+        "kubeReserved": kube_reserved(inst),
     });
     let mut dropins = Vec::new();
     if let Some(user) = spec["kubelet"]["config"]

@@ -198,16 +198,46 @@ pub fn tail(text: &str) -> String {
     lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
-/// allocatable = capacity − kubeReserved − the hand-offs' evictionHard (memory.available 100Mi,
-/// and for memory the huge pages;
-/// nodefs.available 10%, the percentage as the kubelet holds it: a float32).
+/// The taints a kubelet adds itself at registration: not ready yet (removed by the node
+/// lifecycle controller) and, with an external cloud provider, not initialised (removed by it).
+pub const KUBELET_OWN_TAINTS: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
+
+/// The Node's taints but the kubelet's own, each as `{key, value, effect}` (value "" if none).
+pub fn taints_but_the_kubelets(node: &Value) -> Vec<Value> {
+    node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| !KUBELET_OWN_TAINTS.contains(&t["key"].as_str().unwrap_or("")))
+        .map(|t| {
+            let value = t.get("value").cloned().unwrap_or(Value::from(""));
+            serde_json::json!({"key": t["key"], "value": value, "effect": t["effect"]})
+        })
+        .collect()
+}
+
+/// A quantity as the API writes it, × 1000 (CPU in millicores, memory in millibytes), read by
+/// the agent's own reader.
+fn milli(v: &Value) -> i128 {
+    let s = v
+        .as_str()
+        .unwrap_or_else(|| panic!("{v} is not a quantity"));
+    let m = eks_nodeinit::spec::pod_capacity::milli_value(s);
+    i128::try_from(m.unwrap_or_else(|| panic!("{s} is not a quantity"))).unwrap()
+}
+
+/// allocatable = capacity − kubeReserved − the hand-offs' evictionHard: memory.available 100Mi
+/// (and for memory the huge pages), nodefs.available 10%, the percentage as the kubelet holds
+/// it (a float32).
 pub fn assert_allocatable(status: &Value, reserved: &Value) {
-    let q = |v: &Value| quantity(v.as_str().unwrap());
+    let q = |v: &Value| milli(v) / 1000;
     let cap = &status["capacity"];
     let alloc = &status["allocatable"];
-    let c = |v: &Value| cpu(v.as_str().unwrap());
-    let want_cpu = c(&cap["cpu"]) - c(&reserved["cpu"]);
-    assert_eq!(c(&alloc["cpu"]), want_cpu, "allocatable cpu: {alloc}");
+    let want_cpu = milli(&cap["cpu"]) - milli(&reserved["cpu"]);
+    assert_eq!(milli(&alloc["cpu"]), want_cpu, "allocatable cpu: {alloc}");
     // The kubelet takes huge pages out of allocatable memory too.
     let huge: i128 = cap
         .as_object()
@@ -216,7 +246,7 @@ pub fn assert_allocatable(status: &Value, reserved: &Value) {
         .filter(|(k, _)| k.starts_with("hugepages-"))
         .map(|(_, v)| q(v))
         .sum();
-    let mem = q(&cap["memory"]) - q(&reserved["memory"]) - 100 * MI - huge;
+    let mem = q(&cap["memory"]) - q(&reserved["memory"]) - (100 << 20) - huge;
     assert_eq!(q(&alloc["memory"]), mem, "allocatable memory: {alloc}");
     let disk = q(&cap["ephemeral-storage"]);
     let nodefs = (disk as f64 * f64::from(0.1_f32)) as i128;
@@ -226,37 +256,4 @@ pub fn assert_allocatable(status: &Value, reserved: &Value) {
         eph,
         "allocatable ephemeral-storage: {alloc}"
     );
-}
-
-pub const MI: i128 = 1 << 20;
-
-/// A Kubernetes quantity in its base unit; CPU in millicores (`2` → 2000, `70m` → 70).
-pub fn quantity(s: &str) -> i128 {
-    let units: [(&str, i128); 7] = [
-        ("Ki", 1 << 10),
-        ("Mi", MI),
-        ("Gi", 1 << 30),
-        ("Ti", 1 << 40),
-        ("k", 1000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-    ];
-    if let Some(m) = s.strip_suffix('m') {
-        return m.parse().unwrap();
-    }
-    for (u, f) in units {
-        if let Some(n) = s.strip_suffix(u) {
-            return n.parse::<i128>().unwrap() * f;
-        }
-    }
-    s.parse::<i128>().unwrap()
-}
-
-/// A quantity a CPU value compares in: cores are millicores × 1000.
-pub fn cpu(s: &str) -> i128 {
-    if s.ends_with('m') {
-        quantity(s)
-    } else {
-        quantity(s) * 1000
-    }
 }

@@ -16,7 +16,7 @@
 use super::*;
 use crate::common::control_plane::{client_certificate, peers_bin, ControlPlane};
 use crate::common::handoff_models;
-use crate::common::kubelet::assert_allocatable;
+use crate::common::kubelet::{assert_allocatable, taints_but_the_kubelets};
 
 /// Where the guest reaches the API server (QEMU forwards it to the host's loopback).
 pub(super) const GUEST_API_ADDR: &str = "169.254.170.96";
@@ -197,13 +197,6 @@ const BRIDGE_CNI: &str = r#"{
 }
 "#;
 
-/// The taints a kubelet adds itself at registration (not ready; with an external cloud provider,
-/// not initialised).
-const KUBELET_OWN_TAINTS: [&str; 2] = [
-    "node.kubernetes.io/not-ready",
-    "node.cloudprovider.kubernetes.io/uninitialized",
-];
-
 /// The host's checks of the join (module comment).
 pub(super) fn check(sc: &Scenario, run: &Run, cluster: &Cluster) {
     let reported = run.must(1, "node");
@@ -216,12 +209,7 @@ pub(super) fn check(sc: &Scenario, run: &Run, cluster: &Cluster) {
     let plan: serde_json::Value = serde_json::from_str(&run.must(1, "second-run")).unwrap();
     let labels = &node["metadata"]["labels"];
     assert_eq!(labels["node.kubernetes.io/role"], "scaler", "{labels}");
-    let taints: Vec<&serde_json::Value> = node["spec"]["taints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|t| !KUBELET_OWN_TAINTS.contains(&t["key"].as_str().unwrap_or("")))
-        .collect();
+    let taints = taints_but_the_kubelets(&node);
     assert!(
         taints.is_empty(),
         "the scaler's Node has no taints of the plan's: {taints:?}"

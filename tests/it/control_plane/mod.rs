@@ -17,7 +17,7 @@ use crate::common;
 use common::bootstrap_sh;
 use common::control_plane::{self, ControlPlane};
 use common::handoff_models::{self, Instance};
-use common::kubelet::{assert_allocatable, cpu, quantity, Kubelet, Start, MI};
+use common::kubelet::{assert_allocatable, taints_but_the_kubelets, Kubelet, Start};
 use common::*;
 use eks_nodeinit::spec::resource_managers::parse_cpu_list;
 
@@ -117,13 +117,7 @@ fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Prom
     for (k, v) in &want.labels {
         assert_eq!(labels[k], *v, "label {k} on the Node: {labels}");
     }
-    let taints: Vec<Value> = node["spec"]["taints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|t| !KUBELET_OWN_TAINTS.contains(&t["key"].as_str().unwrap_or("")))
-        .map(|t| json!({"key": t["key"], "value": t.get("value").cloned().unwrap_or(json!("")), "effect": t["effect"]}))
-        .collect();
+    let taints = taints_but_the_kubelets(&node);
     assert_eq!(taints, want.taints, "the Node's taints");
     let status = &node["status"];
     eprintln!(
@@ -162,22 +156,6 @@ fn assert_resource_managers(cz: &Value, plan: &Value) {
         assert_eq!(cz["memoryManagerPolicy"], "Static");
         assert_eq!(cz["reservedMemory"], d["reservedMemory"]["value"]);
     }
-}
-
-/// The taints a kubelet adds itself at registration: not ready yet (removed by the node
-/// lifecycle controller) and, with an external cloud provider, not initialised (removed by it).
-const KUBELET_OWN_TAINTS: [&str; 2] = [
-    "node.kubernetes.io/not-ready",
-    "node.cloudprovider.kubernetes.io/uninitialized",
-];
-
-#[test]
-fn quantities_read_as_the_api_writes_them() {
-    assert_eq!(cpu("2"), 2000);
-    assert_eq!(cpu("70m"), 70);
-    assert_eq!(quantity("574Mi"), 574 * MI);
-    assert_eq!(quantity("1Gi"), 1 << 30);
-    assert_eq!(quantity("24601212Ki"), 24601212 * 1024);
 }
 
 /// The sample metadata with `user_data` (a NodeConfig) as the instance's user data, in a MIME
@@ -337,17 +315,7 @@ fn al2023_labels_and_taints_from_user_data_and_config_add_up() {
 }
 
 #[test]
-fn reservations_match_the_hand_offs_tables() {
-    // bootstrap.sh's comments: 60m for one core, 70m for two, 80m for four, 90m for eight.
-    let got: Vec<u32> = [1, 2, 4, 8, 96]
-        .map(handoff_models::cpu_millicores_to_reserve)
-        .to_vec();
-    assert_eq!(got, [60, 70, 80, 90, 310]);
-    assert_eq!(handoff_models::memory_mebibytes_to_reserve(29), 574);
-    assert_eq!(
-        handoff_models::dns_from_cidr("172.20.0.0/16"),
-        "172.20.0.10"
-    );
+fn systemd_splits_a_variable_on_ascii_whitespace_only() {
     assert_eq!(
         handoff_models::split_ascii_whitespace(" a\u{a0}b \tc\n"),
         ["a\u{a0}b", "c"]

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::{agent_start, prove, ready, scaler_labels, Case, Promise};
 use crate::common;
 use common::control_plane::ControlPlane;
-use common::kubelet::{tail, Kubelet};
+use common::kubelet::{tail, Kubelet, Start};
 use common::{init, sample_root, stderr};
 
 /// The example config with the static CPU and memory managers.
@@ -59,13 +59,22 @@ fn al2023_static_cpu_and_memory_managers_take_the_derived_reservations() {
     prove_static_managers("al2023-root", "al2023-static.node.test");
 }
 
-/// The agent's AL2023 start with `edit` applied to its NodeConfig drop-in's kubelet config: the
-/// kubelet's verdict and its log.
-fn refused_when(
-    cp: &ControlPlane,
-    name: &'static str,
-    edit: impl FnOnce(&mut Value),
-) -> (bool, String) {
+/// The kubelet of node `name` started from `start` exits, saying `says`.
+fn assert_refused(cp: &ControlPlane, name: &str, start: &Start, says: &str) {
+    let mut k = Kubelet::start(cp, name, start);
+    let accepted = k.accepted(cp);
+    let log = k.log_text();
+    assert!(!accepted, "kubelet {name} started:\n{}", tail(&log));
+    assert!(
+        log.contains(says),
+        "kubelet {name} did not say {says:?}:\n{}",
+        tail(&log)
+    );
+}
+
+/// The agent's AL2023 start for node `name` with `edit` applied to its NodeConfig's kubelet
+/// config (the kubelet's drop-in).
+fn al2023_edited(cp: &ControlPlane, name: &'static str, edit: impl FnOnce(&mut Value)) -> Start {
     let (_root, _plan, mut start) = agent_start(cp, &case("al2023-root", name));
     let (_, dropin) = start
         .dropins
@@ -73,9 +82,7 @@ fn refused_when(
         .find(|(n, _)| n == "40-nodeadm.conf")
         .expect("the drop-in");
     edit(dropin);
-    let mut k = Kubelet::start(cp, name, &start);
-    let accepted = k.accepted(cp);
-    (!accepted, k.log_text())
+    start
 }
 
 #[test]
@@ -85,16 +92,12 @@ fn the_kubelet_refuses_reserved_memory_one_byte_off() {
         return;
     }
     let cp = ControlPlane::shared();
-    let (refused, log) = refused_when(&cp, "off-by-one.node.test", |d| {
+    let name = "off-by-one.node.test";
+    let start = al2023_edited(&cp, name, |d| {
         // 674Mi + 1 byte.
         d["reservedMemory"][0]["limits"]["memory"] = json!(((674u64 << 20) + 1).to_string());
     });
-    assert!(
-        refused,
-        "the kubelet took reservedMemory one byte off:\n{}",
-        tail(&log)
-    );
-    assert!(log.contains("is not equal to the value"), "{}", tail(&log));
+    assert_refused(&cp, name, &start, "is not equal to the value");
 }
 
 #[test]
@@ -106,19 +109,11 @@ fn the_kubelet_refuses_reserved_cpus_beside_nodeadms_reserved_cgroup() {
         return;
     }
     let cp = ControlPlane::shared();
-    let (refused, log) = refused_when(&cp, "cgroup.node.test", |d| {
+    let name = "cgroup.node.test";
+    let start = al2023_edited(&cp, name, |d| {
         d.as_object_mut().unwrap().remove("kubeReservedCgroup");
     });
-    assert!(
-        refused,
-        "the kubelet took reservedSystemCPUs beside kubeReservedCgroup:\n{}",
-        tail(&log)
-    );
-    assert!(
-        log.contains("can't use reservedSystemCPUs"),
-        "{}",
-        tail(&log)
-    );
+    assert_refused(&cp, name, &start, "can't use reservedSystemCPUs");
 }
 
 #[test]
@@ -159,16 +154,11 @@ fn limited_swap_on_al2s_cgroup_v1_is_refused_by_the_kubelet_and_by_the_agent_fir
     let (_root, _plan, mut start) = agent_start(&cp, &case("al2-root", "al2-limited.node.test"));
     start.config["failSwapOn"] = json!(false);
     start.config["memorySwap"] = json!({"swapBehavior": "LimitedSwap"});
-    let mut k = Kubelet::start(&cp, "al2-limited.node.test", &start);
-    assert!(
-        !k.accepted(&cp),
-        "the kubelet took LimitedSwap on cgroup v1"
-    );
-    let log = k.log_text();
-    assert!(
-        log.contains("only supported with cgroupv2"),
-        "{}",
-        tail(&log)
+    assert_refused(
+        &cp,
+        "al2-limited.node.test",
+        &start,
+        "only supported with cgroupv2",
     );
     // The agent says so before any change.
     let root = sample_root("al2-root");

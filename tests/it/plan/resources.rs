@@ -93,13 +93,16 @@ fn reservations_the_node_cannot_honour_are_findings() {
     );
 }
 
+/// AL2 facts with the sample root's kubelet-config.json (the AMI's).
+fn al2_sample() -> Facts {
+    let path = "examples/al2-root/etc/kubernetes/kubelet/kubelet-config.json";
+    al2(&std::fs::read_to_string(common::manifest_dir().join(path)).unwrap())
+}
+
 #[test]
 fn al2_passes_reserved_cpus_as_the_flag_bootstrap_sh_looks_for() {
     let s = managers(|_| {});
-    let mut f = al2(&std::fs::read_to_string(
-        common::manifest_dir().join("examples/al2-root/etc/kubernetes/kubelet/kubelet-config.json"),
-    )
-    .unwrap());
+    let mut f = al2_sample();
     f.files.insert(CPU_ONLINE.into(), file("0-1"));
     f.files.insert(NODE_ONLINE.into(), absent());
     let p = build(&s, &f).unwrap_or_else(|e| panic!("{e}"));
@@ -312,11 +315,7 @@ fn swap_the_node_cannot_take_is_a_finding() {
 
 #[test]
 fn limited_swap_on_al2_is_a_finding_and_no_swap_is_not() {
-    let kubelet = std::fs::read_to_string(
-        common::manifest_dir().join("examples/al2-root/etc/kubernetes/kubelet/kubelet-config.json"),
-    )
-    .unwrap();
-    let mut f = al2(&kubelet);
+    let mut f = al2_sample();
     let on_al2 = swap_node("", None, 10 << 30);
     f.files.extend(on_al2.files);
     f.spaces = on_al2.spaces;
