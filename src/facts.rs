@@ -181,6 +181,37 @@ pub struct Facts {
     pub handoff: HandoffState,
     /// The instance type's ENIs and IPv4 addresses per ENI, when pod capacity needs them.
     pub type_info: Option<TypeFact>,
+    /// What the join checks reach and how (`None` without an instance).
+    pub reach: Option<Reach>,
+}
+
+/// Where the join checks go: IMDS, the AWS endpoints (the SDK's `AWS_ENDPOINT_URL_*` when set,
+/// read once here), and whether the instance is really one (`--metadata` names a file).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Reach {
+    pub imds_endpoint: String,
+    /// The metadata file, when the instance's metadata came from one.
+    pub metadata_file: Option<PathBuf>,
+    /// Endpoint overrides by service (`STS`, `EC2`, `ECR`).
+    pub overrides: BTreeMap<String, String>,
+}
+
+impl Reach {
+    /// The overrides the SDK reads from the environment, for the services the checks reach.
+    pub fn from_env(imds_endpoint: String, metadata_file: Option<PathBuf>) -> Reach {
+        let overrides = ["STS", "EC2", "ECR"]
+            .into_iter()
+            .filter_map(|s| {
+                let v = std::env::var(format!("AWS_ENDPOINT_URL_{s}")).ok()?;
+                (!v.is_empty()).then(|| (s.to_string(), v))
+            })
+            .collect();
+        Reach {
+            imds_endpoint,
+            metadata_file,
+            overrides,
+        }
+    }
 }
 
 impl Facts {
@@ -319,6 +350,7 @@ impl Facts {
             user_data: UserDataFact::Unknown,
             handoff: HandoffState::None,
             type_info: None,
+            reach: None,
         })
     }
 }

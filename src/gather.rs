@@ -36,9 +36,16 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
         metadata,
         tags,
         cluster,
-        ..
+        source,
     } = instance;
-    node.facts(Some(metadata), tags, cluster, type_info)
+    let file = match source {
+        MetadataSource::File(f) => Some(f),
+        MetadataSource::Imds => None,
+    };
+    let imds = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
+    let mut facts = node.facts(Some(metadata), tags, cluster, type_info);
+    facts.reach = Some(crate::facts::Reach::from_env(imds, file));
+    facts
 }
 
 /// The facts of the node alone, nothing asked of the network: the cluster's values as the
@@ -239,6 +246,7 @@ impl NodeRead {
             family: self.family,
             instance,
             tags,
+            reach: None,
         }
     }
 }
@@ -441,7 +449,8 @@ async fn from_imds(
     };
     let ask = imds::Ask {
         user_data,
-        vpc_cidr_blocks: spec.proxy.is_some(),
+        vpc_cidr_blocks: spec.proxy.is_some()
+            || spec.verify.preflight != crate::config::PreflightMode::Off,
     };
     let (md, cluster) = tokio::join!(
         imds::fetch(&client, spec.imds.deadline, ask),

@@ -19,3 +19,4 @@ pub mod instance;
 pub mod os;
 pub mod plan;
 pub mod spec;
+pub mod verify;

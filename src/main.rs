@@ -85,6 +85,7 @@ fn main() -> ExitCode {
             Command::MarkDone(a) => commands::mark_done(&a.root),
             Command::AwaitService(a) => commands::await_service(a).await,
             Command::CompleteHook(a) => commands::complete_hook(a).await,
+            Command::Status(a) => commands::status(a),
             Command::TagContinue(a) => commands::tag_continue(&a.root).await,
             Command::Generate(a) => {
                 eks_nodeinit::commands::cli::generate(&a.out).map_err(Into::into)

@@ -31,10 +31,28 @@ pub struct AutoScaling {
 /// What CompleteLifecycleAction said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Completed {
-    Continued,
+    /// Completed with the result asked.
+    Completed,
     /// Auto Scaling had no launch waiting on this hook for the instance (already completed, timed
     /// out, or no hook of that name): nothing left to do.
     NothingWaiting,
+}
+
+/// What the launch is told: go on into service, or be replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HookResult {
+    Continue,
+    Abandon,
+}
+
+impl HookResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookResult::Continue => "CONTINUE",
+            HookResult::Abandon => "ABANDON",
+        }
+    }
 }
 
 impl AutoScaling {
@@ -82,9 +100,12 @@ impl AutoScaling {
             })
     }
 
-    /// CompleteLifecycleAction with `CONTINUE` for `hook` of `group` and the instance.
+    /// CompleteLifecycleAction with `result` (`CONTINUE` or `ABANDON`) for `hook` of `group`
+    /// and the instance.
+    #[allow(clippy::too_many_arguments)]
     pub async fn complete(
         &mut self,
+        result: HookResult,
         hook: &str,
         group: &str,
         instance_id: &str,
@@ -108,12 +129,12 @@ impl AutoScaling {
                     .lifecycle_hook_name(hook)
                     .auto_scaling_group_name(group)
                     .instance_id(instance_id)
-                    .lifecycle_action_result("CONTINUE")
+                    .lifecycle_action_result(result.as_str())
                     .send()
             })
             .await;
         match r {
-            Ok(_) => Ok(Completed::Continued),
+            Ok(_) => Ok(Completed::Completed),
             Err(CallError::Fatal { message, .. }) if nothing_waiting(&message) => {
                 Ok(Completed::NothingWaiting)
             }

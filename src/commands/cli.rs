@@ -52,12 +52,17 @@ pub enum Command {
     /// a run that held the hand-off; returns at once when nothing is held in this boot).
     #[command(hide = true)]
     AwaitService(AwaitServiceArgs),
-    /// Complete this boot's Auto Scaling launch lifecycle hook with CONTINUE (the packaged
-    /// eks-nodeinit-launch-hook.service, after the agent's unit): once kubelet is active when the
-    /// instance is in service, at once when it was prepared for a warm pool; returns at once when
-    /// the run left no job (/run/eks-nodeinit/launch-hook.json) or it is done.
+    /// Prove the join and complete this boot's Auto Scaling launch lifecycle hook (the packaged
+    /// eks-nodeinit-launch-hook.service, after the agent's unit): in service, once kubelet is
+    /// active, wait for the Node to be Ready as planned (verify.join), then CONTINUE, or ABANDON
+    /// on the deadline or a mismatch; at once when the instance was prepared for a warm pool;
+    /// returns at once when the run left no job (/run/eks-nodeinit/join.json,
+    /// /run/eks-nodeinit/launch-hook.json).
     #[command(hide = true)]
     CompleteHook(CompleteHookArgs),
+    /// How this node's boot went: the join's phases, the preflight's checks, the verdict and its
+    /// causes with what to do (from /var/lib/eks-nodeinit/report.json).
+    Status(StatusArgs),
     /// Record that this instance's first boot is done (the packaged unit's ExecStartPost):
     /// writes /var/lib/eks-nodeinit/done, unless this boot's run held the hand-off for a warm
     /// pool (/run/eks-nodeinit/handoff-held), so the boot after the start into service runs again.
@@ -252,6 +257,9 @@ pub struct CompleteHookArgs {
     /// D-Bus address of systemd. Default: the system bus.
     #[arg(long)]
     pub system_bus_address: Option<String>,
+    /// Milliseconds between two reads of the Node while proving the join (100 to 60000).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=60000))]
+    pub poll_ms: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -277,4 +285,14 @@ mod tests {
     fn cli_is_consistent() {
         Cli::command().debug_assert();
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Root of the node's filesystem (where the report is).
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// `text` for a person, `json` (the report's `join` section) for tools.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
 }

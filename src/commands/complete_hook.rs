@@ -1,21 +1,26 @@
 //! `eks-nodeinit complete-hook`: the packaged `eks-nodeinit-launch-hook.service` runs it after the
-//! agent's unit (which it requires) and nodeadm-run. It reads the job the run left
-//! ([`crate::instance::lifecycle::LAUNCH_HOOK_JOB`]); in service it first waits for kubelet to be active,
-//! then calls `CompleteLifecycleAction` (`CONTINUE`) under the agent's retry policy and a
-//! deadline, and records the job as done in this boot. A kubelet that never becomes active, or a
-//! call that keeps failing, fails the unit and completes nothing: Auto Scaling then applies the
-//! hook's default result when its heartbeat timeout ends.
+//! agent's unit (which it requires), nodeadm-run and kubelet. It reads the jobs the run left:
+//! the proof's ([`crate::verify::proof::JOIN_JOB`]) and the launch hook's
+//! ([`crate::instance::lifecycle::LAUNCH_HOOK_JOB`]). In service it waits for kubelet to be
+//! active, then proves the join (the Node Ready as planned, read with the node's own token) and
+//! completes the hook with `CONTINUE` only then, `ABANDON` on a deadline or a mismatch, so that
+//! Auto Scaling replaces the instance at once. The verdict and its causes go to the console, the
+//! journal and the report's `join` section; a node that did not join exits non-zero. Without the
+//! proof's job (`verify.join: off`) the hook is completed once kubelet is active, as before.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::aws::autoscaling::{AutoScaling, Completed, HookError};
+use crate::aws::autoscaling::{AutoScaling, Completed, HookError, HookResult};
 use crate::base::retry::RetryPolicy;
+use crate::exec::report::{now_ms, Report};
 use crate::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB};
 use crate::os::fsutil::{self, under};
 use crate::os::systemd;
+use crate::verify::proof::{self, JoinJob, Proof, JOIN_JOB};
+use crate::verify::record::JoinVerdict;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompleteError {
@@ -29,10 +34,17 @@ pub enum CompleteError {
         waited: Duration,
         hook: String,
     },
+    #[error("the node did not join (verdict {verdict}): {causes}; see `eks-nodeinit status`")]
+    NotJoined {
+        verdict: &'static str,
+        causes: String,
+    },
     #[error(transparent)]
     Hook(#[from] HookError),
     #[error(transparent)]
     Systemd(Box<systemd::SystemdError>),
+    #[error(transparent)]
+    Lock(#[from] crate::os::lock::LockError),
 }
 
 impl From<systemd::SystemdError> for CompleteError {
@@ -41,7 +53,7 @@ impl From<systemd::SystemdError> for CompleteError {
     }
 }
 
-/// Where the job is and how long each wait may be.
+/// Where the jobs are and how long each wait may be.
 #[derive(Debug, Clone)]
 pub struct Completer {
     pub root: PathBuf,
@@ -51,42 +63,175 @@ pub struct Completer {
     /// The Auto Scaling calls' deadline.
     pub deadline: Duration,
     pub policy: RetryPolicy,
+    /// How often the proof asks for the Node.
+    pub poll: Duration,
 }
 
-/// Complete this boot's launch hook, if there is one and it is not done yet.
-pub async fn run(c: &Completer) -> Result<(), CompleteError> {
-    let path = under(&c.root, LAUNCH_HOOK_JOB);
+/// Read a job file: `None` when absent.
+fn read_job<T>(
+    c: &Completer,
+    node_path: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<(T, String)>, CompleteError> {
+    let path = under(&c.root, node_path);
     let Some(text) = fsutil::read_optional(&path)? else {
-        tracing::info!("no launch hook to complete in this boot ({LAUNCH_HOOK_JOB} is absent)");
+        return Ok(None);
+    };
+    let job = parse(&text).map_err(|message| CompleteError::Job { path, message })?;
+    Ok(Some((job, text)))
+}
+
+/// Prove the join and complete this boot's launch hook, whichever of the two the run asked for.
+pub async fn run(c: &Completer) -> Result<(), CompleteError> {
+    let mut hook = read_job(c, LAUNCH_HOOK_JOB, LaunchHookJob::from_text)?;
+    let done = under(&c.root, LAUNCH_HOOK_DONE);
+    if let Some((_, text)) = &hook {
+        if fsutil::read_optional(&done)?.as_deref() == Some(text.as_str()) {
+            tracing::info!("the launch hook of this job was completed earlier in this boot");
+            hook = None;
+        }
+    }
+    let join = read_job(c, JOIN_JOB, |t| {
+        serde_json::from_str::<JoinJob>(t).map_err(|e| crate::base::text::serde_message(&e))
+    })?;
+    // A warm pool's launch: the node was prepared, and does not join now.
+    if let Some((job, text)) = hook
+        .as_ref()
+        .filter(|(j, _)| j.after == CompleteAfter::Prep)
+    {
+        complete(c, job, HookResult::Continue).await?;
+        return Ok(fsutil::write_atomic(&done, text.as_bytes(), 0o644)?);
+    }
+    if hook.is_none() && join.is_none() {
+        tracing::info!("nothing to prove or complete in this boot ({LAUNCH_HOOK_JOB} and {JOIN_JOB} are absent, or the hook is done)");
+        return Ok(());
+    }
+    let hook_name = hook
+        .as_ref()
+        .map_or_else(String::new, |(j, _)| j.hook.clone());
+    let Some((job, _)) = join else {
+        // No proof asked for: the hook once kubelet is active, as before.
+        wait_for_kubelet(c, &hook_name).await?;
+        if let Some((job, text)) = &hook {
+            complete(c, job, HookResult::Continue).await?;
+            fsutil::write_atomic(&done, text.as_bytes(), 0o644)?;
+        }
         return Ok(());
     };
-    let done = under(&c.root, LAUNCH_HOOK_DONE);
-    if fsutil::read_optional(&done)?.as_deref() == Some(text.as_str()) {
-        tracing::info!("the launch hook of this job was completed earlier in this boot");
-        return Ok(());
-    }
-    let job = LaunchHookJob::from_text(&text).map_err(|message| CompleteError::Job {
-        path: path.clone(),
-        message,
-    })?;
-    if job.after == CompleteAfter::Kubelet {
-        wait_for_kubelet(c, &job.hook).await?;
-    }
-    let outcome = complete(c, &job).await?;
-    fsutil::write_atomic(&done, text.as_bytes(), 0o644)?;
-    match outcome {
-        Completed::Continued => {
-            tracing::info!(hook = %job.hook, state = %job.state, "launch hook completed: CONTINUE")
+    let proof = prove(c, &job, &hook_name).await;
+    let result = match proof.verdict {
+        JoinVerdict::Joined => HookResult::Continue,
+        _ => HookResult::Abandon,
+    };
+    let told = match &hook {
+        Some((h, text)) => {
+            let r = complete(c, h, result).await;
+            if r.is_ok() {
+                fsutil::write_atomic(&done, text.as_bytes(), 0o644)?;
+            }
+            Some(r.map(|o| told(result, h, o)).map_err(|e| e.to_string()))
         }
-        Completed::NothingWaiting => {
-            tracing::warn!(hook = %job.hook, state = %job.state, "Auto Scaling had no launch waiting on this hook for the instance (completed or timed out already, or no hook of that name on the group): nothing completed")
+        None => None,
+    };
+    record(c, &proof, told.as_ref())?;
+    verdict(&proof)
+}
+
+/// What the hook came to, for the record.
+fn told(result: HookResult, h: &LaunchHookJob, o: Completed) -> String {
+    match o {
+        Completed::Completed => format!("{} ({})", result.as_str(), h.hook),
+        Completed::NothingWaiting => format!(
+            "{} not taken: Auto Scaling had no launch waiting on {} for the instance",
+            result.as_str(),
+            h.hook
+        ),
+    }
+}
+
+/// kubelet active, then the Node: the proof under the job's deadline.
+async fn prove(c: &Completer, job: &JoinJob, hook: &str) -> Proof {
+    let start = Instant::now();
+    let kubelet_wait = c.kubelet_wait.min(Duration::from_secs(job.deadline_secs));
+    let waited = Completer {
+        kubelet_wait,
+        ..c.clone()
+    };
+    if let Err(e) = wait_for_kubelet(&waited, hook).await {
+        return Proof {
+            verdict: JoinVerdict::Deadline,
+            causes: vec![e.to_string()],
+            checked: Vec::new(),
+            kubelet_active_at: None,
+            registered_at: None,
+            ready_at: None,
+        };
+    }
+    let active = now_ms();
+    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
+    let ctx = job.context(proxy);
+    let left = JoinJob {
+        deadline_secs: job.deadline_secs.saturating_sub(start.elapsed().as_secs()),
+        ..job.clone()
+    };
+    let mut p = proof::prove(&left, &ctx, c.poll).await;
+    p.kubelet_active_at = Some(active);
+    p
+}
+
+/// The proof into the report's `join` section (the run's lock held while it is written).
+fn record(
+    c: &Completer,
+    p: &Proof,
+    hook: Option<&Result<String, String>>,
+) -> Result<(), CompleteError> {
+    let _lock = crate::os::lock::take(&c.root, true)?;
+    let mut report = Report::read(&c.root).unwrap_or_default();
+    let mut join = report.join.take().unwrap_or_default();
+    for (name, at) in [
+        ("kubelet active", p.kubelet_active_at),
+        ("Node registered", p.registered_at),
+        ("Node Ready", p.ready_at),
+    ] {
+        if let Some(at) = at {
+            join.phase(name, at);
         }
     }
+    join.phase("verdict", now_ms());
+    join.verdict = Some(p.verdict);
+    join.causes.extend(p.causes.iter().cloned());
+    join.checked = p.checked.clone();
+    join.hook = hook.map(|r| match r {
+        Ok(s) => s.clone(),
+        Err(e) => format!("not completed: {e}"),
+    });
+    report.join = Some(join);
+    report.write(&c.root, &[])?;
     Ok(())
 }
 
-/// The calls: the group asked of Auto Scaling when the run did not know it, then the completion.
-async fn complete(c: &Completer, job: &LaunchHookJob) -> Result<Completed, CompleteError> {
+/// The verdict at error priority when the node did not join (the unit's output is the
+/// console's too), else at info.
+fn verdict(p: &Proof) -> Result<(), CompleteError> {
+    match p.verdict {
+        JoinVerdict::Joined => {
+            tracing::info!(checked = %p.checked.join("; "), "join verified: the Node is Ready as planned");
+            Ok(())
+        }
+        v => Err(CompleteError::NotJoined {
+            verdict: v.as_str(),
+            causes: p.causes.join("; "),
+        }),
+    }
+}
+
+/// CompleteLifecycleAction with `result`: the group asked of Auto Scaling when the run did not
+/// know it.
+async fn complete(
+    c: &Completer,
+    job: &LaunchHookJob,
+    result: HookResult,
+) -> Result<Completed, CompleteError> {
     let deadline = Instant::now() + c.deadline;
     // The agent's run gave this unit the proxy's environment in a drop-in, as it did kubelet's.
     let transport =
@@ -100,8 +245,15 @@ async fn complete(c: &Completer, job: &LaunchHookJob) -> Result<Completed, Compl
             Some(g) => g.clone(),
             None => api.group_of(&job.instance_id, c.policy, deadline).await?,
         };
-        api.complete(&job.hook, &group, &job.instance_id, c.policy, deadline)
-            .await
+        api.complete(
+            result,
+            &job.hook,
+            &group,
+            &job.instance_id,
+            c.policy,
+            deadline,
+        )
+        .await
     }
     .await;
     let calls = api.calls;
@@ -110,7 +262,16 @@ async fn complete(c: &Completer, job: &LaunchHookJob) -> Result<Completed, Compl
         describe_auto_scaling_instances = calls.describe_auto_scaling_instances,
         "Auto Scaling calls"
     );
-    Ok(r?)
+    let outcome = r?;
+    match outcome {
+        Completed::Completed => {
+            tracing::info!(hook = %job.hook, state = %job.state, "launch hook completed: {}", result.as_str())
+        }
+        Completed::NothingWaiting => {
+            tracing::warn!(hook = %job.hook, state = %job.state, "Auto Scaling had no launch waiting on this hook for the instance (completed or timed out already, or no hook of that name on the group): nothing completed")
+        }
+    }
+    Ok(outcome)
 }
 
 /// Wait until kubelet.service is active (the hand-off started it), reading its state over D-Bus

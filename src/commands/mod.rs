@@ -228,8 +228,49 @@ pub async fn complete_hook(a: &crate::commands::cli::CompleteHookArgs) -> Result
         kubelet_wait: Duration::from_secs(a.kubelet_wait_sec),
         deadline: Duration::from_secs(a.deadline_sec),
         policy: crate::base::retry::RetryPolicy::default(),
+        poll: Duration::from_millis(a.poll_ms),
     };
     Ok(crate::commands::complete_hook::run(&c).await?)
+}
+
+/// `status`: the report's `join` section, for a person or (`--output json`) for tools. Exit 0
+/// when the node joined, 1 when it did not or the verdict is not in yet, 2 with no report.
+pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
+    let Some(report) = Report::read(&a.root) else {
+        anyhow::bail!(
+            "no report at {}: `eks-nodeinit init` has not run on this node (or --root is wrong)",
+            crate::os::fsutil::under(&a.root, crate::exec::report::REPORT_PATH).display()
+        );
+    };
+    let join = report.join.unwrap_or_default();
+    match a.output {
+        Output::Text => {
+            println!("instance: {}", report.instance_id);
+            println!(
+                "hand-off: {}",
+                if report.handoff.is_empty() {
+                    "none"
+                } else {
+                    &report.handoff
+                }
+            );
+            print!("{}", join.to_text());
+        }
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&join).unwrap_or_default()
+        ),
+    }
+    match join.verdict {
+        Some(crate::verify::record::JoinVerdict::Joined) => Ok(()),
+        v => Err(anyhow::anyhow!(
+            "the node {}",
+            v.map_or("has no verdict yet".to_string(), |v| format!(
+                "did not join: {}",
+                v.as_str()
+            ))
+        )),
+    }
 }
 
 /// The packaged unit's first-boot marker: `ConditionPathExists=!` on it keeps the unit from

@@ -14,6 +14,7 @@ mod proxy;
 mod registries;
 mod schema;
 mod trust;
+mod verify;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -33,6 +34,7 @@ pub use local_storage::{DisabledMount, LocalStorageSettings, LocalStorageStrateg
 pub use proxy::ProxySettings;
 pub use registries::{MirrorDetail, RegistrySettings};
 pub use trust::TrustSettings;
+pub use verify::{JoinMode, PreflightMode, VerifySettings};
 
 /// Where the agent reads its configuration when `--config` is not given.
 pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";
@@ -117,6 +119,9 @@ pub struct Config {
     /// The instance store's NVMe disks, set up by the hand-off target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_storage: Option<LocalStorageSettings>,
+    /// The checks before the hand-off and the proof of the join after it (docs/join.md).
+    #[serde(default, skip_serializing_if = "VerifySettings::is_default")]
+    pub verify: VerifySettings,
 }
 
 /// Versions of the config document this agent reads.

@@ -3,6 +3,7 @@
 //! else. It knows the step vocabulary's effects, never the aspect that planned them: everything
 //! it runs is in the plan.
 
+mod join;
 pub mod report;
 pub mod tagging;
 
@@ -80,30 +81,25 @@ pub(crate) async fn execute(
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    let mut prepared = match prepare(root, plan).await {
+    let mut pre = join::Preflight::of(plan, report.started_at_unix_ms);
+    if let Some(e) = pre.first(plan, &mut report).await {
+        return Err(failed_run(root, plan, &mut report, "preflight", e));
+    }
+    let (mut prepared, staged_report) = match stage_all(root, plan, &report).await {
         Ok(p) => p,
-        Err(e) => {
-            let e = anyhow::Error::new(e).context("nothing was changed");
-            return Err(failed_run(root, plan, &mut report, "prepare", e));
-        }
-    };
-    // The report too is staged before any change (its final content replaces this one), then
-    // every staged file is fsynced.
-    let staged = report
-        .stage(root, &plan.secrets)
-        .and_then(|mut staged_report| {
-            prepared.sync(&mut staged_report)?;
-            Ok(staged_report)
-        });
-    let staged_report = match staged {
-        Ok(s) => s,
-        Err(e) => {
-            let e = anyhow::Error::new(e).context("nothing was changed");
-            return Err(failed_run(root, plan, &mut report, "prepare", e));
-        }
+        Err(e) => return Err(failed_run(root, plan, &mut report, "prepare", e)),
     };
     let tagging = Session::start(plan, ec2);
-    if let Err(e) = apply(root, plan, &mut prepared, bus, &mut report).await {
+    let beside = async {
+        match pre.is_fail_mode() {
+            true => None,
+            false => pre.run().await,
+        }
+    };
+    let (applied, results) =
+        tokio::join!(apply(root, plan, &mut prepared, bus, &mut report), beside);
+    pre.finish(results, &mut report);
+    if let Err(e) = applied {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
     }
     let tag_failure = match tagging {
@@ -120,6 +116,9 @@ pub(crate) async fn execute(
         report.handoff = plan.handoff().unwrap_or_default();
     }
     report.finished_at_unix_ms = now_ms();
+    if let (Some(rec), false) = (&mut report.join, report.handoff.is_empty()) {
+        rec.phase("handed off", report.finished_at_unix_ms);
+    }
     let rpath = report.commit(root, staged_report, &plan.secrets)?;
     tracing::info!(report = %rpath.display(), "report written");
     if let Some(e) = tag_failure {
@@ -142,6 +141,24 @@ pub(crate) async fn execute(
     let _ = std::fs::remove_file(under(root, marker::MARKER));
     report.handoff = String::new();
     Err(failed_run(root, plan, &mut report, "hand-off", e.into()))
+}
+
+/// The first phase and the report staged beside it, then every staged file fsynced: nothing
+/// the node reads has changed when this returns, whether it failed or not.
+async fn stage_all(
+    root: &Path,
+    plan: &Plan,
+    report: &Report,
+) -> Result<(Prepared, fsutil::Staged)> {
+    let unchanged = |e: ExecError| anyhow::Error::new(e).context("nothing was changed");
+    let mut prepared = prepare(root, plan).await.map_err(unchanged)?;
+    let mut staged_report = report
+        .stage(root, &plan.secrets)
+        .map_err(|e| unchanged(e.into()))?;
+    prepared
+        .sync(&mut staged_report)
+        .map_err(|e| unchanged(e.into()))?;
+    Ok((prepared, staged_report))
 }
 
 /// Record a failed phase in the report (as far as the disk lets it be written) and give back
@@ -262,7 +279,7 @@ async fn run_step(
     removed: &mut Vec<(PathBuf, Vec<u8>)>,
 ) -> Result<Option<Outcome>, ExecError> {
     Ok(Some(match step {
-        Step::Tag { .. } | Step::Handoff(_) => return Ok(None),
+        Step::Tag { .. } | Step::Handoff(_) | Step::Check(_) => return Ok(None),
         Step::File(_) => {
             for (path, s) in prepared.files.remove(&i).unwrap_or_default() {
                 s.commit()?;

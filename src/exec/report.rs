@@ -98,6 +98,9 @@ pub(crate) struct Report {
     /// Where the cluster's values came from and the calls made, when discovery was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovery: Option<crate::plan::DiscoveryView>,
+    /// The join: phases, the preflight, the verdict (docs/join.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<crate::verify::record::JoinRecord>,
 }
 
 /// What tagging came to, in the foreground or from the background continuation.

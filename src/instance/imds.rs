@@ -341,7 +341,7 @@ pub async fn fetch(
         last.clear();
     }
     let work = async {
-        let (id, v4, v6, itype, region, az, tag_keys, lifecycle, user_data, vpc) = tokio::join!(
+        let (id, v4, v6, itype, region, az, tag_keys, lifecycle, user_data, vpc, host) = tokio::join!(
             client.get(&md("instance-id")),
             client.get(&md("local-ipv4")),
             client.get(&md("ipv6")),
@@ -362,6 +362,7 @@ pub async fn fetch(
                     false => Ok(None),
                 }
             },
+            client.get(&md("local-hostname")),
         );
         let need = |v: Result<Option<String>, ImdsError>, p: &str| -> Result<String, ImdsError> {
             v?.map(|s| s.trim().to_string())
@@ -373,6 +374,9 @@ pub async fn fetch(
             private_ipv4: v4?.map(|s| s.trim().to_string()),
             ipv6: v6?.map(|s| s.lines().next().unwrap_or("").trim().to_string()),
             instance_type: need(itype, "instance-type")?,
+            local_hostname: host?
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty()),
             region: need(region, "placement/region")?,
             availability_zone: need(az, "placement/availability-zone")?,
             // Read as nodeadm reads it, reduced at once to what the plan needs; never kept or

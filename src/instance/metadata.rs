@@ -17,6 +17,9 @@ pub struct Metadata {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv6: Option<String>,
     pub instance_type: String,
+    /// The instance's private DNS name (IMDS `local-hostname`): the name EKS gives its Node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_hostname: Option<String>,
     pub region: String,
     pub availability_zone: String,
     /// The Auto Scaling group as a metadata file names it. IMDS names none: the group is one of

@@ -40,6 +40,20 @@ pub struct Plan {
     /// The tag the agent sets, when it already holds its value (key, value): no step.
     #[serde(skip)]
     pub tag_in_place: Option<(String, String)>,
+    /// How the checks run, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<PreflightPlan>,
+    /// The launch hook completed after the hand-off (ABANDON on a failed preflight in `fail`).
+    #[serde(skip)]
+    pub hook: Option<crate::instance::lifecycle::LaunchHookJob>,
+}
+
+/// The preflight's mode and budget.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PreflightPlan {
+    pub mode: crate::config::PreflightMode,
+    pub budget_ms: u64,
 }
 
 /// Discovery as the plan and the report show it: each value's source and the calls made.
@@ -129,11 +143,28 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
     }
     // The order the steps run in is the plan's: the registry's, with the hand-off last.
     out.steps.sort_by_key(|s| matches!(s, Step::Handoff(_)));
+    // The checks come before a hand-off: none when this run hands nothing off (done already in
+    // this boot, or held for a warm pool).
+    let hands_off = out
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Handoff(Handoff::Exec { .. } | Handoff::Dropin(_))));
+    if !hands_off {
+        out.steps.retain(|s| !matches!(s, Step::Check(_)));
+    }
     let family = match (&facts.family, out.findings.is_empty()) {
         (Ok(f), true) => f.clone(),
         _ => return Err(Invalid(out.findings.0)),
     };
     let md = facts.instance.clone().unwrap_or_default();
+    let preflight = out
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::Check(_)))
+        .then_some(PreflightPlan {
+            mode: spec.verify.preflight,
+            budget_ms: spec.verify.budget.as_millis() as u64,
+        });
     Ok(Plan {
         instance: Instance {
             address: md
@@ -154,6 +185,8 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         discovery: DiscoveryView::of(facts),
         pod_capacity: handoff.kubelet.pod_capacity,
         tag_in_place: out.tag_in_place,
+        preflight,
+        hook: out.hook,
         secrets: {
             // Several aspects carry the CA: each secret once.
             let mut seen = std::collections::BTreeSet::new();
@@ -250,6 +283,18 @@ impl Plan {
         }
         if let Some(p) = &self.pod_capacity {
             render_derivation(&mut o, p);
+        }
+        if let Some(p) = &self.preflight {
+            let _ = writeln!(
+                o,
+                "preflight: {}, the checks below run together within {} ms ({})",
+                serde_json::to_value(p.mode).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                p.budget_ms,
+                match p.mode {
+                    crate::config::PreflightMode::Fail => "before any change; a failed check stops the run, no hand-off",
+                    _ => "beside the changes; a failed check is logged at error priority and the hand-off goes on",
+                }
+            );
         }
         if self.changes() == 0 {
             let _ = writeln!(
@@ -356,7 +401,16 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
             }
         }
         Step::Unit(u) => render_unit(o, n, u),
+        Step::Check(c) => render_check(o, n, c),
         Step::Handoff(h) => render_handoff(o, n, h),
+    }
+}
+
+/// A preflight check, numbered `n`.
+fn render_check(o: &mut String, n: usize, c: &crate::verify::Check) {
+    let _ = writeln!(o, "\n[{n}] check {} (changes nothing)", c.probe.describe());
+    if let Some(why) = &c.skip {
+        let _ = writeln!(o, "      not run: {why}");
     }
 }
 

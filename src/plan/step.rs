@@ -51,6 +51,9 @@ pub enum Step {
     Run(Run),
     /// A job asked of systemd's manager over D-Bus.
     Unit(Unit),
+    /// A check that the node can join (docs/join.md): run before or beside the changes,
+    /// under the preflight's budget; it changes nothing.
+    Check(crate::verify::Check),
     /// How the node is handed to EKS: always the last step.
     Handoff(Handoff),
 }
@@ -227,7 +230,7 @@ impl Step {
                 true
             }
             Step::Unit(u) => !matches!(u.job, UnitJob::Start { .. }),
-            Step::Handoff(_) => false,
+            Step::Handoff(_) | Step::Check(_) => false,
         }
     }
 
@@ -251,6 +254,7 @@ impl Step {
                 UnitJob::Restart { unit, .. } => format!("restart {}", name(unit)),
                 UnitJob::Reload => "reload systemd's units".into(),
             },
+            Step::Check(c) => format!("check {}", c.probe.describe()),
             Step::Handoff(Handoff::Exec { argv }) => {
                 format!("exec {}", argv.first().map_or("", String::as_str))
             }

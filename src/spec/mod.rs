@@ -21,6 +21,7 @@ pub mod registries;
 pub mod resource_managers;
 pub mod sysctls;
 pub mod trust;
+pub mod verify;
 
 pub(crate) use registration::Registration;
 
@@ -60,6 +61,8 @@ pub struct Spec {
     pub host: Option<host::HostSpec>,
     /// The instance store's disks, set up by the hand-off target (`localStorage`).
     pub local_storage: Option<crate::config::LocalStorageSettings>,
+    /// The checks before the hand-off and the proof after it (`verify`).
+    pub verify: verify::VerifySpec,
 }
 
 impl Spec {
@@ -156,6 +159,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         kernel: kernel::spec(c.kernel.as_ref(), &mut f),
         host: host::spec(c.host.as_ref(), &mut f),
         local_storage: local_storage::spec(c.local_storage.as_ref(), &mut f),
+        verify: verify::spec(&c.verify, &mut f),
     };
     (spec, f)
 }

@@ -38,6 +38,12 @@ pub fn missing() -> Vec<String> {
     if Command::new("etcd").arg("--version").output().is_err() {
         m.push("etcd (make deps)".into());
     }
+    let moto = Command::new("python3")
+        .args(["-c", "import moto.server"])
+        .output();
+    if !moto.is_ok_and(|o| o.status.success()) {
+        m.push("moto[server] (make deps)".into());
+    }
     m
 }
 
@@ -56,8 +62,25 @@ pub struct ControlPlane {
     /// What a kubelet leaves on the host whatever its config says, where this host had none
     /// before the suite: removed after each kubelet (`kubelet.rs`).
     pub leftovers: Vec<PathBuf>,
+    /// moto and the EKS authenticator beside the shared control plane (`None` on the host's).
+    pub eks: Option<Eks>,
     _procs: Vec<Proc>,
 }
+
+/// What authenticates nodes as EKS does: moto (EC2, STS, IAM, Auto Scaling with
+/// CompleteLifecycleAction logged) and the token webhook calling it, both in the suite's
+/// network namespace.
+pub struct Eks {
+    pub moto: String,
+    pub auth: super::eks_auth::EksAuth,
+    /// Each CompleteLifecycleAction moto took, one JSON object a line.
+    pub hook_log: PathBuf,
+}
+
+/// The cluster and Region the EKS authenticator serves (a token signed for another cluster
+/// fails its signature check).
+pub const CLUSTER: &str = "prod-eu";
+pub const EKS_REGION: &str = "us-east-1";
 
 static SHARED: OnceLock<Mutex<ControlPlane>> = OnceLock::new();
 
@@ -88,6 +111,7 @@ impl ControlPlane {
         let d = dir.path();
         pki(d, &[]);
         let (holder, netns) = network_namespace(d);
+        let (moto, eks) = start_eks(d, &netns);
         let (etcd, apiserver) = start_etcd_and_apiserver(d, &netns, 2379, 6443);
         let (containerd, cri) = start_containerd(d);
         eprintln!("control plane: containerd {}", cri.display());
@@ -97,7 +121,8 @@ impl ControlPlane {
             netns,
             cri,
             leftovers: kubelet_leftovers(),
-            _procs: vec![etcd, apiserver, containerd, holder],
+            eks: Some(eks),
+            _procs: vec![etcd, apiserver, containerd, moto, holder],
         }
     }
 
@@ -121,6 +146,7 @@ impl ControlPlane {
             netns,
             cri: PathBuf::new(),
             leftovers: vec![],
+            eks: None,
             _procs: vec![etcd, apiserver],
         }
     }
@@ -386,6 +412,11 @@ pub fn remove_leftovers(leftovers: &[PathBuf]) {
     }
 }
 
+/// `program` with `args` run to success in the network namespace `netns`.
+pub fn sh_in(netns: &Path, program: &str, args: &[&str]) {
+    sh(in_netns(netns, program).args(args));
+}
+
 /// `program` run in the network namespace `netns` (by `nsenter`).
 pub fn in_netns(netns: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = Command::new("nsenter");
@@ -409,6 +440,46 @@ fn network_namespace(d: &Path) -> (Proc, PathBuf) {
     sh(in_netns(&ns, "ip").args(["link", "set", "lo", "up"]));
     sh(in_netns(&ns, "ip").args(["addr", "add", &format!("{NODE_IP}/32"), "dev", "lo"]));
     (holder, ns)
+}
+
+/// moto in the namespace, and the EKS authenticator calling it; the webhook's kubeconfig where
+/// the API server looks for it.
+fn start_eks(d: &Path, netns: &Path) -> (Proc, Eks) {
+    let port = super::netns::free_port(netns);
+    let hook_log = d.join("completed.jsonl");
+    let script = super::manifest_dir().join("tests/moto/lifecycle_actions.py");
+    let mut c = in_netns(netns, "python3");
+    c.arg(script)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .env("MOTO_LIFECYCLE_LOG", &hook_log);
+    let moto_proc = tied(c, &d.join("moto.log"));
+    wait_long("moto", Duration::from_secs(30), || {
+        super::netns::listening(netns, port)
+    });
+    let moto = format!("http://127.0.0.1:{port}");
+    let auth = super::eks_auth::EksAuth::start_in(
+        netns,
+        super::eks_auth::State {
+            sts_host: format!("127.0.0.1:{port}"),
+            moto_url: moto.clone(),
+            region: EKS_REGION.into(),
+            cluster: CLUSTER.into(),
+            ..Default::default()
+        },
+    );
+    std::fs::write(d.join("authn-webhook.kubeconfig"), auth.kubeconfig()).unwrap();
+    eprintln!(
+        "control plane: moto {moto}, EKS authenticator {}",
+        auth.addr
+    );
+    (
+        moto_proc,
+        Eks {
+            moto,
+            auth,
+            hook_log,
+        },
+    )
 }
 
 fn start_etcd_and_apiserver(d: &Path, netns: &Path, etcd_port: u16, port: u16) -> (Proc, Proc) {
@@ -475,6 +546,17 @@ fn start_apiserver(d: &Path, netns: &Path, port: u16, etcd: u16) -> Proc {
         ])
         .arg("--kubelet-preferred-address-types=InternalIP,Hostname")
         .arg(format!("--cert-dir={}", f("apiserver-certs")));
+    if d.join("authn-webhook.kubeconfig").exists() {
+        // Every review reaches the authenticator: a scenario's mapping change shows at once.
+        c.arg(format!(
+            "--authentication-token-webhook-config-file={}",
+            f("authn-webhook.kubeconfig")
+        ))
+        .args([
+            "--authentication-token-webhook-version=v1",
+            "--authentication-token-webhook-cache-ttl=0s",
+        ]);
+    }
     tied(c, &d.join("kube-apiserver.log"))
 }
 

@@ -27,10 +27,36 @@ where
         + 'static,
     Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
+    serve_in(None, state, handler)
+}
+
+/// [`serve`] in the network namespace `netns` (its thread and runtime join it first), or in
+/// this process's.
+pub fn serve_in<S, F, Fut>(
+    netns: Option<&std::path::Path>,
+    state: Arc<Mutex<S>>,
+    handler: F,
+) -> SocketAddr
+where
+    S: Send + 'static,
+    F: Fn(Arc<Mutex<S>>, Request<hyper::body::Incoming>, Bytes) -> Fut
+        + Send
+        + Sync
+        + Copy
+        + 'static,
+    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
+    let netns = netns.map(std::path::Path::to_path_buf);
+    let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        // (This file stands alone in the benches: the namespace joined here, not via netns.rs.)
+        if let Some(ns) = &netns {
+            let f = std::fs::File::open(ns).unwrap();
+            nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns (root)");
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        tx.send(listener.local_addr().unwrap()).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -58,7 +84,7 @@ where
             }
         });
     });
-    addr
+    rx.recv().unwrap()
 }
 
 /// Test credentials for an in-process SDK client (the benches): no profile, no IMDS.

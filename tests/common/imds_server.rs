@@ -56,6 +56,7 @@ impl ImdsServer {
         for (k, v) in [
             ("instance-id", "i-0123456789abcdef0"),
             ("local-ipv4", "10.0.12.34"),
+            ("local-hostname", "ip-10-0-12-34.eu-west-1.compute.internal"),
             ("instance-type", "m6i.large"),
             ("placement/region", "eu-west-1"),
             ("placement/availability-zone", "eu-west-1a"),
@@ -76,8 +77,13 @@ impl ImdsServer {
     }
 
     pub fn start_with(state: State) -> ImdsServer {
+        Self::start_in(None, state)
+    }
+
+    /// The server in the network namespace `netns` (the control-plane suite's).
+    pub fn start_in(netns: Option<&std::path::Path>, state: State) -> ImdsServer {
         let state = Arc::new(Mutex::new(state));
-        let addr = super::ec2_server::serve(state.clone(), handle);
+        let addr = super::ec2_server::serve_in(netns, state.clone(), handle);
         ImdsServer { addr, state }
     }
 }

@@ -38,9 +38,13 @@ async fn reads_everything_with_one_token() {
     let st = s.state.lock().unwrap();
     assert_eq!(st.puts, 1, "one token PUT for all reads: {:?}", st.paths);
     assert_eq!(st.unauthorized, 0);
-    // 8 metadata paths (the target lifecycle state among them, 404 outside an Auto Scaling
-    // group) + user data + 2 tag values
-    assert_eq!(st.gets, 11, "{:?}", st.paths);
+    // 9 metadata paths (the target lifecycle state among them, 404 outside an Auto Scaling
+    // group; the local hostname, the Node's name) + user data + 2 tag values
+    assert_eq!(st.gets, 12, "{:?}", st.paths);
+    assert_eq!(
+        md.local_hostname.as_deref(),
+        Some("ip-10-0-12-34.eu-west-1.compute.internal")
+    );
     assert_eq!(
         md.target_lifecycle_state, None,
         "404 is absent, not an error"
@@ -206,7 +210,7 @@ async fn imdsv1_only_when_the_config_opts_in() {
         .await
         .unwrap();
     assert_eq!(md.instance_id, "i-0123456789abcdef0");
-    assert_eq!(s.state.lock().unwrap().gets, 11);
+    assert_eq!(s.state.lock().unwrap().gets, 12);
 }
 
 #[test]

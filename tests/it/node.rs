@@ -148,12 +148,25 @@ fn apply_al2_then_second_run_plans_nothing() {
             .contains("bootstrap.sh was already exec'd in this boot"),
         "{plan:#}"
     );
-    // after a reboot (/run is empty again) the hand-off is planned again, and only it
+    // after a reboot (/run is empty again) the hand-off is planned again, and with it only the
+    // proof's per-boot job and the start of the unit that proves the join
     std::fs::remove_dir_all(r.join("run/eks-nodeinit")).unwrap();
     let out = init(r, &cfg, &["--dry-run", "--output", "json"]);
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(plan["changes"], 0, "{plan:#}");
-    assert_eq!(common::step_kinds(&plan), ["handoff:exec"], "{plan:#}");
+    assert_eq!(plan["changes"], 1, "{plan:#}");
+    assert_eq!(
+        common::step_kinds(&plan),
+        [
+            "file",
+            "unit:eks-nodeinit-launch-hook.service",
+            "handoff:exec"
+        ],
+        "{plan:#}"
+    );
+    assert_eq!(
+        plan["steps"][8]["path"], "/run/eks-nodeinit/join.json",
+        "{plan:#}"
+    );
 }
 
 #[test]
@@ -665,7 +678,13 @@ fn steps_run_in_the_order_the_plan_lists_them() {
     let out = init(root.path(), &cfg, &["--dry-run", "--output", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let kinds = common::step_kinds(&plan);
+    // Every step, the checks among them: each has its outcome in the report.
+    let kinds: Vec<String> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(common::step_kind)
+        .collect();
     let live = kinds.iter().position(|k| k == "live");
     let file = kinds.iter().position(|k| k == "file");
     assert!(live.is_some() && file.is_some(), "{kinds:?}");

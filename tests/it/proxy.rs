@@ -177,10 +177,26 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
     // GetParametersByPath; CreateTags (the tags were read before planning: one DescribeTags,
     // IMDS tags being off).
     assert_eq!((discovery, tagging), (1, 1), "{rep}");
-    let requests: Vec<String> = common::tinyproxy::proxied(&log)
+    let all: Vec<String> = common::tinyproxy::proxied(&log)
         .into_iter()
         .skip(before)
         .collect();
+    // The preflight reaches the API server and the AWS endpoints as kubelet and containerd
+    // would: through the proxy (NO_PROXY names none of them), with CONNECT.
+    let (mut connects, requests): (Vec<String>, Vec<String>) =
+        all.into_iter().partition(|r| r.starts_with("CONNECT "));
+    connects.sort();
+    assert_eq!(
+        connects,
+        [
+            "CONNECT 602401143452.dkr.ecr.eu-west-1.amazonaws.com:443 HTTP/1.1",
+            "CONNECT api.ecr.eu-west-1.amazonaws.com:443 HTTP/1.1",
+            "CONNECT ec2.eu-west-1.amazonaws.com:443 HTTP/1.1",
+            "CONNECT k.example:443 HTTP/1.1",
+            "CONNECT sts.eu-west-1.amazonaws.com:443 HTTP/1.1",
+        ],
+        "{connects:?}"
+    );
     let moto_host = moto.url.trim_start_matches("http://");
     assert_eq!(
         requests.len() as u64,

@@ -85,9 +85,10 @@ fn al2023_config_in_its_own_mime_part_read_once_and_a_rerun_plans_nothing() {
     for field in ["apiServerEndpoint", "certificateAuthority"] {
         assert!(cluster[field].is_string(), "{nc:#}");
     }
-    // One token, and the user data read once: for the config and for nodeadm's view of it.
+    // The user data read once: for the config and for nodeadm's view of it; one token for the
+    // run's reads, and one for the preflight's (the role's credentials, read on their own).
     assert_eq!(user_data_gets(&s), 1);
-    assert_eq!(s.state.lock().unwrap().puts, 1);
+    assert_eq!(s.state.lock().unwrap().puts, 2);
     let ca = cluster["certificateAuthority"]
         .as_str()
         .unwrap()

@@ -82,9 +82,14 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     };
     // Completed in this boot, or left for the unit already: nothing to change.
-    if done.content.as_deref() == Some(new.as_str())
-        || current.content.as_deref() == Some(new.as_str())
-    {
+    if done.content.as_deref() == Some(new.as_str()) {
+        return;
+    }
+    // What a failed preflight in `fail` mode completes with ABANDON: the hand-off never comes.
+    if job.after == CompleteAfter::Kubelet {
+        out.hook = Some(job.clone());
+    }
+    if current.content.as_deref() == Some(new.as_str()) {
         return;
     }
     let group = job
@@ -93,6 +98,9 @@ fn plan(i: &Input, out: &mut Out) {
         .unwrap_or("its group, asked by instance id");
     let when = match job.after {
         CompleteAfter::Prep => "once this run has prepared the node (the warm pool's launch)",
+        CompleteAfter::Kubelet if spec.verify.join_deadline.is_some() => {
+            "once the Node is Ready as planned (verify.join), else with ABANDON"
+        }
         CompleteAfter::Kubelet => "once this run has handed off and kubelet is active",
     };
     let purpose = format!(

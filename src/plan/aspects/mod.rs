@@ -14,6 +14,7 @@ use crate::spec::Spec;
 pub mod bootstrap;
 pub mod cluster;
 pub mod hugepages;
+pub mod join;
 pub mod kernel_modules;
 pub mod kubelet_config;
 pub mod launch_hook;
@@ -21,6 +22,7 @@ pub mod logind;
 pub mod name_tag;
 pub mod nodeconfig;
 pub mod pod_capacity;
+pub mod preflight;
 pub mod proxy;
 pub mod registries;
 pub mod swap;
@@ -47,6 +49,7 @@ pub(crate) struct Input<'a> {
 
 /// The aspects, in the order their steps run.
 pub(crate) const REGISTRY: &[Aspect] = &[
+    preflight::ASPECT,
     cluster::ASPECT,
     pod_capacity::ASPECT,
     name_tag::ASPECT,
@@ -62,6 +65,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     bootstrap::ASPECT,
     nodeconfig::ASPECT,
     warm_pool::ASPECT,
+    join::ASPECT,
     launch_hook::ASPECT,
 ];
 
@@ -75,6 +79,9 @@ pub(crate) struct Out {
     pub secrets: Vec<String>,
     /// A tag that already holds the wanted value (key, value): no step, but the report says so.
     pub tag_in_place: Option<(String, String)>,
+    /// The launch hook this boot completes after the hand-off (`ABANDON` when the preflight
+    /// fails in `fail` mode).
+    pub hook: Option<crate::instance::lifecycle::LaunchHookJob>,
 }
 
 impl Out {

@@ -1,0 +1,55 @@
+//! The `verify` section: the checks before the hand-off and the proof of the join after it
+//! (docs/join.md).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VerifySettings {
+    /// What a failed check before the hand-off does. `warn` (default): the cause is logged at
+    /// error priority, recorded in the report, and the hand-off goes on. `fail`: no hand-off,
+    /// the launch hook (if any) is completed with `ABANDON`, exit status 1. `off`: no checks.
+    #[serde(default)]
+    pub preflight: PreflightMode,
+    /// How long all the checks may take together (a Go duration, default `2s`, from 100ms to
+    /// 30s). They run beside the run's own work; a check not done by then fails as timed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight_budget: Option<String>,
+    /// The proof after the hand-off: `on` (default) has eks-nodeinit-launch-hook.service wait
+    /// for the Node to be Ready with the node's own identity and compare it with the plan
+    /// before it completes the launch hook; `off` completes it once kubelet is active.
+    #[serde(default)]
+    pub join: JoinMode,
+    /// How long the Node may take to be Ready after kubelet is active (a Go duration, default
+    /// `5m`, from 10s to 1h): then the verdict is `deadline` and the hook `ABANDON`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_deadline: Option<String>,
+}
+
+impl VerifySettings {
+    /// Nothing set: the section is left out when the config is written back.
+    pub fn is_default(&self) -> bool {
+        self == &VerifySettings::default()
+    }
+}
+
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PreflightMode {
+    #[default]
+    Warn,
+    Fail,
+    Off,
+}
+
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum JoinMode {
+    #[default]
+    On,
+    Off,
+}

@@ -1,0 +1,169 @@
+//! The checks before the hand-off (`verify.preflight`, docs/join.md): one step per check, each
+//! changing nothing. The executor runs them all under the preflight's budget, before any change
+//! in `fail` mode, beside the run's work in `warn` mode. A config whose cluster has no endpoint
+//! or CA yet plans none (the hand-off's findings say what is missing).
+
+use std::sync::Arc;
+
+use base64::Engine;
+
+use crate::config::PreflightMode;
+use crate::facts::{Facts, Family, Reach};
+use crate::instance::metadata::Metadata;
+use crate::plan::step::Step;
+use crate::spec::proxy::NoProxyInputs;
+use crate::spec::Spec;
+use crate::verify::{token, Check, Context, Probe};
+
+use super::{Aspect, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "preflight",
+    reads,
+    plan,
+};
+
+fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
+
+/// The registry EKS's own images come from in most Regions: every account's registry in a
+/// Region is the same endpoint, which is what the check reaches.
+const EKS_IMAGES_ACCOUNT: &str = "602401143452";
+
+/// `https://<service host>` for the Region, or the SDK's override (`AWS_ENDPOINT_URL_ECR` for
+/// both of ECR's).
+fn aws_url(reach: &Reach, service: &str, host: &str, region: &str) -> String {
+    if let Some(o) = reach.overrides.get(service) {
+        return o.trim_end_matches('/').to_string();
+    }
+    let suffix = match region.starts_with("cn-") {
+        true => "amazonaws.com.cn",
+        false => "amazonaws.com",
+    };
+    format!("https://{host}.{region}.{suffix}")
+}
+
+/// What the checks share.
+fn context(spec: &Spec, facts: &Facts, md: &Metadata, reach: &Reach) -> Option<Context> {
+    let c = &facts.cluster;
+    let endpoint = c.api_server_endpoint.clone()?;
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(c.certificate_authority.as_deref()?)
+        .ok()?;
+    let region = md.region.as_str();
+    let proxy = spec.proxy.as_ref().map(|p| crate::aws::http::Proxy {
+        http: p.http.as_ref().map(|u| u.url.clone()),
+        https: p.https.as_ref().map(|u| u.url.clone()),
+        no_proxy: p
+            .no_proxy_list(NoProxyInputs {
+                region,
+                vpc_cidrs: md.vpc_cidr_blocks.as_deref().unwrap_or_default(),
+                service_cidr: c.cidr.as_ref().map(|x| x.text.as_str()),
+            })
+            .join(","),
+    });
+    Some(Context {
+        cluster: c.name.clone(),
+        region: region.to_string(),
+        endpoint,
+        ca_pem: String::from_utf8_lossy(&ca).into_owned(),
+        node_name: md.local_hostname.clone(),
+        imds_endpoint: reach.imds_endpoint.clone(),
+        proxy,
+        ca_bundles: spec
+            .trust
+            .as_ref()
+            .map(|t| t.bundles.clone())
+            .unwrap_or_default(),
+        sts_url: token::sts_url(region, |k| {
+            reach
+                .overrides
+                .get(k.trim_start_matches("AWS_ENDPOINT_URL_"))
+                .cloned()
+        }),
+    })
+}
+
+/// The checks that need the network and the instance, in the order they are shown.
+fn network_probes(ctx: &Context, md: &Metadata, reach: &Reach) -> Vec<Probe> {
+    let region = md.region.as_str();
+    let expect = format!(
+        "system:node:{} in system:nodes",
+        md.local_hostname.as_deref().unwrap_or("<name>")
+    );
+    let dkr = format!("{EKS_IMAGES_ACCOUNT}.dkr.ecr");
+    let mut v = vec![
+        Probe::Credentials {
+            imds: reach.imds_endpoint.clone(),
+        },
+        Probe::ApiServer {
+            endpoint: ctx.endpoint.clone(),
+        },
+        Probe::Identity { expect },
+    ];
+    for (service, name, host) in [
+        ("STS", "STS", "sts"),
+        ("EC2", "EC2", "ec2"),
+        ("ECR", "ECR API", "api.ecr"),
+        ("ECR", "ECR registry", dkr.as_str()),
+    ] {
+        v.push(Probe::AwsEndpoint {
+            service: name.to_string(),
+            url: aws_url(reach, service, host, region),
+        });
+    }
+    v
+}
+
+/// The checks that need only what was read: the CIDRs.
+fn cidr_probes(facts: &Facts, md: &Metadata) -> Vec<Probe> {
+    let Some(cidr) = facts.cluster.cidr.as_ref().filter(|c| !c.ipv6) else {
+        return Vec::new();
+    };
+    let mut v = Vec::new();
+    if let Some(vpc) = md.vpc_cidr_blocks.as_ref().filter(|v| !v.is_empty()) {
+        v.push(Probe::ServiceCidr {
+            cidr: cidr.text.clone(),
+            vpc: vpc.clone(),
+        });
+    }
+    v.push(Probe::ClusterDns {
+        address: crate::plan::aspects::bootstrap::dns_ip(&cidr.text),
+        cidr: cidr.text.clone(),
+    });
+    v
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
+    if spec.verify.preflight == PreflightMode::Off {
+        return;
+    }
+    let (Some(md), Some(reach)) = (&facts.instance, &facts.reach) else {
+        return;
+    };
+    let Some(ctx) = context(spec, facts, md, reach) else {
+        return;
+    };
+    let skip = reach.metadata_file.as_ref().map(|f| {
+        format!(
+            "--metadata {}: not an instance (no role credentials; the cluster need not be reachable from here)",
+            f.display()
+        )
+    });
+    let network = network_probes(&ctx, md, reach);
+    let context = Arc::new(ctx);
+    for probe in network {
+        out.steps.push(Step::Check(Check {
+            probe,
+            skip: skip.clone(),
+            context: context.clone(),
+        }));
+    }
+    for probe in cidr_probes(facts, md) {
+        out.steps.push(Step::Check(Check {
+            probe,
+            skip: None,
+            context: context.clone(),
+        }));
+    }
+}

@@ -1,0 +1,272 @@
+//! Verified join (docs/join.md): the checks that find what would stop the node joining, run
+//! before the hand-off ([`preflight`]), and the proof after it ([`proof`]). The plan holds each
+//! check as a step ([`Check`]); the executor runs them all under one budget. Every failure is a
+//! [`Cause`]: a code, what was checked (never the CA, never the token) and what to do.
+
+pub mod cidr;
+pub mod kube;
+pub mod net;
+pub mod preflight;
+pub mod proof;
+pub mod record;
+pub mod token;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::aws::http::Proxy;
+use crate::base::text::printable;
+
+/// What the checks share: the cluster as the hand-off gets it and how to reach it. Part of the
+/// executed steps, never printed (the CA).
+#[derive(Clone, PartialEq, Default)]
+pub struct Context {
+    pub cluster: String,
+    pub region: String,
+    /// `https://host[:port]`.
+    pub endpoint: String,
+    /// The cluster CA, PEM (a secret: never echoed).
+    pub ca_pem: String,
+    /// The name the kubelet registers the Node by (IMDS `local-hostname`).
+    pub node_name: Option<String>,
+    pub imds_endpoint: String,
+    /// The proxy kubelet and the agent use (`None`: direct).
+    pub proxy: Option<Proxy>,
+    /// CA bundles trusted beside the platform's for AWS endpoints.
+    pub ca_bundles: Vec<String>,
+    /// STS, where the token is presigned for (`https://sts.<region>.amazonaws.com`).
+    pub sts_url: String,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("cluster", &self.cluster)
+            .field("endpoint", &self.endpoint)
+            .field("node_name", &self.node_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// The node's EKS token for this cluster, signed now.
+    pub fn token(&self, creds: &token::RoleCredentials) -> Result<String, Cause> {
+        let a = token::Audience {
+            region: &self.region,
+            sts: &self.sts_url,
+            cluster: &self.cluster,
+        };
+        token::eks_token(creds, a, std::time::SystemTime::now())
+    }
+
+    /// The proxy URL for `url`'s host, unless NO_PROXY names it (Go's rule).
+    pub fn proxy_for(&self, url: &net::Url) -> Option<&str> {
+        let p = self.proxy.as_ref()?;
+        if net::no_proxy_matches(&p.no_proxy, &url.host) {
+            return None;
+        }
+        match url.tls {
+            true => p.https.as_deref().or(p.http.as_deref()),
+            false => p.http.as_deref(),
+        }
+    }
+}
+
+/// One check, as the plan holds it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    #[serde(flatten)]
+    pub probe: Probe,
+    /// Why it is not run here (the plan and the report still show it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip: Option<String>,
+    #[serde(skip)]
+    pub context: Arc<Context>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "check", rename_all = "camelCase")]
+pub enum Probe {
+    /// The instance role's credentials from IMDS.
+    #[serde(rename_all = "camelCase")]
+    Credentials { imds: String },
+    /// DNS, TCP, TLS with the cluster's CA, then `GET /readyz`.
+    #[serde(rename_all = "camelCase")]
+    ApiServer { endpoint: String },
+    /// The node's EKS token in a SelfSubjectReview: who the API server says the node is.
+    #[serde(rename_all = "camelCase")]
+    Identity { expect: String },
+    /// An AWS endpoint the node needs, reached as kubelet and containerd reach it.
+    #[serde(rename_all = "camelCase")]
+    AwsEndpoint { service: String, url: String },
+    /// The service CIDR is none of the VPC's blocks.
+    #[serde(rename_all = "camelCase")]
+    ServiceCidr { cidr: String, vpc: Vec<String> },
+    /// The cluster DNS address the hand-off derives lies in the service CIDR.
+    #[serde(rename_all = "camelCase")]
+    ClusterDns { address: String, cidr: String },
+}
+
+impl Probe {
+    /// A short name for logs, the report and `status`.
+    pub fn describe(&self) -> String {
+        match self {
+            Probe::Credentials { .. } => "credentials from IMDS".into(),
+            Probe::ApiServer { endpoint } => format!("API server {endpoint}"),
+            Probe::Identity { expect } => format!("identity is {expect}"),
+            Probe::AwsEndpoint { service, .. } => format!("{service} reachable"),
+            Probe::ServiceCidr { cidr, .. } => format!("service CIDR {cidr} outside the VPC"),
+            Probe::ClusterDns { address, cidr } => format!("cluster DNS {address} in {cidr}"),
+        }
+    }
+}
+
+/// Why a check failed: a code (`status` and docs/join.md name them), what was seen, what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub code: &'static str,
+    pub detail: String,
+}
+
+impl Cause {
+    pub fn new(code: &'static str, detail: String) -> Cause {
+        Cause {
+            code,
+            detail: truncated(&detail),
+        }
+    }
+
+    pub fn dns(host: &str, why: &str) -> Cause {
+        Cause::new(
+            "dns",
+            format!("`{}` does not resolve: {why}", printable(host)),
+        )
+    }
+
+    /// A failure reaching the proxy itself.
+    pub fn via_proxy(self) -> Cause {
+        Cause::new("proxy", format!("the proxy: {}", self.detail))
+    }
+
+    /// A TLS failure, by what rustls said: an issuer the CA does not know, a name the
+    /// certificate does not hold, anything else.
+    pub fn tls(host: &str, e: &std::io::Error) -> Cause {
+        use rustls::{CertificateError as C, Error as E};
+        let inner = e.get_ref().and_then(|i| i.downcast_ref::<E>());
+        let code = match inner {
+            Some(E::InvalidCertificate(C::UnknownIssuer | C::BadSignature)) => "tls-untrusted",
+            Some(E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. })) => {
+                "tls-name"
+            }
+            _ => "tls",
+        };
+        Cause::new(code, format!("TLS with {}: {e}", printable(host)))
+    }
+
+    /// What to do about it.
+    pub fn todo(&self) -> &'static str {
+        todo(self.code)
+    }
+}
+
+/// What to do for each cause (docs/join.md says the same at more length).
+fn todo(code: &str) -> &'static str {
+    match code {
+        "credentials" => "the instance needs an instance profile whose role EKS maps to system:nodes; check the launch template's IAM instance profile",
+        "dns" => "the endpoint must resolve from the node: check cluster.apiServerEndpoint, the VPC's DNS settings (enableDnsSupport, enableDnsHostnames) and, for a private endpoint, that the node is in the cluster's VPC",
+        "tcp" | "timeout" => "no route to the endpoint on its port: check the cluster security group allows 443 from the node, the subnet's routes, and for a public endpoint its allowed CIDRs or a NAT gateway",
+        "proxy" => "the proxy refused or could not be reached: check proxy.https, its allow list for this host, or add the host to proxy.noProxy",
+        "tls-untrusted" => "the endpoint's certificate is not signed by cluster.certificateAuthority: the CA or the endpoint belongs to another cluster; take both from the same `aws eks describe-cluster`",
+        "tls-name" => "the endpoint's certificate does not name this host: use the endpoint exactly as `aws eks describe-cluster` gives it",
+        "tls" | "http" => "the endpoint does not speak HTTPS as an API server does: check cluster.apiServerEndpoint",
+        "readyz" => "the API server says it is not ready: wait for the cluster to be ACTIVE, or check the endpoint is this cluster's",
+        "unauthenticated" => "the API server does not accept the node's role: create an access entry of type EC2_LINUX for the role (`aws eks create-access-entry --type EC2_LINUX`) or add its mapRoles line to the aws-auth ConfigMap with groups system:bootstrappers and system:nodes",
+        "wrong-identity" => "the role is mapped, but not as this node: the access entry must be of type EC2_LINUX, or the aws-auth mapRoles username must be system:node:{{EC2PrivateDNSName}}",
+        "not-node" => "the role is mapped without the group system:nodes: use an access entry of type EC2_LINUX, or add system:nodes to its aws-auth mapRoles groups",
+        "token" => "the node cannot sign its token: check the instance's clock and its role's credentials",
+        "service-cidr" => "the service CIDR overlaps the VPC: Services would shadow addresses of the VPC; the cluster's service CIDR is fixed at creation, so cluster.cidr must be the cluster's own (`aws eks describe-cluster --query cluster.kubernetesNetworkConfig`)",
+        "cluster-dns" => "the DNS address the hand-off derives (the CIDR's .10) is outside the service CIDR: pods would get a resolver nothing serves; check cluster.cidr",
+        "unreachable" => "the node cannot reach this AWS endpoint: in a private subnet it needs a VPC endpoint (interface endpoints for STS, EC2, ECR api and dkr) or a NAT gateway, or the proxy must allow it",
+        "deadline" => "kubelet did not register a Ready Node in time: see `journalctl -u kubelet` on the node",
+        "mismatch" => "the Node differs from the plan: another drop-in or the hand-off changed kubelet's settings; see the differences listed",
+        _ => "see docs/join.md",
+    }
+}
+
+/// At most 300 characters, escaped: what an echoed value may be.
+fn truncated(s: &str) -> String {
+    let p = printable(s);
+    match p.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &p[..i]),
+        None => p.to_string(),
+    }
+}
+
+/// One check's result, as the report and `status` keep it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckResult {
+    pub check: String,
+    pub result: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todo: Option<String>,
+    /// From the start of the checks to this one's end.
+    pub ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Verdict {
+    Passed,
+    Failed,
+    Skipped,
+    /// A check it needed failed first.
+    NotRun,
+}
+
+impl CheckResult {
+    pub fn of(probe: &Probe, r: Result<String, Cause>, ms: u64) -> CheckResult {
+        let (result, cause, detail, todo) = match r {
+            Ok(detail) => (Verdict::Passed, None, detail, None),
+            Err(c) => (
+                Verdict::Failed,
+                Some(c.code.to_string()),
+                c.detail.clone(),
+                Some(c.todo().to_string()),
+            ),
+        };
+        CheckResult {
+            check: probe.describe(),
+            result,
+            cause,
+            detail,
+            todo,
+            ms,
+        }
+    }
+
+    pub fn other(probe: &Probe, result: Verdict, why: String) -> CheckResult {
+        CheckResult {
+            check: probe.describe(),
+            result,
+            cause: None,
+            detail: why,
+            todo: None,
+            ms: 0,
+        }
+    }
+
+    /// `failed: API server https://… (tls-untrusted): … — what to do`.
+    pub fn line(&self) -> String {
+        match (&self.cause, &self.todo) {
+            (Some(c), Some(t)) => format!("{} ({c}): {}; {t}", self.check, self.detail),
+            _ => format!("{}: {}", self.check, self.detail),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The checks before the hand-off, all at once under one budget: the role's credentials, the
+//! API server (DNS, TCP, TLS with the cluster's CA, `/readyz`), the AWS endpoints the node
+//! needs, the CIDRs; the identity as soon as the credentials and the API server are known good.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::kube::{judge_identity, ApiServer};
+use super::net::{self, Url};
+use super::token::{self, RoleCredentials};
+use super::{cidr, Cause, Check, CheckResult, Context, Probe, Verdict};
+use crate::base::text::printable;
+
+/// What the identity check waits for.
+struct Needs {
+    creds: Option<oneshot::Receiver<Option<RoleCredentials>>>,
+    api: Option<oneshot::Receiver<bool>>,
+}
+
+/// Run `checks` under `budget`: their results in the checks' order.
+pub async fn run(checks: &[Check], budget: Duration) -> Vec<CheckResult> {
+    let start = Instant::now();
+    let deadline = start + budget;
+    let mut out: Vec<Option<CheckResult>> = vec![None; checks.len()];
+    let (creds_tx, creds_rx) = oneshot::channel();
+    let (api_tx, api_rx) = oneshot::channel();
+    let mut creds_tx = Some(creds_tx);
+    let mut api_tx = Some(api_tx);
+    let mut needs = Needs {
+        creds: Some(creds_rx),
+        api: Some(api_rx),
+    };
+    let mut tasks = Vec::new();
+    for (i, c) in checks.iter().enumerate() {
+        if let Some(why) = &c.skip {
+            out[i] = Some(CheckResult::other(&c.probe, Verdict::Skipped, why.clone()));
+            continue;
+        }
+        let probe = c.probe.clone();
+        let task = Task {
+            probe: probe.clone(),
+            ctx: c.context.clone(),
+            creds_tx: matches!(probe, Probe::Credentials { .. })
+                .then(|| creds_tx.take())
+                .flatten(),
+            api_tx: matches!(probe, Probe::ApiServer { .. })
+                .then(|| api_tx.take())
+                .flatten(),
+            needs: match probe {
+                Probe::Identity { .. } => std::mem::replace(&mut needs, Needs::none()),
+                _ => Needs::none(),
+            },
+        };
+        tasks.push(async move {
+            let r = tokio::time::timeout_at(deadline, task.run()).await;
+            let ms = start.elapsed().as_millis() as u64;
+            (i, judged(&probe, r, ms, budget))
+        });
+    }
+    for (i, result) in futures_util::future::join_all(tasks).await {
+        out[i] = Some(result);
+    }
+    out.into_iter()
+        .zip(checks)
+        .map(|(r, c)| {
+            r.unwrap_or_else(|| CheckResult::other(&c.probe, Verdict::NotRun, "not run".into()))
+        })
+        .collect()
+}
+
+/// A task's end as a result.
+fn judged(
+    probe: &Probe,
+    r: Result<Result<String, Step>, tokio::time::error::Elapsed>,
+    ms: u64,
+    budget: Duration,
+) -> CheckResult {
+    match r {
+        Ok(Ok(done)) => CheckResult::of(probe, Ok(done), ms),
+        Ok(Err(Step::Failed(c))) => CheckResult::of(probe, Err(c), ms),
+        Ok(Err(Step::NotRun(why))) => CheckResult::other(probe, Verdict::NotRun, why),
+        Err(_) => CheckResult::of(
+            probe,
+            Err(Cause::new(
+                "timeout",
+                format!("not done within the preflight budget of {budget:?}: a port that drops packets, or an answer that never comes"),
+            )),
+            ms,
+        ),
+    }
+}
+
+impl Needs {
+    fn none() -> Needs {
+        Needs {
+            creds: None,
+            api: None,
+        }
+    }
+}
+
+enum Step {
+    Failed(Cause),
+    NotRun(String),
+}
+
+impl From<Cause> for Step {
+    fn from(c: Cause) -> Step {
+        Step::Failed(c)
+    }
+}
+
+struct Task {
+    probe: Probe,
+    ctx: Arc<Context>,
+    creds_tx: Option<oneshot::Sender<Option<RoleCredentials>>>,
+    api_tx: Option<oneshot::Sender<bool>>,
+    needs: Needs,
+}
+
+impl Task {
+    async fn run(self) -> Result<String, Step> {
+        let ctx = &*self.ctx;
+        match &self.probe {
+            Probe::Credentials { .. } => {
+                let r = token::credentials(&ctx.imds_endpoint).await;
+                if let Some(tx) = self.creds_tx {
+                    let _ = tx.send(r.as_ref().ok().cloned());
+                }
+                let c = r?;
+                Ok(format!("role {}", printable(&c.role)))
+            }
+            Probe::ApiServer { .. } => {
+                let r = async { ApiServer::of(ctx)?.readyz().await }.await;
+                if let Some(tx) = self.api_tx {
+                    let _ = tx.send(r.is_ok());
+                }
+                Ok(r?)
+            }
+            Probe::Identity { .. } => identity(ctx, self.needs).await,
+            Probe::AwsEndpoint { url, .. } => Ok(reach(ctx, url).await?),
+            Probe::ServiceCidr { cidr, vpc } => Ok(cidr::service_cidr(cidr, vpc)?),
+            Probe::ClusterDns { address, cidr } => Ok(cidr::cluster_dns(address, cidr)?),
+        }
+    }
+}
+
+/// The node's token in a SelfSubjectReview, once its credentials and the API server are good.
+async fn identity(ctx: &Context, needs: Needs) -> Result<String, Step> {
+    let creds = match needs.creds {
+        Some(rx) => rx.await.ok().flatten(),
+        None => None,
+    };
+    let Some(creds) = creds else {
+        return Err(Step::NotRun("the role's credentials were not read".into()));
+    };
+    let api_ok = match needs.api {
+        Some(rx) => rx.await.unwrap_or(false),
+        None => false,
+    };
+    if !api_ok {
+        return Err(Step::NotRun("the API server was not reached".into()));
+    }
+    let token = ctx.token(&creds)?;
+    let (name, groups) = ApiServer::of(ctx)?.whoami(&token).await?;
+    Ok(judge_identity(ctx.node_name.as_deref(), &name, &groups)?)
+}
+
+/// An AWS endpoint reached as the node reaches it: through the proxy unless NO_PROXY names it,
+/// then TLS with the platform's roots and the config's bundles.
+async fn reach(ctx: &Context, url: &str) -> Result<String, Cause> {
+    let u = Url::parse(url)
+        .ok_or_else(|| Cause::new("unreachable", format!("`{}` is not a URL", printable(url))))?;
+    let proxy = ctx.proxy_for(&u);
+    let unreachable = |c: Cause| match c.code {
+        "proxy" => c,
+        _ => Cause::new("unreachable", format!("{}: {}", u.authority(), c.detail)),
+    };
+    let tcp = net::open(&u, proxy).await.map_err(unreachable)?;
+    let how = match proxy.and_then(Url::parse) {
+        Some(p) => format!("through the proxy {}", p.authority()),
+        None => "directly".into(),
+    };
+    if u.tls {
+        let bundles: Vec<&str> = ctx.ca_bundles.iter().map(String::as_str).collect();
+        net::tls(tcp, &u.host, net::roots(&bundles, true))
+            .await
+            .map_err(unreachable)?;
+    }
+    Ok(format!("{} reached {how}", u.authority()))
+}

@@ -1,0 +1,384 @@
+//! The proof after the hand-off: with the node's own token (the Node authorizer lets a node
+//! read its own Node), wait for the Node until it is `Ready=True` or the deadline, then compare
+//! its labels, taints and allocatable with the plan. The job the run leaves for it is
+//! [`JoinJob`], a per-boot file that `eks-nodeinit complete-hook` reads.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::kube::{short, ApiServer};
+use super::record::JoinVerdict;
+use super::{token, Cause, Context};
+use crate::base::text::printable;
+use crate::spec::pod_capacity::milli_value;
+
+/// The per-boot job (mode 0600: it holds the cluster CA).
+pub const JOIN_JOB: &str = "/run/eks-nodeinit/join.json";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JoinJob {
+    pub cluster: String,
+    pub region: String,
+    pub endpoint: String,
+    /// base64 of the PEM, as the config and EKS give it (a secret).
+    pub certificate_authority: String,
+    /// `None`: learnt from the API server (the token's identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    pub sts_url: String,
+    pub imds_endpoint: String,
+    pub deadline_secs: u64,
+    pub expect: Expect,
+}
+
+/// What the Node must show.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expect {
+    pub labels: BTreeMap<String, String>,
+    /// `key[=value]:Effect`.
+    pub taints: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<u64>,
+    /// CPU held back from pods, in millicores (kube-reserved, system-reserved, or the reserved
+    /// CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_reserved_millis: Option<u64>,
+    /// Memory held back from pods besides huge pages: kube- and system-reserved and the hard
+    /// eviction threshold, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_reserved_bytes: Option<u64>,
+}
+
+impl JoinJob {
+    pub fn to_text(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    pub fn context(&self, proxy: Option<crate::aws::http::Proxy>) -> Context {
+        let ca = base64::engine::general_purpose::STANDARD
+            .decode(&self.certificate_authority)
+            .unwrap_or_default();
+        Context {
+            cluster: self.cluster.clone(),
+            region: self.region.clone(),
+            endpoint: self.endpoint.clone(),
+            ca_pem: String::from_utf8_lossy(&ca).into_owned(),
+            node_name: self.node_name.clone(),
+            imds_endpoint: self.imds_endpoint.clone(),
+            proxy,
+            ca_bundles: Vec::new(),
+            sts_url: self.sts_url.clone(),
+        }
+    }
+}
+
+/// What the proof came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proof {
+    pub verdict: JoinVerdict,
+    pub causes: Vec<String>,
+    /// What was compared and found as planned.
+    pub checked: Vec<String>,
+    /// When kubelet was active, the Node first seen, and Ready (unix ms).
+    pub kubelet_active_at: Option<u64>,
+    pub registered_at: Option<u64>,
+    pub ready_at: Option<u64>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The node's token, made again when older than five minutes (the API server accepts one for
+/// fifteen).
+struct Tokens {
+    made: Option<(Instant, String)>,
+}
+
+impl Tokens {
+    async fn get(&mut self, ctx: &Context) -> Result<String, Cause> {
+        if let Some((at, t)) = &self.made {
+            if at.elapsed() < Duration::from_secs(300) {
+                return Ok(t.clone());
+            }
+        }
+        let creds = token::credentials(&ctx.imds_endpoint).await?;
+        let t = ctx.token(&creds)?;
+        self.made = Some((Instant::now(), t.clone()));
+        Ok(t)
+    }
+}
+
+/// Wait for the Node (every `every`) until Ready or `deadline` from now, then judge it.
+pub async fn prove(job: &JoinJob, ctx: &Context, every: Duration) -> Proof {
+    let end = Instant::now() + Duration::from_secs(job.deadline_secs);
+    let mut tokens = Tokens { made: None };
+    let mut name = job.node_name.clone();
+    let mut registered_at = None;
+    let mut last;
+    loop {
+        match look(ctx, &mut tokens, &mut name).await {
+            Ok(Some(node)) => {
+                registered_at.get_or_insert_with(now_ms);
+                if ready(&node) {
+                    let ready_at = Some(now_ms());
+                    let (checked, diffs) = judge(&node, &job.expect);
+                    let verdict = match diffs.is_empty() {
+                        true => JoinVerdict::Joined,
+                        false => JoinVerdict::Mismatch,
+                    };
+                    return Proof {
+                        verdict,
+                        causes: diffs,
+                        checked,
+                        kubelet_active_at: None,
+                        registered_at,
+                        ready_at,
+                    };
+                }
+                last = format!(
+                    "the Node {} is registered but not Ready: {}",
+                    printable(name.as_deref().unwrap_or("")),
+                    ready_message(&node)
+                );
+            }
+            Ok(None) => {
+                last = format!(
+                    "no Node {} registered yet",
+                    printable(name.as_deref().unwrap_or(""))
+                )
+            }
+            Err(c) => last = format!("({}) {}; {}", c.code, c.detail, c.todo()),
+        }
+        let now = Instant::now();
+        if now >= end {
+            let cause = format!("no Ready Node within {}s: {last}", job.deadline_secs);
+            return Proof {
+                verdict: JoinVerdict::Deadline,
+                causes: vec![cause],
+                checked: Vec::new(),
+                kubelet_active_at: None,
+                registered_at,
+                ready_at: None,
+            };
+        }
+        // The last look is at the deadline itself.
+        tokio::time::sleep(every.min(end - now)).await;
+    }
+}
+
+/// The Node by name (learnt from the identity when the job has none): `None` until registered.
+async fn look(
+    ctx: &Context,
+    tokens: &mut Tokens,
+    name: &mut Option<String>,
+) -> Result<Option<serde_json::Value>, Cause> {
+    let token = tokens.get(ctx).await?;
+    let api = ApiServer::of(ctx)?;
+    if name.is_none() {
+        let (user, _) = api.whoami(&token).await?;
+        *name = user.strip_prefix("system:node:").map(String::from);
+        if name.is_none() {
+            return Err(Cause::new(
+                "wrong-identity",
+                format!("the API server sees the node as {}", printable(&user)),
+            ));
+        }
+    }
+    let n = name.as_deref().unwrap_or_default();
+    let a = api
+        .call("GET", &format!("/api/v1/nodes/{n}"), Some(&token), None)
+        .await?;
+    match a.status {
+        200 => serde_json::from_slice(&a.body)
+            .map(Some)
+            .map_err(|_| Cause::new("http", "the Node is not JSON".into())),
+        404 => Ok(None),
+        401 => Err(Cause::new("unauthenticated", "the API server refused the node's token (401)".into())),
+        403 => Err(Cause::new("wrong-identity", format!("the API server forbids the node to read Node {} (403): its identity is not system:node:{}: {}", printable(n), printable(n), short(&String::from_utf8_lossy(&a.body))))),
+        s => Err(Cause::new("http", format!("GET Node answered {s}"))),
+    }
+}
+
+fn condition<'a>(node: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+fn ready(node: &serde_json::Value) -> bool {
+    condition(node, "Ready").is_some_and(|c| c["status"] == "True")
+}
+
+fn ready_message(node: &serde_json::Value) -> String {
+    condition(node, "Ready").map_or("no Ready condition yet".into(), |c| {
+        short(c["message"].as_str().unwrap_or(""))
+    })
+}
+
+/// The Node against the plan: what matched, and every difference.
+pub fn judge(node: &serde_json::Value, e: &Expect) -> (Vec<String>, Vec<String>) {
+    let (mut ok, mut diffs) = (Vec::new(), Vec::new());
+    let labels = &node["metadata"]["labels"];
+    for (k, v) in &e.labels {
+        match labels[k].as_str() {
+            Some(got) if got == v => {}
+            got => diffs.push(format!(
+                "label {k}: planned `{v}`, the Node has {}",
+                got.map_or("none".into(), |g| format!("`{}`", printable(g)))
+            )),
+        }
+    }
+    ok.push(format!("{} planned labels", e.labels.len()));
+    let taints: Vec<String> = node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(taint_text)
+        .collect();
+    for t in &e.taints {
+        if !taints.contains(t) {
+            diffs.push(format!(
+                "taint {t}: planned, the Node has [{}]",
+                printable(&taints.join(", "))
+            ));
+        }
+    }
+    ok.push(format!("{} planned taints", e.taints.len()));
+    allocatable(node, e, &mut ok, &mut diffs);
+    (ok, diffs)
+}
+
+/// Pods, CPU and memory allocatable against capacity less the plan's reservations (and the
+/// huge pages the kubelet takes out of memory).
+fn allocatable(
+    node: &serde_json::Value,
+    e: &Expect,
+    ok: &mut Vec<String>,
+    diffs: &mut Vec<String>,
+) {
+    let (cap, alloc) = (&node["status"]["capacity"], &node["status"]["allocatable"]);
+    if let Some(p) = e.pods {
+        let got = alloc["pods"].as_str().and_then(|s| s.parse::<u64>().ok());
+        match got == Some(p) {
+            true => ok.push(format!("allocatable pods {p}")),
+            false => diffs.push(format!(
+                "allocatable pods: planned {p} (maxPods), the Node has {}",
+                alloc["pods"]
+            )),
+        }
+    }
+    let huge: u128 = cap
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("hugepages-"))
+        .filter_map(|(_, v)| milli(v))
+        .sum();
+    let pairs = [
+        ("cpu", e.cpu_reserved_millis.map(u128::from), 0, "m"),
+        (
+            "memory",
+            e.memory_reserved_bytes.map(|b| u128::from(b) * 1000),
+            huge,
+            "",
+        ),
+    ];
+    for (res, reserved, more, unit) in pairs {
+        let (Some(reserved), Some(c), Some(a)) = (reserved, milli(&cap[res]), milli(&alloc[res]))
+        else {
+            continue;
+        };
+        let want = c.saturating_sub(reserved).saturating_sub(more);
+        let show = |v: u128| match unit {
+            "m" => format!("{v}m"),
+            _ => format!("{}", v / 1000),
+        };
+        match a == want {
+            true => ok.push(format!(
+                "allocatable {res} {} = capacity − reservation",
+                show(a)
+            )),
+            false => diffs.push(format!(
+                "allocatable {res}: planned {} (capacity {} − reserved {}), the Node has {}",
+                show(want),
+                show(c),
+                show(reserved + more),
+                show(a)
+            )),
+        }
+    }
+}
+
+fn milli(v: &serde_json::Value) -> Option<u128> {
+    milli_value(v.as_str()?)
+}
+
+/// `key[=value]:Effect`, as the plan writes taints.
+fn taint_text(t: &serde_json::Value) -> String {
+    let (k, v, e) = (
+        t["key"].as_str().unwrap_or(""),
+        t["value"].as_str().unwrap_or(""),
+        t["effect"].as_str().unwrap_or(""),
+    );
+    match v.is_empty() {
+        true => format!("{k}:{e}"),
+        false => format!("{k}={v}:{e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node() -> serde_json::Value {
+        json!({
+            "metadata": {"labels": {"role": "scaler", "kubernetes.io/hostname": "n"}},
+            "spec": {"taints": [{"key": "dedicated", "value": "scaler", "effect": "NoSchedule"}]},
+            "status": {
+                "capacity": {"cpu": "2", "memory": "8049136Ki", "pods": "29", "hugepages-2Mi": "32Mi"},
+                "allocatable": {"cpu": "1930m", "memory": "7326192Ki", "pods": "29"},
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }
+        })
+    }
+
+    #[test]
+    fn a_node_as_planned_passes_and_every_difference_is_named() {
+        // memory: 8049136Ki − (255 + 11×29 + 100) Mi − 32 Mi of huge pages = 7326192Ki.
+        let reserved = ((255 + 11 * 29 + 100) << 20) as u64;
+        let mut e = Expect {
+            labels: BTreeMap::from([("role".into(), "scaler".into())]),
+            taints: vec!["dedicated=scaler:NoSchedule".into()],
+            pods: Some(29),
+            cpu_reserved_millis: Some(70),
+            memory_reserved_bytes: Some(reserved),
+        };
+        let (ok, diffs) = judge(&node(), &e);
+        assert!(diffs.is_empty(), "{diffs:?}");
+        assert_eq!(ok.len(), 5, "{ok:?}");
+        e.pods = Some(110);
+        e.labels.insert("team".into(), "a".into());
+        e.taints.push("x:NoExecute".into());
+        e.cpu_reserved_millis = Some(80);
+        let (_, diffs) = judge(&node(), &e);
+        assert_eq!(diffs.len(), 4, "{diffs:?}");
+        assert!(diffs[0].starts_with("label team"));
+        assert!(diffs
+            .iter()
+            .any(|d| d.starts_with("allocatable cpu: planned 1920m")));
+        assert!(ready(&node()));
+    }
+}

@@ -1,0 +1,40 @@
+//! Threads inside a network namespace: a thread that has joined one (`setns`) binds and dials
+//! there, and so does every thread it starts (a tokio runtime's workers). How the in-process
+//! peers (the IMDS server, the EKS authenticator) live beside the control plane.
+
+use std::path::Path;
+
+/// Move the calling thread into the network namespace `netns` (`/proc/PID/ns/net`).
+pub fn enter(netns: &Path) {
+    let f = std::fs::File::open(netns).unwrap();
+    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns (root needed)");
+}
+
+/// Run `f` on a thread in `netns` and give back what it returns.
+pub fn run_in<T: Send + 'static>(netns: &Path, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let ns = netns.to_path_buf();
+    std::thread::spawn(move || {
+        enter(&ns);
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Whether something listens on 127.0.0.1:`port` in `netns`.
+pub fn listening(netns: &Path, port: u16) -> bool {
+    run_in(netns, move || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+}
+
+/// A free port on 127.0.0.1 in `netns`.
+pub fn free_port(netns: &Path) -> u16 {
+    run_in(netns, || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    })
+}

@@ -1,0 +1,597 @@
+//! Verified join against the real control plane (docs/join.md): kube-apiserver authenticating
+//! nodes through the suite's EKS authenticator (`common::eks_auth`: the token's presigned STS
+//! URL checked and called on moto, the role mapped to `system:node:{{EC2PrivateDNSName}}`), the
+//! Node authorizer and NodeRestriction. Each scenario is an instance of a moto Auto Scaling
+//! group with a launch hook, its role's credentials served by the strict IMDSv2 server in the
+//! suite's network namespace, and the agent run there: `init` (the preflight), then
+//! `complete-hook` (the proof) with kubelet.service active on a bus stand-in. Each asserts the
+//! cause, the time to the verdict and what moto's Auto Scaling was told.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common;
+use common::control_plane::{self, in_netns, ControlPlane, CLUSTER, EKS_REGION, NODE_IP};
+use common::dbus::{serve_unit_states, start_bus};
+use common::eks_auth::{moto_query, xml_tag, NODE_USER};
+use common::imds_server::{ImdsServer, State};
+use common::kubelet::Kubelet;
+use common::*;
+
+const HOOK: &str = "eks-node-ready";
+const ACCOUNT: &str = "123456789012";
+const VPC: &str = "10.0.0.0/16";
+const MAC: &str = "0e:49:61:0f:c3:11";
+
+/// One instance of its own group, with its role mapped as a node's.
+struct Joining {
+    root: tempfile::TempDir,
+    cfg: PathBuf,
+    _imds: ImdsServer,
+    imds_url: String,
+    instance: String,
+    name: String,
+    role_arn: String,
+}
+
+/// The scenario's group (one instance, a launch hook) and the instance's private DNS name.
+fn group(cp: &ControlPlane, tag: &str) -> (String, String) {
+    let moto = cp.eks.as_ref().unwrap().moto.clone();
+    let tag = tag.to_string();
+    common::netns::run_in(&cp.netns, move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async move {
+            let conf = common::moto_sdk_config(&moto, EKS_REGION).await;
+            let ec2 = aws_sdk_ec2::Client::new(&conf);
+            let image = common::first_image(&ec2).await;
+            let a = aws_sdk_autoscaling::Client::new(&conf);
+            let (lc, g) = (format!("lc-{tag}"), format!("asg-{tag}"));
+            a.create_launch_configuration()
+                .launch_configuration_name(&lc)
+                .image_id(image)
+                .instance_type("m6i.large")
+                .send()
+                .await
+                .unwrap();
+            a.create_auto_scaling_group()
+                .auto_scaling_group_name(&g)
+                .launch_configuration_name(&lc)
+                .min_size(1)
+                .max_size(1)
+                .desired_capacity(1)
+                .availability_zones("us-east-1a")
+                .send()
+                .await
+                .unwrap();
+            a.put_lifecycle_hook()
+                .auto_scaling_group_name(&g)
+                .lifecycle_hook_name(HOOK)
+                .lifecycle_transition("autoscaling:EC2_INSTANCE_LAUNCHING")
+                .send()
+                .await
+                .unwrap();
+            let out = a
+                .describe_auto_scaling_groups()
+                .auto_scaling_group_names(&g)
+                .send()
+                .await
+                .unwrap();
+            let id = out.auto_scaling_groups()[0].instances()[0]
+                .instance_id()
+                .unwrap()
+                .to_string();
+            let d = ec2
+                .describe_instances()
+                .instance_ids(&id)
+                .send()
+                .await
+                .unwrap();
+            let dns = d.reservations()[0].instances()[0]
+                .private_dns_name()
+                .unwrap()
+                .to_string();
+            (id, dns)
+        })
+    })
+}
+
+/// The role, its credentials for the instance's session (as EC2 gives an instance profile's),
+/// the secret told to the authenticator and the role mapped as a node's.
+fn role(cp: &ControlPlane, tag: &str, instance: &str) -> (String, String, Value) {
+    let eks = cp.eks.as_ref().unwrap();
+    let name = format!("eks-node-{tag}");
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    moto_query(
+        &cp.netns,
+        &eks.moto,
+        EKS_REGION,
+        "iam",
+        &[
+            ("Action", "CreateRole"),
+            ("Version", "2010-05-08"),
+            ("RoleName", &name),
+            ("AssumeRolePolicyDocument", trust),
+        ],
+    );
+    let arn = format!("arn:aws:iam::{ACCOUNT}:role/{name}");
+    let xml = moto_query(
+        &cp.netns,
+        &eks.moto,
+        EKS_REGION,
+        "sts",
+        &[
+            ("Action", "AssumeRole"),
+            ("Version", "2011-06-15"),
+            ("RoleArn", &arn),
+            ("RoleSessionName", instance),
+        ],
+    );
+    let field = |t: &str| xml_tag(&xml, t).unwrap_or_else(|| panic!("AssumeRole: no {t} in {xml}"));
+    let (ak, sk, token) = (
+        field("AccessKeyId"),
+        field("SecretAccessKey"),
+        field("SessionToken"),
+    );
+    let mut s = eks.auth.state.lock().unwrap();
+    s.secrets.insert(ak.clone(), sk.clone());
+    s.roles.insert(
+        arn.clone(),
+        (
+            NODE_USER.into(),
+            vec!["system:bootstrappers".into(), "system:nodes".into()],
+        ),
+    );
+    let creds = json!({"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": ak, "SecretAccessKey": sk, "Token": token, "Expiration": "2099-01-01T00:00:00Z"});
+    (name, arn, creds)
+}
+
+/// An instance joining the suite's cluster: the group, the role, IMDS in the namespace, an
+/// AL2023 sample root and the config (the hook, the preflight in `mode`), edited by `edit`.
+fn instance(cp: &ControlPlane, tag: &str, vpc: &str, edit: impl FnOnce(&mut Value)) -> Joining {
+    let (instance, name) = group(cp, tag);
+    let (role_name, role_arn, creds) = role(cp, tag, &instance);
+    let mut st = State::default();
+    for (k, v) in [
+        ("instance-id", instance.as_str()),
+        ("local-ipv4", NODE_IP),
+        ("local-hostname", name.as_str()),
+        ("instance-type", "m6i.large"),
+        ("placement/region", EKS_REGION),
+        ("placement/availability-zone", "us-east-1a"),
+        ("autoscaling/target-lifecycle-state", "InService"),
+        ("iam/security-credentials/", role_name.as_str()),
+        ("mac", MAC),
+    ] {
+        st.data.insert(k.into(), v.into());
+    }
+    st.data.insert(
+        format!("iam/security-credentials/{role_name}"),
+        creds.to_string(),
+    );
+    st.data.insert(
+        format!("network/interfaces/macs/{MAC}/vpc-ipv4-cidr-blocks"),
+        vpc.into(),
+    );
+    st.tags = Some(
+        [(
+            "aws:autoscaling:groupName".to_string(),
+            format!("asg-{tag}"),
+        )]
+        .into(),
+    );
+    let imds = ImdsServer::start_in(Some(&cp.netns), st);
+    let root = sample_root("al2023-root");
+    let ca = std::fs::read(cp.ca()).unwrap();
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["cluster"] = json!({"name": CLUSTER, "apiServerEndpoint": cp.endpoint(), "certificateAuthority": control_plane::base64_encode(&ca), "cidr": control_plane::SERVICE_CIDR});
+        v["lifecycle"] = json!({"completeLaunchHook": HOOK});
+        v["verify"] = json!({"preflight": "warn", "joinDeadline": "40s"});
+        edit(v);
+    });
+    Joining {
+        imds_url: imds.url(),
+        _imds: imds,
+        root,
+        cfg,
+        instance,
+        name,
+        role_arn,
+    }
+}
+
+/// The agent in the suite's namespace, IMDS and AWS (moto) as on the instance.
+fn agent(cp: &ControlPlane, j: &Joining, args: &[&str]) -> Command {
+    let moto = &cp.eks.as_ref().unwrap().moto;
+    let mut c = with_clean_env(in_netns(&cp.netns, bin()));
+    c.env_remove("AWS_EC2_METADATA_DISABLED")
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", &j.imds_url)
+        .env("AWS_REGION", EKS_REGION);
+    for s in ["STS", "EC2", "ECR", "AUTO_SCALING"] {
+        c.env(format!("AWS_ENDPOINT_URL_{s}"), moto);
+    }
+    c.args(args);
+    c
+}
+
+fn init(cp: &ControlPlane, j: &Joining) -> (Output, Duration) {
+    let t = Instant::now();
+    let out = run(agent(cp, j, &["init", "--config"])
+        .arg(&j.cfg)
+        .arg("--root")
+        .arg(j.root.path()));
+    (out, t.elapsed())
+}
+
+/// `complete-hook`, kubelet.service active on the bus.
+fn complete_hook(cp: &ControlPlane, j: &Joining, bus: &str) -> (Output, Duration) {
+    let t = Instant::now();
+    let out = run(agent(cp, j, &["complete-hook", "--root"])
+        .arg(j.root.path())
+        .args([
+            "--system-bus-address",
+            bus,
+            "--deadline-sec",
+            "20",
+            "--poll-ms",
+            "500",
+            "--kubelet-wait-sec",
+            "5",
+        ]));
+    (out, t.elapsed())
+}
+
+fn report(j: &Joining) -> Value {
+    serde_json::from_slice(
+        &std::fs::read(j.root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+/// What moto's Auto Scaling was told for this instance.
+fn told(cp: &ControlPlane, j: &Joining) -> Vec<String> {
+    let log = std::fs::read_to_string(&cp.eks.as_ref().unwrap().hook_log).unwrap_or_default();
+    log.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["InstanceId"] == j.instance.as_str())
+        .map(|v| {
+            v["LifecycleActionResult"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The preflight's result for the check named `check` (its `check` text starts so).
+fn check<'a>(rep: &'a Value, check: &str) -> &'a Value {
+    rep["join"]["preflight"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"].as_str().unwrap().starts_with(check))
+        .unwrap_or_else(|| panic!("no check {check}: {rep:#}"))
+}
+
+fn bus_with_kubelet_active() -> Option<common::dbus::Bus> {
+    let bus = start_bus()?;
+    serve_unit_states(
+        &bus.address,
+        &[(
+            "kubelet.service",
+            Arc::new(Mutex::new("active".to_string())),
+        )],
+    );
+    Some(bus)
+}
+
+fn ready() -> bool {
+    super::ready()
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let j = instance(&cp, "good", VPC, |_| {});
+    let (out, took) = init(&cp, &j);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = report(&j);
+    for c in rep["join"]["preflight"].as_array().unwrap() {
+        assert_eq!(c["result"], "passed", "{c:#}");
+    }
+    let id = check(&rep, "identity");
+    assert!(
+        id["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("system:node:{} in [", j.name)),
+        "{id:#}"
+    );
+    eprintln!(
+        "init with the preflight: {took:?}, preflight {} ms",
+        rep["join"]["preflight"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["ms"].as_u64().unwrap())
+            .max()
+            .unwrap()
+    );
+    let Some(bus) = bus_with_kubelet_active() else {
+        return;
+    };
+    // The proof starts before the kubelet: nothing is told while no Node is Ready.
+    let proof = {
+        let mut c = agent(&cp, &j, &["complete-hook", "--root"]);
+        c.arg(j.root.path()).args([
+            "--system-bus-address",
+            &bus.address,
+            "--deadline-sec",
+            "20",
+            "--poll-ms",
+            "500",
+            "--kubelet-wait-sec",
+            "5",
+        ]);
+        std::thread::spawn(move || run(&mut c))
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        told(&cp, &j).is_empty(),
+        "nothing told before the Node exists"
+    );
+    let start = super::al2023_start(j.root.path(), None);
+    let mut kubelet = Kubelet::start(&cp, &j.name, &start);
+    let node = kubelet.node(&cp);
+    cp.set_addresses(&j.name, NODE_IP);
+    let out = proof.join().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(told(&cp, &j), ["CONTINUE"]);
+    let rep = report(&j);
+    let join = &rep["join"];
+    assert_eq!(join["verdict"], "joined", "{join:#}");
+    assert_eq!(join["hook"], format!("CONTINUE ({HOOK})"));
+    let phases: Vec<&str> = join["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    for p in [
+        "agent started",
+        "preflight done",
+        "handed off",
+        "kubelet active",
+        "Node registered",
+        "Node Ready",
+        "verdict",
+    ] {
+        assert!(phases.contains(&p), "{p} in {phases:?}");
+    }
+    let checked = join["checked"].to_string();
+    assert!(checked.contains("allocatable pods 29"), "{checked}");
+    assert!(checked.contains("allocatable memory"), "{checked}");
+    eprintln!("Node {}: {}", j.name, node["status"]["allocatable"]);
+    let status = run(agent(&cp, &j, &["status", "--root"]).arg(j.root.path()));
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(
+        stdout(&status).contains("verdict: joined"),
+        "{}",
+        stdout(&status)
+    );
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_change() {
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let j = instance(&cp, "unmapped", VPC, |v| {
+        v["verify"]["preflight"] = "fail".into()
+    });
+    cp.eks
+        .as_ref()
+        .unwrap()
+        .auth
+        .state
+        .lock()
+        .unwrap()
+        .roles
+        .remove(&j.role_arn);
+    let (out, took) = init(&cp, &j);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains(
+            "preflight check failed (verify.preflight: fail): no hand-off, nothing was changed"
+        ),
+        "{e}"
+    );
+    let rep = report(&j);
+    let id = check(&rep, "identity");
+    assert_eq!(
+        (id["result"].as_str(), id["cause"].as_str()),
+        (Some("failed"), Some("unauthenticated")),
+        "{id:#}"
+    );
+    assert!(id["todo"].as_str().unwrap().contains("EC2_LINUX"), "{id:#}");
+    assert_eq!(rep["join"]["verdict"], "preflight-failed");
+    assert_eq!(told(&cp, &j), ["ABANDON"]);
+    assert!(
+        !j.root
+            .path()
+            .join("etc/eks/nodeadm.d/10-eks-nodeinit.json")
+            .exists(),
+        "no hand-off"
+    );
+    let refused = cp
+        .eks
+        .as_ref()
+        .unwrap()
+        .auth
+        .state
+        .lock()
+        .unwrap()
+        .reviews
+        .iter()
+        .any(|r| matches!(r, Err(w) if w.contains(&j.role_arn)));
+    assert!(refused, "the authenticator refused the role");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let status = run(agent(&cp, &j, &["status", "--root"]).arg(j.root.path()));
+    assert_eq!(status.status.code(), Some(1));
+    let text = stdout(&status);
+    assert!(text.contains("verdict: preflight-failed"), "{text}");
+    assert!(
+        text.contains(&format!("launch hook: ABANDON ({HOOK})")),
+        "{text}"
+    );
+    let json = run(agent(&cp, &j, &["status", "--output", "json", "--root"]).arg(j.root.path()));
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["verdict"], "preflight-failed");
+}
+
+/// A warn-mode scenario: init goes on (exit 0) and the named check failed with `cause`.
+fn warned(
+    tag: &str,
+    vpc: &str,
+    edit: impl FnOnce(&mut Value),
+    name: &str,
+    cause: &str,
+) -> (Value, Duration) {
+    let cp = ControlPlane::shared();
+    let j = instance(&cp, tag, vpc, edit);
+    let (out, took) = init(&cp, &j);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = report(&j);
+    let c = check(&rep, name).clone();
+    assert_eq!(
+        (c["result"].as_str(), c["cause"].as_str()),
+        (Some("failed"), Some(cause)),
+        "{c:#}"
+    );
+    assert!(
+        stderr(&out).contains(&format!("({cause})")),
+        "logged: {}",
+        stderr(&out)
+    );
+    assert!(
+        j.root
+            .path()
+            .join("etc/eks/nodeadm.d/10-eks-nodeinit.json")
+            .exists(),
+        "warn: the hand-off goes on"
+    );
+    assert!(told(&cp, &j).is_empty());
+    (c, took)
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn a_ca_of_another_cluster_an_unresolvable_endpoint_and_a_dropping_port_are_named() {
+    if !ready() {
+        return;
+    }
+    let other = tempfile::tempdir().unwrap();
+    let (other_ca, _, _) = common::tls::certificates(other.path());
+    let other_ca = control_plane::base64_encode(&std::fs::read(other_ca).unwrap());
+    let (c, _) = warned(
+        "otherca",
+        VPC,
+        |v| v["cluster"]["certificateAuthority"] = other_ca.into(),
+        "API server",
+        "tls-untrusted",
+    );
+    assert!(
+        !c["detail"].as_str().unwrap().contains("BEGIN"),
+        "the CA is never echoed"
+    );
+    warned(
+        "nodns",
+        VPC,
+        |v| v["cluster"]["apiServerEndpoint"] = "https://api.prod-eu.invalid".into(),
+        "API server",
+        "dns",
+    );
+    // A port whose packets are dropped: the check waits out the budget, no longer.
+    let cp = ControlPlane::shared();
+    control_plane::sh_in(
+        &cp.netns,
+        "iptables",
+        &["-A", "INPUT", "-p", "tcp", "--dport", "6449", "-j", "DROP"],
+    );
+    drop(cp);
+    let (c, took) = warned(
+        "drop",
+        VPC,
+        |v| {
+            v["cluster"]["apiServerEndpoint"] = format!("https://{NODE_IP}:6449").into();
+            v["verify"]["preflightBudget"] = "1s".into();
+        },
+        "API server",
+        "timeout",
+    );
+    assert!((1000..1500).contains(&c["ms"].as_u64().unwrap()), "{c:#}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn a_service_cidr_that_is_the_vpcs_is_named() {
+    if !ready() {
+        return;
+    }
+    warned(
+        "vpccidr",
+        control_plane::SERVICE_CIDR,
+        |_| {},
+        "service CIDR",
+        "service-cidr",
+    );
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn a_kubelet_that_never_registers_meets_the_deadline_and_the_hook_is_abandoned() {
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let j = instance(&cp, "noreg", VPC, |v| {
+        v["verify"]["joinDeadline"] = "10s".into()
+    });
+    let (out, _) = init(&cp, &j);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let Some(bus) = bus_with_kubelet_active() else {
+        return;
+    };
+    let (out, took) = complete_hook(&cp, &j, &bus.address);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did not join (verdict deadline)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!("no Node {} registered yet", j.name)),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        (Duration::from_secs(10)..Duration::from_secs(20)).contains(&took),
+        "{took:?}"
+    );
+    assert_eq!(told(&cp, &j), ["ABANDON"]);
+    let rep = report(&j);
+    assert_eq!(rep["join"]["verdict"], "deadline");
+    assert_eq!(rep["join"]["hook"], format!("ABANDON ({HOOK})"));
+}
