@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::control_plane::ControlPlane;
 use common::imds_server::ImdsServer;
 
 const ROLE: &str = "bench-node-role";
@@ -75,10 +76,25 @@ fn fresh_root() -> tempfile::TempDir {
     root
 }
 
+/// The agent doing the floor's work: the preflight off (the floor makes no such call).
 fn agent(bin: &Path, imds: &str, moto: &str) -> Duration {
+    agent_with(bin, imds, moto, None)
+}
+
+/// The agent, with the preflight against `cp` when given: its endpoint and CA, the checks in
+/// `warn` mode (the default), AWS's endpoints moto's.
+fn agent_with(bin: &Path, imds: &str, moto: &str, cp: Option<&ControlPlane>) -> Duration {
     let root = fresh_root();
     let cfg = common::config_with(root.path(), "c.json", |v| {
         v["tagging"] = serde_json::json!({"ec2Endpoint": moto, "syncBudgetMs": 3000});
+        v["verify"] = serde_json::json!({"preflight": "off"});
+        if let Some(cp) = cp {
+            let ca = std::fs::read(cp.ca()).unwrap();
+            v["cluster"]["apiServerEndpoint"] = cp.endpoint().into();
+            v["cluster"]["certificateAuthority"] = common::control_plane::base64_encode(&ca).into();
+            v["cluster"]["cidr"] = common::control_plane::SERVICE_CIDR.into();
+            v["verify"] = serde_json::json!({"preflight": "warn"});
+        }
     });
     // STARTUP_STRACE=FILE: run the agent under `strace -f -tt` to see where its time goes.
     let mut c = match std::env::var("STARTUP_STRACE") {
@@ -95,11 +111,53 @@ fn agent(bin: &Path, imds: &str, moto: &str) -> Duration {
         c.env("EKS_NODEINIT_LOG", "eks_nodeinit=debug,aws=debug")
             .stderr(std::fs::File::create(log).unwrap());
     }
+    if cp.is_some() {
+        for s in ["STS", "EC2", "ECR"] {
+            c.env(format!("AWS_ENDPOINT_URL_{s}"), moto);
+        }
+    }
     c.args(["init", "--config"])
         .arg(&cfg)
         .arg("--root")
         .arg(root.path());
-    timed(c)
+    let d = timed(c);
+    if cp.is_some() {
+        let rep: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
+        )
+        .unwrap();
+        for check in rep["join"]["preflight"].as_array().unwrap() {
+            assert_eq!(check["result"], "passed", "a healthy preflight: {check}");
+        }
+    }
+    d
+}
+
+/// A real API server (kube-apiserver from the peers, with the EKS authenticator and moto) and
+/// an IMDS server for an instance of that moto whose role is mapped as a node's: the healthy
+/// preflight's peers. `None` (said) without the peers or root.
+fn preflight_peers() -> Option<(ControlPlane, ImdsServer)> {
+    let missing = common::control_plane::missing();
+    if !missing.is_empty() || !nix::unistd::Uid::effective().is_root() {
+        println!("(the preflight row needs root and {missing:?}: make peers-k8s)");
+        return None;
+    }
+    let cp = ControlPlane::on_host_with_eks(&[], None);
+    let eks = cp.eks.as_ref().unwrap();
+    let region = common::control_plane::EKS_REGION;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (id, ip) = rt.block_on(async {
+        let ec2 = common::ec2_client(&eks.moto, region).await;
+        common::run_instance(&ec2).await
+    });
+    let dns = rt
+        .block_on(common::eks_auth::private_dns_name(&eks.moto, region, &id))
+        .unwrap();
+    let role = common::eks_auth::node_role(eks, &cp.netns, "bench", &id);
+    let st =
+        common::eks_auth::instance_metadata(&id, &ip, &dns, region, &role, "10.0.0.0/16", None);
+    let imds = ImdsServer::start_with(st);
+    Some((cp, imds))
 }
 
 fn shell(imds: &str, moto: &str) -> Duration {
@@ -240,10 +298,19 @@ fn main() {
     );
     let (moto, imds) = peers();
     let url = imds.url();
+    let pre = preflight_peers();
+    let pre_run = |bin: &Path| {
+        pre.as_ref().map(|(cp, i)| {
+            let moto = &cp.eks.as_ref().unwrap().moto;
+            agent_with(bin, &i.url(), moto, Some(cp))
+        })
+    };
+    let mut with_preflight = vec![];
     // Warm-up: page cache, moto's first request.
     for (bin, _) in &agents {
         agent(bin, &url, &moto.url);
     }
+    pre_run(&agents[0].0);
     shell(&url, &moto.url);
     floor(&url, &moto.url);
 
@@ -255,8 +322,33 @@ fn main() {
             let (bin, times) = &mut agents[(round + k) % n];
             times.push(agent(bin, &url, &moto.url));
         }
+        with_preflight.extend(pre_run(&agents[0].0));
         s.push(shell(&url, &moto.url));
         f.push(floor(&url, &moto.url));
     }
+    print_preflight(&agents[0], &with_preflight, &f);
     print_table(runs, &agents, s, f);
+}
+
+/// The agent with its preflight against a real API server, beside the same agent without it.
+fn print_preflight(agent: &(PathBuf, Vec<Duration>), with: &[Duration], f: &[Duration]) {
+    if with.is_empty() {
+        return;
+    }
+    let (a, p, fl) = (
+        stats(agent.1.clone()),
+        stats(with.to_vec()),
+        stats(f.to_vec()),
+    );
+    println!("the preflight (warn, every check passing against kube-apiserver, the EKS authenticator and moto), same rounds (ms: min / median / max):");
+    println!("| what | min | median | max | median vs the floor |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| eks-nodeinit init, preflight off | {:.1} | {:.1} | {:.1} | {:.2}× |",
+        a.0,
+        a.1,
+        a.2,
+        a.1 / fl.1
+    );
+    println!("| eks-nodeinit init, preflight on (healthy) | {:.1} | {:.1} | {:.1} | {:.2}× (+{:.1} ms) |", p.0, p.1, p.2, p.1 / fl.1, p.1 - a.1);
 }

@@ -195,12 +195,16 @@ fn todo(code: &str) -> &'static str {
     }
 }
 
-/// At most 300 characters, escaped: what an echoed value may be.
+/// At most 300 characters, control characters shown as `?`: a cause's detail (values echoed in
+/// it are escaped where they are put in).
 fn truncated(s: &str) -> String {
-    let p = printable(s);
-    match p.char_indices().nth(300) {
-        Some((i, _)) => format!("{}…", &p[..i]),
-        None => p.to_string(),
+    let clean: String = s
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    match clean.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &clean[..i]),
+        None => clean,
     }
 }
 

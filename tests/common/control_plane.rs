@@ -111,7 +111,7 @@ impl ControlPlane {
         let d = dir.path();
         pki(d, &[]);
         let (holder, netns) = network_namespace(d);
-        let (moto, eks) = start_eks(d, &netns);
+        let (moto, eks) = start_eks(d, &netns, None);
         let (etcd, apiserver) = start_etcd_and_apiserver(d, &netns, 2379, 6443);
         let (containerd, cri) = start_containerd(d);
         eprintln!("control plane: containerd {}", cri.display());
@@ -122,7 +122,11 @@ impl ControlPlane {
             cri,
             leftovers: kubelet_leftovers(),
             eks: Some(eks),
-            _procs: vec![etcd, apiserver, containerd, moto, holder],
+            _procs: [etcd, apiserver, containerd]
+                .into_iter()
+                .chain(moto)
+                .chain([holder])
+                .collect(),
         }
     }
 
@@ -130,6 +134,17 @@ impl ControlPlane {
     /// the API server's certificate naming `sans` too (where a VM reaches it); no containerd.
     /// Stopped when dropped.
     pub fn on_host(sans: &[&str]) -> ControlPlane {
+        Self::host(sans, None)
+    }
+
+    /// [`ControlPlane::on_host`] with the EKS authenticator (on loopback) calling `at`'s moto,
+    /// or a moto of its own.
+    #[allow(dead_code)] // the startup bench's and the VM suite's, not the host suites'
+    pub fn on_host_with_eks(sans: &[&str], at: Option<EksAt>) -> ControlPlane {
+        Self::host(sans, Some(at))
+    }
+
+    fn host(sans: &[&str], with_eks: Option<Option<EksAt>>) -> ControlPlane {
         let dir = tempfile::Builder::new()
             .prefix("control-plane")
             .tempdir()
@@ -137,17 +152,24 @@ impl ControlPlane {
         let d = dir.path();
         pki(d, sans);
         let netns = PathBuf::from(format!("/proc/{}/ns/net", std::process::id()));
+        let mut procs = Vec::new();
+        let eks = with_eks.map(|at| {
+            let (moto, eks) = start_eks(d, &netns, at);
+            procs.extend(moto);
+            eks
+        });
         let port = super::peers::free_port();
         let (etcd, apiserver) =
             start_etcd_and_apiserver(d, &netns, super::peers::free_port(), port);
+        procs.extend([etcd, apiserver]);
         ControlPlane {
             dir,
             port,
             netns,
             cri: PathBuf::new(),
             leftovers: vec![],
-            eks: None,
-            _procs: vec![etcd, apiserver],
+            eks,
+            _procs: procs,
         }
     }
 
@@ -442,9 +464,40 @@ fn network_namespace(d: &Path) -> (Proc, PathBuf) {
     (holder, ns)
 }
 
-/// moto in the namespace, and the EKS authenticator calling it; the webhook's kubeconfig where
-/// the API server looks for it.
-fn start_eks(d: &Path, netns: &Path) -> (Proc, Eks) {
+/// Where an authenticator finds an existing moto: its URL, the STS base the nodes sign for
+/// (moto reached by the Region's STS name), the Region and the cluster.
+pub struct EksAt {
+    pub moto: String,
+    pub sts_base: String,
+    pub region: String,
+    pub cluster: String,
+}
+
+/// The EKS authenticator calling `at`'s moto, or moto started in the namespace; the webhook's
+/// kubeconfig where the API server looks for it.
+fn start_eks(d: &Path, netns: &Path, at: Option<EksAt>) -> (Option<Proc>, Eks) {
+    if let Some(at) = at {
+        let auth = super::eks_auth::EksAuth::start_in(
+            netns,
+            super::eks_auth::State {
+                sts_base: at.sts_base,
+                moto_url: at.moto.clone(),
+                region: at.region,
+                cluster: at.cluster,
+                ..Default::default()
+            },
+        );
+        std::fs::write(d.join("authn-webhook.kubeconfig"), auth.kubeconfig()).unwrap();
+        let hook_log = d.join("completed.jsonl");
+        return (
+            None,
+            Eks {
+                moto: at.moto,
+                auth,
+                hook_log,
+            },
+        );
+    }
     let port = super::netns::free_port(netns);
     let hook_log = d.join("completed.jsonl");
     let script = super::manifest_dir().join("tests/moto/lifecycle_actions.py");
@@ -460,7 +513,7 @@ fn start_eks(d: &Path, netns: &Path) -> (Proc, Eks) {
     let auth = super::eks_auth::EksAuth::start_in(
         netns,
         super::eks_auth::State {
-            sts_host: format!("127.0.0.1:{port}"),
+            sts_base: format!("http://127.0.0.1:{port}"),
             moto_url: moto.clone(),
             region: EKS_REGION.into(),
             cluster: CLUSTER.into(),
@@ -473,7 +526,7 @@ fn start_eks(d: &Path, netns: &Path) -> (Proc, Eks) {
         auth.addr
     );
     (
-        moto_proc,
+        Some(moto_proc),
         Eks {
             moto,
             auth,

@@ -42,8 +42,9 @@ const ALLOWED: &[&str] = &[
 
 #[derive(Default)]
 pub struct State {
-    /// moto's `host:port`: the only STS host a token may name.
-    pub sts_host: String,
+    /// The only STS a token may name: `scheme://host[:port]` (moto's, or the Region's STS name
+    /// where the node reaches moto by it).
+    pub sts_base: String,
     pub moto_url: String,
     pub region: String,
     /// The cluster id the token must be signed for.
@@ -67,6 +68,11 @@ impl EksAuth {
         let state = Arc::new(Mutex::new(state));
         let addr = super::ec2_server::serve_in(Some(netns), state.clone(), handle);
         EksAuth { addr, state }
+    }
+
+    /// Every review so far: the user each came to, or why it was refused.
+    pub fn reviews(&self) -> Vec<Result<String, String>> {
+        self.state.lock().unwrap().reviews.clone()
     }
 
     /// The kubeconfig kube-apiserver reads with `--authentication-token-webhook-config-file`.
@@ -188,7 +194,7 @@ fn check(s: &State, token: &str) -> Result<(String, BTreeMap<String, String>), R
     if url.len() > 4096 {
         return Err(bad("token too long".into()));
     }
-    let prefix = format!("http://{}/?", s.sts_host);
+    let prefix = format!("{}/?", s.sts_base);
     if !url.starts_with(&prefix) {
         return Err(bad(format!("unexpected STS endpoint or path: {url:.60}")));
     }
@@ -312,7 +318,7 @@ fn resign(
 
 /// Check, call STS, map.
 async fn authenticate(state: &Arc<Mutex<State>>, token: &str) -> Result<Value, Refusal> {
-    let (url, q, moto, cluster, region) = {
+    let (url, q, moto, cluster, region, sts_base) = {
         let s = state.lock().unwrap();
         let (url, q) = check(&s, token)?;
         (
@@ -321,6 +327,7 @@ async fn authenticate(state: &Arc<Mutex<State>>, token: &str) -> Result<Value, R
             s.moto_url.clone(),
             s.cluster.clone(),
             s.region.clone(),
+            s.sts_base.clone(),
         )
     };
     let key = q["x-amz-credential"]
@@ -328,7 +335,9 @@ async fn authenticate(state: &Arc<Mutex<State>>, token: &str) -> Result<Value, R
         .next()
         .unwrap_or_default()
         .to_string();
-    let xml = get_caller_identity(&url, &key, &cluster, &region)
+    // The URL as the node signed it, called where this authenticator reaches STS (moto).
+    let call = url.replacen(&sts_base, &moto, 1);
+    let xml = get_caller_identity(&call, &key, &cluster, &region)
         .await
         .map_err(Refusal::Invalid)?;
     let tag = |t: &str| xml_tag(&xml, t);
@@ -414,7 +423,7 @@ pub fn moto_authorization(key: &str, region: &str, service: &str) -> String {
 }
 
 /// The instance's private DNS name, from EC2 (moto's).
-async fn private_dns_name(moto: &str, region: &str, instance: &str) -> Result<String, String> {
+pub async fn private_dns_name(moto: &str, region: &str, instance: &str) -> Result<String, String> {
     let conf = super::moto_sdk_config(moto, region).await;
     let out = aws_sdk_ec2::Client::new(&conf)
         .describe_instances()
@@ -459,6 +468,120 @@ pub fn xml_tag(xml: &str, tag: &str) -> Option<String> {
             .next()?
             .to_string(),
     )
+}
+
+/// A node's instance profile role in moto, as EC2 serves it: the role, its credentials for
+/// the instance's session (the session name is the instance id), told to the authenticator
+/// (its secret) and mapped as a node's (`EC2_LINUX`).
+pub struct NodeRole {
+    pub name: String,
+    pub arn: String,
+    /// The IMDS `iam/security-credentials/<role>` document.
+    pub credentials: Value,
+}
+
+pub const ACCOUNT: &str = "123456789012";
+
+pub fn node_role(
+    eks: &super::control_plane::Eks,
+    netns: &Path,
+    tag: &str,
+    instance: &str,
+) -> NodeRole {
+    let region = eks.auth.state.lock().unwrap().region.clone();
+    let name = format!("eks-node-{tag}");
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    moto_query(
+        netns,
+        &eks.moto,
+        &region,
+        "iam",
+        &[
+            ("Action", "CreateRole"),
+            ("Version", "2010-05-08"),
+            ("RoleName", &name),
+            ("AssumeRolePolicyDocument", trust),
+        ],
+    );
+    let arn = format!("arn:aws:iam::{ACCOUNT}:role/{name}");
+    let xml = moto_query(
+        netns,
+        &eks.moto,
+        &region,
+        "sts",
+        &[
+            ("Action", "AssumeRole"),
+            ("Version", "2011-06-15"),
+            ("RoleArn", &arn),
+            ("RoleSessionName", instance),
+        ],
+    );
+    let field = |t: &str| xml_tag(&xml, t).unwrap_or_else(|| panic!("AssumeRole: no {t} in {xml}"));
+    let (ak, sk, token) = (
+        field("AccessKeyId"),
+        field("SecretAccessKey"),
+        field("SessionToken"),
+    );
+    let mut s = eks.auth.state.lock().unwrap();
+    s.secrets.insert(ak.clone(), sk.clone());
+    s.roles.insert(
+        arn.clone(),
+        (
+            NODE_USER.into(),
+            vec!["system:bootstrappers".into(), "system:nodes".into()],
+        ),
+    );
+    let credentials = json!({"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": ak, "SecretAccessKey": sk, "Token": token, "Expiration": "2099-01-01T00:00:00Z"});
+    NodeRole {
+        name,
+        arn,
+        credentials,
+    }
+}
+
+/// What IMDS serves for an instance with `role`: its id, address, private DNS name, type,
+/// Region, the role's credentials, the VPC's blocks, in service in `group` (if any).
+pub fn instance_metadata(
+    instance: &str,
+    ip: &str,
+    dns: &str,
+    region: &str,
+    role: &NodeRole,
+    vpc: &str,
+    group: Option<&str>,
+) -> super::imds_server::State {
+    const MAC: &str = "0e:49:61:0f:c3:11";
+    let mut st = super::imds_server::State::default();
+    let az = format!("{region}a");
+    for (k, v) in [
+        ("instance-id", instance),
+        ("local-ipv4", ip),
+        ("local-hostname", dns),
+        ("instance-type", "m6i.large"),
+        ("placement/region", region),
+        ("placement/availability-zone", az.as_str()),
+        ("iam/security-credentials/", role.name.as_str()),
+        ("mac", MAC),
+    ] {
+        st.data.insert(k.into(), v.into());
+    }
+    st.data.insert(
+        format!("iam/security-credentials/{}", role.name),
+        role.credentials.to_string(),
+    );
+    st.data.insert(
+        format!("network/interfaces/macs/{MAC}/vpc-ipv4-cidr-blocks"),
+        vpc.into(),
+    );
+    st.tags = Some(BTreeMap::new());
+    if let Some(g) = group {
+        st.data.insert(
+            "autoscaling/target-lifecycle-state".into(),
+            "InService".into(),
+        );
+        st.tags = Some([("aws:autoscaling:groupName".to_string(), g.to_string())].into());
+    }
+    st
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
         ("mac", GUEST_MAC.into()),
         ("placement/availability-zone", format!("{REGION}a")),
         ("placement/region", REGION.into()),
+        ("iam/security-credentials/", "eks-node-role".into()),
         ("iam/security-credentials/eks-node-role", creds.to_string()),
     ] {
         s.data.insert(k.to_string(), v);

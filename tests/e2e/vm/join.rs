@@ -14,7 +14,8 @@
 //! shutdown manager at the reboot, and the Node's condition while the guest shut down.
 
 use super::*;
-use crate::common::control_plane::{client_certificate, peers_bin, ControlPlane};
+use crate::common::control_plane::{client_certificate, peers_bin, ControlPlane, EksAt};
+use crate::common::eks_auth::{node_role, NodeRole};
 use crate::common::handoff_models;
 use crate::common::kubelet::{assert_allocatable, taints_but_the_kubelets};
 
@@ -62,6 +63,8 @@ pub(super) fn edit_user_data(sc: &mut Scenario) {
 /// The host's side: the API server, and the Node's state as the host saw it while the VM ran.
 pub(super) struct Cluster {
     pub cp: ControlPlane,
+    /// The instance's role in moto, mapped as a node's by the API server's EKS authenticator.
+    role: NodeRole,
     pub node: String,
     ip: String,
     instance_id: String,
@@ -72,17 +75,39 @@ pub(super) struct Cluster {
 
 impl Cluster {
     /// The API server for the instance `instance_id`, its node `node` (its private DNS name)
-    /// at `ip`.
-    pub(super) fn start(instance_id: &str, node: &str, ip: &str) -> Cluster {
-        let cp = ControlPlane::on_host(&[&format!("IP:{GUEST_API_ADDR}")]);
+    /// at `ip`, authenticating nodes as EKS does against the suite's moto (`moto`): a token the
+    /// guest signs for the Region's STS, called on moto.
+    pub(super) fn start(instance_id: &str, node: &str, ip: &str, moto: &str) -> Cluster {
+        let at = EksAt {
+            moto: moto.to_string(),
+            sts_base: format!("https://sts.{REGION}.amazonaws.com"),
+            region: REGION.into(),
+            cluster: CLUSTER.into(),
+        };
+        let cp = ControlPlane::on_host_with_eks(&[&format!("IP:{GUEST_API_ADDR}")], Some(at));
+        let role = node_role(cp.eks.as_ref().unwrap(), &cp.netns, "e2e", instance_id);
         Cluster {
             cp,
+            role,
             node: node.to_string(),
             ip: ip.to_string(),
             instance_id: instance_id.to_string(),
             ready: Mutex::new(vec![]),
             start: Instant::now(),
         }
+    }
+
+    /// IMDS serving the instance's role (moto's assumed role) in place of the suite's default.
+    pub(super) fn serve_role(&self, imds: &ImdsServer) {
+        let mut s = imds.state.lock().unwrap();
+        s.data
+            .retain(|k, _| !k.starts_with("iam/security-credentials/"));
+        s.data
+            .insert("iam/security-credentials/".into(), self.role.name.clone());
+        s.data.insert(
+            format!("iam/security-credentials/{}", self.role.name),
+            self.role.credentials.to_string(),
+        );
     }
 
     pub(super) fn forward(&self) -> (String, u16) {
@@ -242,6 +267,7 @@ pub(super) fn check(sc: &Scenario, run: &Run, cluster: &Cluster) {
     );
     check_swap(run, &node);
     check_shutdown(sc, run, cluster);
+    check_verified(sc, &report, cluster);
     let metrics = run.must(1, "kubelet-metrics");
     for m in [
         "pre_kubelet",
@@ -309,4 +335,47 @@ fn check_shutdown(sc: &Scenario, run: &Run, cluster: &Cluster) {
         "[{}] the Node said it was shutting down: {seen:?}",
         sc.name
     );
+}
+
+/// Verified join on a booted node: the preflight passed where it reaches a peer of this suite (the
+/// role's credentials, the API server, the node's identity as the API server's EKS
+/// authenticator maps it), and the proof's verdict is `joined` with its phases.
+fn check_verified(sc: &Scenario, report: &str, cluster: &Cluster) {
+    let report: serde_json::Value = serde_json::from_str(report).unwrap();
+    let join = &report["join"];
+    let passed = |name: &str| {
+        join["preflight"].as_array().into_iter().flatten().any(|c| {
+            c["check"].as_str().is_some_and(|n| n.starts_with(name)) && c["result"] == "passed"
+        })
+    };
+    for name in ["credentials", "API server", "identity"] {
+        assert!(
+            passed(name),
+            "[{}] preflight {name} passed: {join:#}",
+            sc.name
+        );
+    }
+    assert_eq!(join["verdict"], "joined", "[{}] {join:#}", sc.name);
+    let phases: Vec<&str> = join["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["phase"].as_str())
+        .collect();
+    for p in [
+        "handed off",
+        "kubelet active",
+        "Node registered",
+        "Node Ready",
+        "verdict",
+    ] {
+        assert!(phases.contains(&p), "[{}] {p} in {phases:?}", sc.name);
+    }
+    let reviews = cluster.cp.eks.as_ref().unwrap().auth.reviews();
+    let want = format!("system:node:{}", cluster.node);
+    assert!(
+        reviews.iter().any(|r| r.as_deref() == Ok(want.as_str())),
+        "the authenticator mapped the node's token: {reviews:?}"
+    );
+    eprintln!("[{}] the join as the node recorded it:\n{join:#}", sc.name);
 }

@@ -455,7 +455,7 @@ fn e2e(name: &'static str) {
             "ip-{}.{REGION}.compute.internal",
             ec2.private_ip.replace('.', "-")
         );
-        let c = join::Cluster::start(&ec2.instance_id, &node, &ec2.private_ip);
+        let c = join::Cluster::start(&ec2.instance_id, &node, &ec2.private_ip, &ec2._moto.url);
         join::edit_user_data(&mut sc);
         sc.ssm = Some((join::endpoint(), c.ca(), SSM_CIDR.into()));
         c
@@ -473,6 +473,9 @@ fn e2e(name: &'static str) {
         ));
     }
     let imds = imds(&ec2, &sc);
+    if let Some(c) = &cluster {
+        c.serve_role(&imds);
+    }
     let _mirror = TagMirror::start(&rt, &ec2, &imds);
     let disk = disk(
         &sc,

@@ -17,15 +17,13 @@ use serde_json::{json, Value};
 use crate::common;
 use common::control_plane::{self, in_netns, ControlPlane, CLUSTER, EKS_REGION, NODE_IP};
 use common::dbus::{serve_unit_states, start_bus};
-use common::eks_auth::{moto_query, xml_tag, NODE_USER};
-use common::imds_server::{ImdsServer, State};
+use common::eks_auth::{instance_metadata, node_role};
+use common::imds_server::ImdsServer;
 use common::kubelet::Kubelet;
 use common::*;
 
 const HOOK: &str = "eks-node-ready";
-const ACCOUNT: &str = "123456789012";
 const VPC: &str = "10.0.0.0/16";
-const MAC: &str = "0e:49:61:0f:c3:11";
 
 /// One instance of its own group, with its role mapped as a node's.
 struct Joining {
@@ -84,104 +82,28 @@ fn group(cp: &ControlPlane, tag: &str) -> (String, String) {
                 .instance_id()
                 .unwrap()
                 .to_string();
-            let d = ec2
-                .describe_instances()
-                .instance_ids(&id)
-                .send()
+            let dns = common::eks_auth::private_dns_name(&moto, EKS_REGION, &id)
                 .await
                 .unwrap();
-            let dns = d.reservations()[0].instances()[0]
-                .private_dns_name()
-                .unwrap()
-                .to_string();
             (id, dns)
         })
     })
-}
-
-/// The role, its credentials for the instance's session (as EC2 gives an instance profile's),
-/// the secret told to the authenticator and the role mapped as a node's.
-fn role(cp: &ControlPlane, tag: &str, instance: &str) -> (String, String, Value) {
-    let eks = cp.eks.as_ref().unwrap();
-    let name = format!("eks-node-{tag}");
-    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-    moto_query(
-        &cp.netns,
-        &eks.moto,
-        EKS_REGION,
-        "iam",
-        &[
-            ("Action", "CreateRole"),
-            ("Version", "2010-05-08"),
-            ("RoleName", &name),
-            ("AssumeRolePolicyDocument", trust),
-        ],
-    );
-    let arn = format!("arn:aws:iam::{ACCOUNT}:role/{name}");
-    let xml = moto_query(
-        &cp.netns,
-        &eks.moto,
-        EKS_REGION,
-        "sts",
-        &[
-            ("Action", "AssumeRole"),
-            ("Version", "2011-06-15"),
-            ("RoleArn", &arn),
-            ("RoleSessionName", instance),
-        ],
-    );
-    let field = |t: &str| xml_tag(&xml, t).unwrap_or_else(|| panic!("AssumeRole: no {t} in {xml}"));
-    let (ak, sk, token) = (
-        field("AccessKeyId"),
-        field("SecretAccessKey"),
-        field("SessionToken"),
-    );
-    let mut s = eks.auth.state.lock().unwrap();
-    s.secrets.insert(ak.clone(), sk.clone());
-    s.roles.insert(
-        arn.clone(),
-        (
-            NODE_USER.into(),
-            vec!["system:bootstrappers".into(), "system:nodes".into()],
-        ),
-    );
-    let creds = json!({"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": ak, "SecretAccessKey": sk, "Token": token, "Expiration": "2099-01-01T00:00:00Z"});
-    (name, arn, creds)
 }
 
 /// An instance joining the suite's cluster: the group, the role, IMDS in the namespace, an
 /// AL2023 sample root and the config (the hook, the preflight in `mode`), edited by `edit`.
 fn instance(cp: &ControlPlane, tag: &str, vpc: &str, edit: impl FnOnce(&mut Value)) -> Joining {
     let (instance, name) = group(cp, tag);
-    let (role_name, role_arn, creds) = role(cp, tag, &instance);
-    let mut st = State::default();
-    for (k, v) in [
-        ("instance-id", instance.as_str()),
-        ("local-ipv4", NODE_IP),
-        ("local-hostname", name.as_str()),
-        ("instance-type", "m6i.large"),
-        ("placement/region", EKS_REGION),
-        ("placement/availability-zone", "us-east-1a"),
-        ("autoscaling/target-lifecycle-state", "InService"),
-        ("iam/security-credentials/", role_name.as_str()),
-        ("mac", MAC),
-    ] {
-        st.data.insert(k.into(), v.into());
-    }
-    st.data.insert(
-        format!("iam/security-credentials/{role_name}"),
-        creds.to_string(),
-    );
-    st.data.insert(
-        format!("network/interfaces/macs/{MAC}/vpc-ipv4-cidr-blocks"),
-        vpc.into(),
-    );
-    st.tags = Some(
-        [(
-            "aws:autoscaling:groupName".to_string(),
-            format!("asg-{tag}"),
-        )]
-        .into(),
+    let role = node_role(cp.eks.as_ref().unwrap(), &cp.netns, tag, &instance);
+    let group = format!("asg-{tag}");
+    let st = instance_metadata(
+        &instance,
+        NODE_IP,
+        &name,
+        EKS_REGION,
+        &role,
+        vpc,
+        Some(&group),
     );
     let imds = ImdsServer::start_in(Some(&cp.netns), st);
     let root = sample_root("al2023-root");
@@ -200,7 +122,7 @@ fn instance(cp: &ControlPlane, tag: &str, vpc: &str, edit: impl FnOnce(&mut Valu
         cfg,
         instance,
         name,
-        role_arn,
+        role_arn: role.arn,
     }
 }
 
@@ -439,10 +361,7 @@ fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_cha
         .as_ref()
         .unwrap()
         .auth
-        .state
-        .lock()
-        .unwrap()
-        .reviews
+        .reviews()
         .iter()
         .any(|r| matches!(r, Err(w) if w.contains(&j.role_arn)));
     assert!(refused, "the authenticator refused the role");
