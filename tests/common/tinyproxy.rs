@@ -12,7 +12,24 @@ use super::{free_port, listening, Proc};
 /// in a mount namespace of its own whose /etc/hosts is that file, so that names the tests make
 /// up resolve to loopback for the proxy alone (needs root). (The process, its port, the log.)
 pub fn start(dir: &Path, extra: &str, hosts: Option<&Path>) -> (Proc, u16, PathBuf) {
-    let port = free_port();
+    start_in(None, dir, extra, hosts)
+}
+
+/// [`start`] in the network namespace `netns` (the control-plane suite's), or this process's.
+pub fn start_in(
+    netns: Option<&Path>,
+    dir: &Path,
+    extra: &str,
+    hosts: Option<&Path>,
+) -> (Proc, u16, PathBuf) {
+    let port = match netns {
+        Some(ns) => super::netns::free_port(ns),
+        None => free_port(),
+    };
+    let up = |port| match netns {
+        Some(ns) => super::netns::listening(ns, port),
+        None => listening(port),
+    };
     let conf = dir.join("tinyproxy.conf");
     std::fs::write(
         &conf,
@@ -20,9 +37,10 @@ pub fn start(dir: &Path, extra: &str, hosts: Option<&Path>) -> (Proc, u16, PathB
     )
     .unwrap();
     let log = dir.join("tinyproxy.log");
-    let mut c = match hosts {
-        None => Command::new("tinyproxy"),
-        Some(hosts) => {
+    let mut c = match (hosts, netns) {
+        (None, Some(ns)) => super::control_plane::in_netns(ns, "tinyproxy"),
+        (None, None) => Command::new("tinyproxy"),
+        (Some(hosts), _) => {
             let mut c = Command::new("unshare");
             c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
                 .arg(r#"mount --bind "$0" /etc/hosts && exec tinyproxy "$@""#)
@@ -40,7 +58,7 @@ pub fn start(dir: &Path, extra: &str, hosts: Option<&Path>) -> (Proc, u16, PathB
             .unwrap(),
     );
     let t = Instant::now();
-    while !listening(port) {
+    while !up(port) {
         if let Some(status) = child.0.try_wait().unwrap() {
             let said = std::fs::read_to_string(&err).unwrap_or_default();
             panic!("tinyproxy exited ({status}) before listening: {said}");

@@ -514,3 +514,66 @@ fn a_kubelet_that_never_registers_meets_the_deadline_and_the_hook_is_abandoned()
     assert_eq!(rep["join"]["verdict"], "deadline");
     assert_eq!(rep["join"]["hook"], format!("ABANDON ({HOOK})"));
 }
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn sts_unreachable_through_the_proxy_is_named_with_the_proxys_answer() {
+    if !ready() || !peer_present(&missing_commands(&["tinyproxy"])) {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let dir = tempfile::tempdir().unwrap();
+    // The proxy allows CONNECT to 443 only, as a proxy allow-listing the AWS endpoints would;
+    // STS is on another port here (moto's, by the node's address, which NO_PROXY does not name:
+    // the VPC is another block), so the proxy refuses it.
+    let (_proxy, port, log) =
+        common::tinyproxy::start_in(Some(&cp.netns), dir.path(), "ConnectPort 443\n", None);
+    let moto_port = cp
+        .eks
+        .as_ref()
+        .unwrap()
+        .moto
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let j = instance(&cp, "proxied", "10.1.0.0/16", |v| {
+        v["proxy"] = json!({"https": format!("http://127.0.0.1:{port}")});
+    });
+    // https, as STS is: through the proxy with CONNECT, which the proxy refuses first.
+    let sts = format!("https://{NODE_IP}:{moto_port}");
+    let out = run(agent(&cp, &j, &["init", "--config"])
+        .env("AWS_ENDPOINT_URL_STS", &sts)
+        .arg(&j.cfg)
+        .arg("--root")
+        .arg(j.root.path()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = report(&j);
+    let c = check(&rep, "STS");
+    assert_eq!(
+        (c["result"].as_str(), c["cause"].as_str()),
+        (Some("failed"), Some("proxy")),
+        "{c:#}"
+    );
+    let detail = c["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!(
+            "answered CONNECT {NODE_IP}:{moto_port} with `HTTP/1.1 403 Access violation`"
+        )),
+        "{detail}"
+    );
+    assert!(
+        c["todo"].as_str().unwrap().contains("proxy.noProxy"),
+        "{c:#}"
+    );
+    let connects = common::tinyproxy::proxied(&log);
+    assert!(
+        connects
+            .iter()
+            .any(|l| l.starts_with(&format!("CONNECT {NODE_IP}:{moto_port}"))),
+        "{connects:?}"
+    );
+    // The API server (127.0.0.1, always direct) and EC2 (moto on loopback) are reached directly.
+    assert_eq!(check(&rep, "API server")["result"], "passed");
+    assert_eq!(check(&rep, "EC2")["result"], "passed");
+}
