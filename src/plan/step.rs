@@ -224,11 +224,13 @@ pub enum Handoff {
 
 impl Step {
     /// Steps that change the node's files, kernel or services (what a second run must not plan).
+    /// A file under /run is this boot's job for a follow-up unit (the proof's, the hook's), like
+    /// the hand-off's marker: gone at every reboot, it is written again with the hand-off, and
+    /// changes nothing the node is configured with.
     pub fn is_change(&self) -> bool {
         match self {
-            Step::Tag { .. } | Step::Live(_) | Step::File(_) | Step::Remove(_) | Step::Run(_) => {
-                true
-            }
+            Step::File(f) => !f.path.starts_with("/run"),
+            Step::Tag { .. } | Step::Live(_) | Step::Remove(_) | Step::Run(_) => true,
             Step::Unit(u) => !matches!(u.job, UnitJob::Start { .. }),
             Step::Handoff(_) | Step::Check(_) => false,
         }

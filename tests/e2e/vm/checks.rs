@@ -59,10 +59,14 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
         },
         "{report:#}"
     );
+    // The preflight's checks aside: in `warn` mode (the default) a failed one is the agent's
+    // warning, not a failed step, and these scenarios' clusters are names that do not resolve
+    // (the join scenario checks its own: join.rs).
     let failed: Vec<_> = report["steps"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|s| !s["step"].as_str().unwrap_or("").starts_with("check "))
         .filter(|s| !s["outcome"].as_str().unwrap_or("").starts_with("done"))
         .collect();
     assert!(failed.is_empty(), "[{}] failed steps: {failed:#?}", sc.name);

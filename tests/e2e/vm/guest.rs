@@ -244,7 +244,7 @@ fn trust_and_name_aws(root: &Path, ca: &Path) {
     let hosts = std::fs::read_to_string(root.join("etc/hosts")).unwrap_or_default();
     write(
         &root.join("etc/hosts"),
-        &format!("{hosts}{GUEST_EC2_ADDR} {EC2_HOST} {SSM_HOST}\n"),
+        &format!("{hosts}{GUEST_EC2_ADDR} {EC2_HOST} {SSM_HOST} {PREFLIGHT_HOSTS}\n"),
         0o644,
     );
 }

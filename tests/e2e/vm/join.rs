@@ -343,17 +343,28 @@ fn check_shutdown(sc: &Scenario, run: &Run, cluster: &Cluster) {
 fn check_verified(sc: &Scenario, report: &str, cluster: &Cluster) {
     let report: serde_json::Value = serde_json::from_str(report).unwrap();
     let join = &report["join"];
-    let passed = |name: &str| {
-        join["preflight"].as_array().into_iter().flatten().any(|c| {
-            c["check"].as_str().is_some_and(|n| n.starts_with(name)) && c["result"] == "passed"
-        })
-    };
-    for name in ["credentials", "API server", "identity"] {
+    // Every check passed: the role's credentials, the API server, the node's identity as the
+    // API server's EKS authenticator maps it, and STS, EC2 and ECR through the guest's names.
+    let checks = join["preflight"].as_array().unwrap();
+    for name in [
+        "credentials",
+        "API server",
+        "identity",
+        "STS",
+        "EC2",
+        "ECR API",
+        "ECR registry",
+    ] {
         assert!(
-            passed(name),
-            "[{}] preflight {name} passed: {join:#}",
+            checks
+                .iter()
+                .any(|c| c["check"].as_str().is_some_and(|n| n.starts_with(name))),
+            "[{}] preflight {name}: {join:#}",
             sc.name
         );
+    }
+    for c in checks {
+        assert_eq!(c["result"], "passed", "[{}] {c:#}", sc.name);
     }
     assert_eq!(join["verdict"], "joined", "[{}] {join:#}", sc.name);
     let phases: Vec<&str> = join["phases"]

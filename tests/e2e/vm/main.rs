@@ -59,6 +59,10 @@ const GUEST_EC2_ADDR: &str = "169.254.170.99";
 const CLUSTER: &str = "prod-eu";
 /// Parameter Store, reached like the EC2 API (its name mapped to GUEST_EC2_ADDR, moto behind TLS).
 const SSM_HOST: &str = "ssm.eu-west-1.amazonaws.com";
+/// The endpoints the agent's preflight reaches beside EC2 (docs/join.md), reached like it: STS
+/// and ECR's API and registry.
+const PREFLIGHT_HOSTS: &str =
+    "sts.eu-west-1.amazonaws.com api.ecr.eu-west-1.amazonaws.com 602401143452.dkr.ecr.eu-west-1.amazonaws.com";
 /// What the name-only scenarios' Parameter Store holds under /eks/prod-eu (the CA: the suite's
 /// real test certificate, as the agent checks it is PEM).
 const SSM_ENDPOINT: &str =
@@ -139,7 +143,8 @@ fn tls_names() -> Vec<String> {
         private::MIRROR_HOST,
         private::REGISTRY_HOST,
     ]
-    .iter()
+    .into_iter()
+    .chain(PREFLIGHT_HOSTS.split(' '))
     .map(|h| format!("DNS:{h}"))
     .collect();
     names.push("IP:127.0.0.1".into());

@@ -96,7 +96,7 @@ impl Network {
         std::fs::write(
             &hosts,
             format!(
-                "127.0.0.1 localhost\n{AWS_RELAY_ADDR} {EC2_HOST} {SSM_HOST}\n127.0.0.1 {REGISTRY_HOST}\n"
+                "127.0.0.1 localhost\n{AWS_RELAY_ADDR} {EC2_HOST} {SSM_HOST} {PREFLIGHT_HOSTS}\n127.0.0.1 {REGISTRY_HOST}\n"
             ),
         )
         .unwrap();
