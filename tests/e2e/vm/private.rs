@@ -276,9 +276,24 @@ fn check_logs(sc: &Scenario, net: &Network) {
         proxied.iter().any(|r| r.starts_with(&registry)),
         "[{name}] containerd's pull did not go through the proxy: {proxied:?}"
     );
+    // The preflight reaches the cluster's endpoint and STS as kubelet would: through the proxy,
+    // which NO_PROXY does not name them for.
+    let preflight = |r: &String| {
+        let host = r.split_whitespace().nth(1).unwrap_or("");
+        host.ends_with(".eks.amazonaws.com:443")
+            || PREFLIGHT_HOSTS
+                .split(' ')
+                .any(|h| host == format!("{h}:443"))
+    };
+    assert!(
+        proxied
+            .iter()
+            .any(|r| r.starts_with("CONNECT sts.eu-west-1.amazonaws.com:443 ")),
+        "[{name}] the preflight's STS check did not go through the proxy: {proxied:?}"
+    );
     let other: Vec<&String> = proxied
         .iter()
-        .filter(|r| !r.starts_with(&ec2) && !r.starts_with(&registry))
+        .filter(|r| !r.starts_with(&ec2) && !r.starts_with(&registry) && !preflight(r))
         .collect();
     assert!(other.is_empty(), "[{name}] proxied: {other:?}");
 }
