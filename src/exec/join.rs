@@ -55,31 +55,11 @@ impl Preflight {
         }
     }
 
-    /// Run the checks (none: no results) on a thread of their own, so that they go on while
-    /// the executor's task writes files and sets values; here if that thread cannot start.
+    /// Run the checks (none: no results).
     pub async fn run(&self) -> Option<Vec<CheckResult>> {
-        if self.checks.is_empty() {
-            return None;
-        }
-        let (checks, budget) = (self.checks.clone(), self.budget);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let spawned = std::thread::Builder::new()
-            .name("preflight".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build();
-                if let Ok(rt) = rt {
-                    let _ = tx.send(rt.block_on(preflight::run(&checks, budget)));
-                }
-            });
-        let apart = match spawned {
-            Ok(_) => rx.await.ok(),
-            Err(_) => None,
-        };
-        match apart {
-            Some(r) => Some(r),
-            None => Some(preflight::run(&self.checks, self.budget).await),
+        match self.checks.is_empty() {
+            true => None,
+            false => Some(preflight::run(&self.checks, self.budget).await),
         }
     }
 
