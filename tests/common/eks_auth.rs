@@ -70,6 +70,11 @@ impl EksAuth {
         EksAuth { addr, state }
     }
 
+    /// Whether `role_arn` is mapped (as aws-auth's mapRoles or an access entry would).
+    pub fn maps(&self, role_arn: &str) -> bool {
+        self.state.lock().unwrap().roles.contains_key(role_arn)
+    }
+
     /// Every review so far: the user each came to, or why it was refused.
     pub fn reviews(&self) -> Vec<Result<String, String>> {
         self.state.lock().unwrap().reviews.clone()

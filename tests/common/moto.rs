@@ -162,3 +162,42 @@ pub async fn instance_tags(
         .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
         .collect())
 }
+
+/// An Auto Scaling group `group` in moto of `size` instances (moto's first image, m6i.large) in
+/// `zone`, with the launch lifecycle hook `hook`: the client, to go on with.
+pub async fn group_with_launch_hook(
+    conf: &aws_config::SdkConfig,
+    group: &str,
+    hook: &str,
+    zone: &str,
+    size: i32,
+) -> aws_sdk_autoscaling::Client {
+    let image = first_image(&aws_sdk_ec2::Client::new(conf)).await;
+    let a = aws_sdk_autoscaling::Client::new(conf);
+    let lc = format!("lc-{group}");
+    a.create_launch_configuration()
+        .launch_configuration_name(&lc)
+        .image_id(image)
+        .instance_type("m6i.large")
+        .send()
+        .await
+        .unwrap();
+    a.create_auto_scaling_group()
+        .auto_scaling_group_name(group)
+        .launch_configuration_name(&lc)
+        .min_size(size)
+        .max_size(size.max(1))
+        .desired_capacity(size)
+        .availability_zones(zone)
+        .send()
+        .await
+        .unwrap();
+    a.put_lifecycle_hook()
+        .auto_scaling_group_name(group)
+        .lifecycle_hook_name(hook)
+        .lifecycle_transition("autoscaling:EC2_INSTANCE_LAUNCHING")
+        .send()
+        .await
+        .unwrap();
+    a
+}

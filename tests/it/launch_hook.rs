@@ -52,32 +52,7 @@ fn asg() -> Option<Asg> {
 
 async fn group_with_hook(url: &str) -> String {
     let conf = common::moto_sdk_config(url, REGION).await;
-    let image = common::first_image(&aws_sdk_ec2::Client::new(&conf)).await;
-    let a = aws_sdk_autoscaling::Client::new(&conf);
-    a.create_launch_configuration()
-        .launch_configuration_name("nodes")
-        .image_id(image)
-        .instance_type("m6i.large")
-        .send()
-        .await
-        .unwrap();
-    a.create_auto_scaling_group()
-        .auto_scaling_group_name(GROUP)
-        .launch_configuration_name("nodes")
-        .min_size(1)
-        .max_size(1)
-        .desired_capacity(1)
-        .availability_zones("us-east-1a")
-        .send()
-        .await
-        .unwrap();
-    a.put_lifecycle_hook()
-        .auto_scaling_group_name(GROUP)
-        .lifecycle_hook_name(HOOK)
-        .lifecycle_transition("autoscaling:EC2_INSTANCE_LAUNCHING")
-        .send()
-        .await
-        .unwrap();
+    let a = common::group_with_launch_hook(&conf, GROUP, HOOK, "us-east-1a", 1).await;
     let out = a.describe_auto_scaling_instances().send().await.unwrap();
     out.auto_scaling_instances()[0]
         .instance_id()

@@ -10,6 +10,8 @@ pub(super) struct Ec2 {
     pub(super) _tls: Proc,
     pub(super) tls_port: u16,
     pub(super) recording: PathBuf,
+    /// Each CompleteLifecycleAction moto took (tests/moto/lifecycle_actions.py).
+    pub(super) hook_log: PathBuf,
     pub(super) client: aws_sdk_ec2::Client,
     pub(super) instance_id: String,
     pub(super) private_ip: String,
@@ -18,10 +20,16 @@ pub(super) struct Ec2 {
 impl Ec2 {
     pub(super) fn start(rt: &tokio::runtime::Runtime, dir: &Path, crt: &Path, key: &Path) -> Ec2 {
         let recording = dir.join("moto-recording.jsonl");
-        let moto = start_moto_with(&[
-            ("MOTO_ENABLE_RECORDING", "1"),
-            ("MOTO_RECORDER_FILEPATH", recording.to_str().unwrap()),
-        ])
+        let hook_log = dir.join("completed.jsonl");
+        let script = common::manifest_dir().join("tests/moto/lifecycle_actions.py");
+        let moto = start_moto_as(
+            &[script.to_str().unwrap()],
+            &[
+                ("MOTO_ENABLE_RECORDING", "1"),
+                ("MOTO_RECORDER_FILEPATH", recording.to_str().unwrap()),
+                ("MOTO_LIFECYCLE_LOG", hook_log.to_str().unwrap()),
+            ],
+        )
         .expect("moto[server] is installed (make deps)");
         let moto_port = moto.url.rsplit(':').next().unwrap().to_string();
         let tls_port = free_port();
@@ -46,6 +54,7 @@ impl Ec2 {
             _tls: tls,
             tls_port,
             recording,
+            hook_log,
             client,
         }
     }

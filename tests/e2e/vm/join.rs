@@ -31,6 +31,15 @@ pub(super) fn is_join(name: &str) -> bool {
     name == "al2023-joins"
 }
 
+/// The scenario whose role the cluster does not map: `verify.preflight: fail` and a launch hook.
+pub(super) fn is_unmapped(name: &str) -> bool {
+    name == "al2023-unmapped"
+}
+
+/// The unmapped scenario's launch hook, on the group the instance's tags name.
+const HOOK: &str = "eks-node-ready";
+const GROUP: &str = "eks-e2e-asg";
+
 /// What this scenario needs beside the others: the peers built from upstream's modules.
 pub(super) fn prerequisites() -> Result<(), String> {
     let missing = crate::common::control_plane::missing();
@@ -97,9 +106,31 @@ impl Cluster {
         }
     }
 
-    /// IMDS serving the instance's role (moto's assumed role) in place of the suite's default.
-    pub(super) fn serve_role(&self, imds: &ImdsServer) {
+    /// The unmapped scenario: the role's mapping removed from the authenticator, the instance
+    /// attached to a group with a launch hook in moto, and the user data asking for the preflight
+    /// in `fail` mode and the hook.
+    pub(super) fn unmap(&self, rt: &tokio::runtime::Runtime, ec2: &Ec2, sc: &mut Scenario) {
+        let auth = &self.cp.eks.as_ref().unwrap().auth;
+        auth.state.lock().unwrap().roles.remove(&self.role.arn);
+        rt.block_on(group_with_hook(&ec2._moto.url, &ec2.instance_id));
+        sc.config["lifecycle"] = serde_json::json!({"completeLaunchHook": HOOK});
+        sc.config["verify"] = serde_json::json!({"preflight": "fail"});
+        let part = serde_json::to_string_pretty(&sc.config).unwrap();
+        let start = sc.user_data.find("{\n").unwrap();
+        let end = sc.user_data.rfind("}\n").unwrap() + 1;
+        sc.user_data.replace_range(start..end, &part);
+    }
+
+    /// IMDS serving the instance's role (moto's assumed role) in place of the suite's default;
+    /// in service, for the unmapped scenario's launch hook.
+    pub(super) fn serve_role(&self, imds: &ImdsServer, in_service: bool) {
         let mut s = imds.state.lock().unwrap();
+        if in_service {
+            s.data.insert(
+                "autoscaling/target-lifecycle-state".into(),
+                "InService".into(),
+            );
+        }
         s.data
             .retain(|k, _| !k.starts_with("iam/security-credentials/"));
         s.data
@@ -155,7 +186,11 @@ impl Cluster {
         text("etc/cni/net.d/10-bridge.conflist", BRIDGE_CNI);
         std::fs::create_dir_all(root.join("opt/cni")).unwrap();
         std::os::unix::fs::symlink("/usr/lib/cni", root.join("opt/cni/bin")).unwrap();
-        text("etc/e2e/kubelet", "");
+        // The guest reports its Node only where one can register: the role mapped.
+        let mapped = self.cp.eks.as_ref().unwrap().auth.maps(&self.role.arn);
+        if mapped {
+            text("etc/e2e/kubelet", "");
+        }
         // nodeadm's generated config for this m6i.large with one vCPU (the guest's), from the
         // suite's model of it.
         let instance = handoff_models::Instance {
@@ -389,4 +424,91 @@ fn check_verified(sc: &Scenario, report: &str, cluster: &Cluster) {
         "the authenticator mapped the node's token: {reviews:?}"
     );
     eprintln!("[{}] the join as the node recorded it:\n{join:#}", sc.name);
+}
+
+/// The group the instance's tags name, with a launch hook, and the instance attached to it.
+async fn group_with_hook(moto: &str, instance: &str) {
+    let conf = crate::common::moto_sdk_config(moto, REGION).await;
+    let zone = format!("{REGION}a");
+    let a = crate::common::group_with_launch_hook(&conf, GROUP, HOOK, &zone, 0).await;
+    a.attach_instances()
+        .auto_scaling_group_name(GROUP)
+        .instance_ids(instance)
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The unmapped scenario's checks: no hand-off, the identity's cause in the report, the hook
+/// abandoned (moto's record), and the cause on the console, which `aws ec2 get-console-output`
+/// shows after the instance is gone.
+pub(super) fn check_abandoned(sc: &Scenario, run: &Run, ec2: &Ec2, console: &str) {
+    let report: serde_json::Value =
+        serde_json::from_str(&run.file(1, "/var/lib/eks-nodeinit/report.json")).unwrap();
+    let join = &report["join"];
+    assert_eq!(
+        join["verdict"], "preflight-failed",
+        "[{}] {join:#}",
+        sc.name
+    );
+    let identity = join["preflight"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"].as_str().unwrap_or("").starts_with("identity"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        identity["cause"], "unauthenticated",
+        "[{}] {join:#}",
+        sc.name
+    );
+    assert_eq!(
+        join["hook"],
+        format!("ABANDON ({HOOK})"),
+        "[{}] {join:#}",
+        sc.name
+    );
+    assert_eq!(
+        report["handoff"], "",
+        "[{}] no hand-off: {report:#}",
+        sc.name
+    );
+    assert!(
+        run.get(1, &format!("file:{}", nodeconfig::DROPIN))
+            .is_none(),
+        "[{}] no NodeConfig drop-in",
+        sc.name
+    );
+    let log = std::fs::read_to_string(&ec2.hook_log).unwrap_or_default();
+    let told: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(told.len(), 1, "[{}] one completion: {told:?}", sc.name);
+    assert_eq!(
+        told[0]["LifecycleActionResult"], "ABANDON",
+        "[{}] {told:?}",
+        sc.name
+    );
+    assert_eq!(told[0]["InstanceId"], ec2.instance_id.as_str());
+    let on_console: Vec<&str> = console
+        .lines()
+        .filter(|l| l.contains("(unauthenticated)") && l.contains("EC2_LINUX"))
+        .collect();
+    assert!(
+        !on_console.is_empty(),
+        "[{}] the cause on the console:\n{}",
+        sc.name,
+        console
+            .lines()
+            .rev()
+            .take(80)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!(
+        "[{}] on the console: {}\n[{}] the join as the node recorded it:\n{join:#}",
+        sc.name, on_console[0], sc.name
+    );
 }

@@ -4,13 +4,14 @@
 //! guest's /etc/hosts and a CA the guest trusts) reaches moto behind a TLS terminator: the
 //! agent runs with no test-only setting, from the shipped user-data examples.
 //!
-//! Seven boots-and-reboots, each checked from the host through the guest's second serial port
+//! Nine boots-and-reboots, each checked from the host through the guest's second serial port
 //! (see guest/e2e-report): the AL2 user-data script with a recording bootstrap.sh, the AL2023
 //! MIME user data with a recording nodeadm, and the packaged unit with a cloud-config only, on
 //! AL2023 and on AL2; on AL2023 the two warm-pool paths (warm.rs): warmed and stopped, then in
 //! service after the reboot; warmed and running, in service without one; and on AL2023 a node in
 //! a private network (private.rs): a proxy, a CA bundle and a registry mirror, with containerd
-//! pulling through them.
+//! pulling through them; and on AL2023 a node that joins a real kube-apiserver and proves it
+//! (join.rs), and one whose role the cluster does not map, abandoned before the hand-off.
 //!
 //! Run with `make e2e-vm` (root, QEMU, debootstrap, socat, moto; see tests/e2e/vm/README.md).
 //! Without them each test says why it is skipped; with `E2E_REQUIRED=1` it fails instead.
@@ -62,7 +63,7 @@ const SSM_HOST: &str = "ssm.eu-west-1.amazonaws.com";
 /// The endpoints the agent's preflight reaches beside EC2 (docs/join.md), reached like it: STS
 /// and ECR's API and registry.
 const PREFLIGHT_HOSTS: &str =
-    "sts.eu-west-1.amazonaws.com api.ecr.eu-west-1.amazonaws.com 602401143452.dkr.ecr.eu-west-1.amazonaws.com";
+    "sts.eu-west-1.amazonaws.com api.ecr.eu-west-1.amazonaws.com 602401143452.dkr.ecr.eu-west-1.amazonaws.com autoscaling.eu-west-1.amazonaws.com";
 /// What the name-only scenarios' Parameter Store holds under /eks/prod-eu (the CA: the suite's
 /// real test certificate, as the agent checks it is PEM).
 const SSM_ENDPOINT: &str =
@@ -301,7 +302,7 @@ fn scenario(name: &'static str) -> Scenario {
         "al2023-name-only" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         "al2-name-only" => ("cloud-init/al2-name-only.json", Flavour::Al2, true),
         "al2023-private" => ("cloud-init/al2023-proxied.mime", Flavour::Al2023, true),
-        "al2023-warm-stopped" | "al2023-warm-running" | "al2023-joins" => {
+        "al2023-warm-stopped" | "al2023-warm-running" | "al2023-joins" | "al2023-unmapped" => {
             ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true)
         }
         _ => unreachable!("{name}"),
@@ -455,13 +456,17 @@ fn e2e(name: &'static str) {
         private::add_trust(&mut sc, &ca);
         private::Network::start(work.path(), &ca, &crt, &key, &ec2)
     });
-    let cluster = join::is_join(name).then(|| {
+    let unmapped = join::is_unmapped(name);
+    let cluster = (join::is_join(name) || unmapped).then(|| {
         let node = format!(
             "ip-{}.{REGION}.compute.internal",
             ec2.private_ip.replace('.', "-")
         );
         let c = join::Cluster::start(&ec2.instance_id, &node, &ec2.private_ip, &ec2._moto.url);
-        join::edit_user_data(&mut sc);
+        match unmapped {
+            true => c.unmap(&rt, &ec2, &mut sc),
+            false => join::edit_user_data(&mut sc),
+        }
         sc.ssm = Some((join::endpoint(), c.ca(), SSM_CIDR.into()));
         c
     });
@@ -479,7 +484,7 @@ fn e2e(name: &'static str) {
     }
     let imds = imds(&ec2, &sc);
     if let Some(c) = &cluster {
-        c.serve_role(&imds);
+        c.serve_role(&imds, unmapped);
     }
     let _mirror = TagMirror::start(&rt, &ec2, &imds);
     let disk = disk(
@@ -501,9 +506,14 @@ fn e2e(name: &'static str) {
         cluster: cluster.as_ref(),
     };
     let run = boot(&sc, &image, &disk, work.path(), &host);
+    let console = std::fs::read_to_string(work.path().join("console.log")).unwrap_or_default();
     // The work directory holds the peers' logs the checks read: kept, or removed after them.
     if std::env::var_os("E2E_KEEP").is_some() {
         eprintln!("[{name}] kept {}", work.keep().display());
+    }
+    if unmapped {
+        join::check_abandoned(&sc, &run, &ec2, &console);
+        return;
     }
     check(&sc, &run, &ec2, &rt);
     if let Some(net) = &net {
@@ -565,4 +575,10 @@ fn al2023_private_network_proxy_ca_and_mirror_reach_containerd() {
 #[ignore = "boots a VM: make e2e-vm"]
 fn al2023_node_joins_a_real_api_server_and_shuts_down_gracefully() {
     e2e("al2023-joins");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_unmapped_role_fails_the_preflight_and_abandons_the_launch() {
+    e2e("al2023-unmapped");
 }

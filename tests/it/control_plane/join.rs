@@ -44,34 +44,8 @@ fn group(cp: &ControlPlane, tag: &str) -> (String, String) {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async move {
             let conf = common::moto_sdk_config(&moto, EKS_REGION).await;
-            let ec2 = aws_sdk_ec2::Client::new(&conf);
-            let image = common::first_image(&ec2).await;
-            let a = aws_sdk_autoscaling::Client::new(&conf);
-            let (lc, g) = (format!("lc-{tag}"), format!("asg-{tag}"));
-            a.create_launch_configuration()
-                .launch_configuration_name(&lc)
-                .image_id(image)
-                .instance_type("m6i.large")
-                .send()
-                .await
-                .unwrap();
-            a.create_auto_scaling_group()
-                .auto_scaling_group_name(&g)
-                .launch_configuration_name(&lc)
-                .min_size(1)
-                .max_size(1)
-                .desired_capacity(1)
-                .availability_zones("us-east-1a")
-                .send()
-                .await
-                .unwrap();
-            a.put_lifecycle_hook()
-                .auto_scaling_group_name(&g)
-                .lifecycle_hook_name(HOOK)
-                .lifecycle_transition("autoscaling:EC2_INSTANCE_LAUNCHING")
-                .send()
-                .await
-                .unwrap();
+            let g = format!("asg-{tag}");
+            let a = common::group_with_launch_hook(&conf, &g, HOOK, "us-east-1a", 1).await;
             let out = a
                 .describe_auto_scaling_groups()
                 .auto_scaling_group_names(&g)
@@ -321,15 +295,9 @@ fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_cha
     let j = instance(&cp, "unmapped", VPC, |v| {
         v["verify"]["preflight"] = "fail".into()
     });
-    cp.eks
-        .as_ref()
-        .unwrap()
-        .auth
-        .state
-        .lock()
-        .unwrap()
-        .roles
-        .remove(&j.role_arn);
+    let auth = &cp.eks.as_ref().unwrap().auth;
+    auth.state.lock().unwrap().roles.remove(&j.role_arn);
+    assert!(!auth.maps(&j.role_arn));
     let (out, took) = init(&cp, &j);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let e = stderr(&out);
