@@ -36,6 +36,11 @@ pub(super) fn is_unmapped(name: &str) -> bool {
     name == "al2023-unmapped"
 }
 
+/// The scenarios with an API server on the host (the peers built from upstream's modules).
+pub(super) fn needs_cluster(name: &str) -> bool {
+    is_join(name) || is_unmapped(name)
+}
+
 /// The unmapped scenario's launch hook, on the group the instance's tags name.
 const HOOK: &str = "eks-node-ready";
 const GROUP: &str = "eks-e2e-asg";
@@ -67,6 +72,30 @@ pub(super) fn edit_user_data(sc: &mut Scenario) {
     let start = sc.user_data.find("{\n").unwrap();
     let end = sc.user_data.rfind("}\n").unwrap() + 1;
     sc.user_data.replace_range(start..end, &part);
+}
+
+/// The join scenarios' cluster on the host, the user data edited for each, and Parameter
+/// Store's values naming it; `None` for the other scenarios.
+pub(super) fn cluster_for(
+    sc: &mut Scenario,
+    ec2: &Ec2,
+    rt: &tokio::runtime::Runtime,
+) -> Option<Cluster> {
+    if !needs_cluster(sc.name) {
+        return None;
+    }
+    let unmapped = is_unmapped(sc.name);
+    let node = format!(
+        "ip-{}.{REGION}.compute.internal",
+        ec2.private_ip.replace('.', "-")
+    );
+    let c = Cluster::start(&ec2.instance_id, &node, &ec2.private_ip, &ec2._moto.url);
+    match unmapped {
+        true => c.unmap(rt, ec2, sc),
+        false => edit_user_data(sc),
+    }
+    sc.ssm = Some((endpoint(), c.ca(), SSM_CIDR.into()));
+    Some(c)
 }
 
 /// The host's side: the API server, and the Node's state as the host saw it while the VM ran.

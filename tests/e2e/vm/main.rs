@@ -433,7 +433,7 @@ impl Run {
 }
 
 fn e2e(name: &'static str) {
-    let ready = match (private::is_private(name), join::is_join(name)) {
+    let ready = match (private::is_private(name), join::needs_cluster(name)) {
         (true, _) => prerequisites().and_then(|deb| private::prerequisites().map(|()| deb)),
         (_, true) => prerequisites().and_then(|deb| join::prerequisites().map(|()| deb)),
         _ => prerequisites(),
@@ -457,19 +457,7 @@ fn e2e(name: &'static str) {
         private::Network::start(work.path(), &ca, &crt, &key, &ec2)
     });
     let unmapped = join::is_unmapped(name);
-    let cluster = (join::is_join(name) || unmapped).then(|| {
-        let node = format!(
-            "ip-{}.{REGION}.compute.internal",
-            ec2.private_ip.replace('.', "-")
-        );
-        let c = join::Cluster::start(&ec2.instance_id, &node, &ec2.private_ip, &ec2._moto.url);
-        match unmapped {
-            true => c.unmap(&rt, &ec2, &mut sc),
-            false => join::edit_user_data(&mut sc),
-        }
-        sc.ssm = Some((join::endpoint(), c.ca(), SSM_CIDR.into()));
-        c
-    });
+    let cluster = join::cluster_for(&mut sc, &ec2, &rt);
     if sc.discovered {
         // The name-only scenarios' values, in moto before the boot (the CA a SecureString).
         let prefix = format!("/eks/{CLUSTER}");

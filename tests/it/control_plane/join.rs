@@ -189,6 +189,42 @@ fn ready() -> bool {
     super::ready()
 }
 
+/// The node's record after a good join: the verdict, the hook, every phase, the Node as
+/// planned, and `status` saying so.
+fn assert_joined(cp: &ControlPlane, j: &Joining) {
+    let rep = report(j);
+    let join = &rep["join"];
+    assert_eq!(join["verdict"], "joined", "{join:#}");
+    assert_eq!(join["hook"], format!("CONTINUE ({HOOK})"));
+    let phases: Vec<&str> = join["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    for p in [
+        "agent started",
+        "preflight done",
+        "handed off",
+        "kubelet active",
+        "Node registered",
+        "Node Ready",
+        "verdict",
+    ] {
+        assert!(phases.contains(&p), "{p} in {phases:?}");
+    }
+    let checked = join["checked"].to_string();
+    assert!(checked.contains("allocatable pods 29"), "{checked}");
+    assert!(checked.contains("allocatable memory"), "{checked}");
+    let status = run(agent(cp, j, &["status", "--root"]).arg(j.root.path()));
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(
+        stdout(&status).contains("verdict: joined"),
+        "{}",
+        stdout(&status)
+    );
+}
+
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
@@ -251,38 +287,8 @@ fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
     let out = proof.join().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(told(&cp, &j), ["CONTINUE"]);
-    let rep = report(&j);
-    let join = &rep["join"];
-    assert_eq!(join["verdict"], "joined", "{join:#}");
-    assert_eq!(join["hook"], format!("CONTINUE ({HOOK})"));
-    let phases: Vec<&str> = join["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["phase"].as_str().unwrap())
-        .collect();
-    for p in [
-        "agent started",
-        "preflight done",
-        "handed off",
-        "kubelet active",
-        "Node registered",
-        "Node Ready",
-        "verdict",
-    ] {
-        assert!(phases.contains(&p), "{p} in {phases:?}");
-    }
-    let checked = join["checked"].to_string();
-    assert!(checked.contains("allocatable pods 29"), "{checked}");
-    assert!(checked.contains("allocatable memory"), "{checked}");
     eprintln!("Node {}: {}", j.name, node["status"]["allocatable"]);
-    let status = run(agent(&cp, &j, &["status", "--root"]).arg(j.root.path()));
-    assert!(status.status.success(), "{}", stderr(&status));
-    assert!(
-        stdout(&status).contains("verdict: joined"),
-        "{}",
-        stdout(&status)
-    );
+    assert_joined(&cp, &j);
 }
 
 #[test]
