@@ -197,6 +197,15 @@ pub struct Reach {
 }
 
 impl Reach {
+    /// The STS endpoint a token is presigned for in `region`: the override, else the Region's.
+    pub fn sts_url(&self, region: &str) -> String {
+        crate::verify::token::sts_url(region, |k| {
+            self.overrides
+                .get(k.trim_start_matches("AWS_ENDPOINT_URL_"))
+                .cloned()
+        })
+    }
+
     /// The overrides the SDK reads from the environment, for the services the checks reach.
     pub fn from_env(imds_endpoint: String, metadata_file: Option<PathBuf>) -> Reach {
         let overrides = ["STS", "EC2", "ECR"]

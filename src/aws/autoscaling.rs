@@ -162,3 +162,44 @@ mod tests {
         assert!(!nothing_waiting("No active Lifecycle Action"));
     }
 }
+
+/// Which launch to complete: the hook, the instance, its group when known (else asked of Auto
+/// Scaling by instance id), the Region.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch<'a> {
+    pub hook: &'a str,
+    pub group: Option<&'a str>,
+    pub instance_id: &'a str,
+    pub region: &'a str,
+}
+
+/// Complete `launch` with `result` before `deadline`, through the proxy the unit's environment
+/// names (the agent's run gave its units the proxy's environment), the calls logged.
+pub async fn complete_launch(
+    launch: Launch<'_>,
+    result: HookResult,
+    policy: RetryPolicy,
+    deadline: Instant,
+) -> Result<Completed, HookError> {
+    let transport = aws::Proxy::from_env(|k| std::env::var(k).ok()).map(|p| aws::Transport {
+        proxy: Some(p),
+        ca_bundles: Vec::new(),
+    });
+    let mut api = AutoScaling::new(launch.region, transport.as_ref()).await;
+    let r = async {
+        let group = match launch.group {
+            Some(g) => g.to_string(),
+            None => api.group_of(launch.instance_id, policy, deadline).await?,
+        };
+        let (hook, id) = (launch.hook, launch.instance_id);
+        api.complete(result, hook, &group, id, policy, deadline)
+            .await
+    }
+    .await;
+    tracing::info!(
+        complete_lifecycle_action = api.calls.complete_lifecycle_action,
+        describe_auto_scaling_instances = api.calls.describe_auto_scaling_instances,
+        "Auto Scaling calls"
+    );
+    r
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::aws::autoscaling::{AutoScaling, Completed, HookError, HookResult};
+use crate::aws::autoscaling::{complete_launch, Completed, HookError, HookResult};
 use crate::base::retry::RetryPolicy;
 use crate::exec::report::{now_ms, Report};
 use crate::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB};
@@ -233,35 +233,7 @@ async fn complete(
     result: HookResult,
 ) -> Result<Completed, CompleteError> {
     let deadline = Instant::now() + c.deadline;
-    // The agent's run gave this unit the proxy's environment in a drop-in, as it did kubelet's.
-    let transport =
-        crate::aws::Proxy::from_env(|k| std::env::var(k).ok()).map(|p| crate::aws::Transport {
-            proxy: Some(p),
-            ca_bundles: Vec::new(),
-        });
-    let mut api = AutoScaling::new(&job.region, transport.as_ref()).await;
-    let r = async {
-        let group = match &job.group {
-            Some(g) => g.clone(),
-            None => api.group_of(&job.instance_id, c.policy, deadline).await?,
-        };
-        api.complete(
-            result,
-            &job.hook,
-            &group,
-            &job.instance_id,
-            c.policy,
-            deadline,
-        )
-        .await
-    }
-    .await;
-    let calls = api.calls;
-    tracing::info!(
-        complete_lifecycle_action = calls.complete_lifecycle_action,
-        describe_auto_scaling_instances = calls.describe_auto_scaling_instances,
-        "Auto Scaling calls"
-    );
+    let r = complete_launch(crate::verify::launch_of(job), result, c.policy, deadline).await;
     let outcome = r?;
     match outcome {
         Completed::Completed => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::aws::autoscaling::{AutoScaling, Completed, HookResult};
+use crate::aws::autoscaling::{complete_launch, Completed, HookResult};
 use crate::base::retry::RetryPolicy;
 use crate::config::PreflightMode;
 use crate::exec::report::{now_ms, Outcome, Report, StepOutcome};
@@ -154,28 +154,13 @@ impl Preflight {
 /// CompleteLifecycleAction with ABANDON, under the agent's retry policy for up to a minute.
 async fn abandon(job: &crate::instance::lifecycle::LaunchHookJob) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let transport =
-        crate::aws::Proxy::from_env(|k| std::env::var(k).ok()).map(|p| crate::aws::Transport {
-            proxy: Some(p),
-            ca_bundles: Vec::new(),
-        });
-    let mut api = AutoScaling::new(&job.region, transport.as_ref()).await;
-    let policy = RetryPolicy::default();
-    let r = async {
-        let group = match &job.group {
-            Some(g) => g.clone(),
-            None => api.group_of(&job.instance_id, policy, deadline).await?,
-        };
-        api.complete(
-            HookResult::Abandon,
-            &job.hook,
-            &group,
-            &job.instance_id,
-            policy,
-            deadline,
-        )
-        .await
-    }
+    let launch = crate::verify::launch_of(job);
+    let r = complete_launch(
+        launch,
+        HookResult::Abandon,
+        RetryPolicy::default(),
+        deadline,
+    )
     .await;
     match r {
         Ok(Completed::Completed) => {

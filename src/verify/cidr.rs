@@ -5,24 +5,17 @@ use std::net::IpAddr;
 
 use super::net::in_cidr;
 use super::Cause;
+use crate::spec::parse_cidr;
 
-/// `a.b.c.d/n` as (network, bits).
-fn split(cidr: &str) -> Option<(IpAddr, u32)> {
-    let (ip, bits) = cidr.split_once('/')?;
-    Some((ip.parse().ok()?, bits.parse().ok()?))
-}
-
-/// Whether two blocks share an address: one holds the other's network address with the
-/// shorter prefix.
+/// Whether two blocks share an address: the wider holds the other's network address.
 pub fn overlap(a: &str, b: &str) -> bool {
-    let (Some((na, ba)), Some((nb, bb))) = (split(a), split(b)) else {
+    let (Some((na, ba)), Some((nb, bb))) = (parse_cidr(a), parse_cidr(b)) else {
         return false;
     };
-    let (wide, wide_bits, narrow) = match ba <= bb {
-        true => (na, ba, nb),
-        false => (nb, bb, na),
-    };
-    in_cidr(narrow, &wide.to_string(), &wide_bits.to_string())
+    match ba <= bb {
+        true => in_cidr(nb, a),
+        false => in_cidr(na, b),
+    }
 }
 
 pub fn service_cidr(cidr: &str, vpc: &[String]) -> Result<String, Cause> {
@@ -36,10 +29,7 @@ pub fn service_cidr(cidr: &str, vpc: &[String]) -> Result<String, Cause> {
 }
 
 pub fn cluster_dns(address: &str, cidr: &str) -> Result<String, Cause> {
-    let inside = match (address.parse::<IpAddr>(), cidr.split_once('/')) {
-        (Ok(ip), Some((net, bits))) => in_cidr(ip, net, bits),
-        _ => false,
-    };
+    let inside = address.parse::<IpAddr>().is_ok_and(|ip| in_cidr(ip, cidr));
     match inside {
         true => Ok(format!("{address} is in {cidr}")),
         false => Err(Cause::new(

@@ -7,7 +7,7 @@ use http_body_util::Full;
 
 use super::net::{self, Url};
 use super::{Cause, Context};
-use crate::base::text::printable;
+use crate::base::text::{escaped, printable};
 
 /// How to reach the API server: its URL and the cluster's CA.
 pub struct ApiServer<'a> {
@@ -79,7 +79,7 @@ impl<'a> ApiServer<'a> {
         match a.status {
             200 => Ok(format!("/readyz: {}", printable(text.trim()))),
             401 | 403 => Err(Cause::new("readyz", format!("/readyz answered {} without credentials: EKS serves it to anyone (system:public-info-viewer); is this an EKS API server?", a.status))),
-            s => Err(Cause::new("readyz", format!("/readyz answered {s}: {}", short(&text)))),
+            s => Err(Cause::new("readyz", format!("/readyz answered {s}: {}", escaped(&text)))),
         }
     }
 
@@ -100,7 +100,7 @@ impl<'a> ApiServer<'a> {
         match a.status {
             200 | 201 => {}
             401 => return Err(Cause::new("unauthenticated", "the API server refused the node's token (401 Unauthorized): its role is not mapped to a Kubernetes identity".into())),
-            s => return Err(Cause::new("http", format!("SelfSubjectReview answered {s}: {}", short(&String::from_utf8_lossy(&a.body))))),
+            s => return Err(Cause::new("http", format!("SelfSubjectReview answered {s}: {}", escaped(&String::from_utf8_lossy(&a.body))))),
         }
         let v: serde_json::Value = serde_json::from_slice(&a.body)
             .map_err(|_| Cause::new("http", "SelfSubjectReview's answer is not JSON".into()))?;
@@ -116,12 +116,6 @@ impl<'a> ApiServer<'a> {
             .unwrap_or_default();
         Ok((name, groups))
     }
-}
-
-/// The start of an answer, for a message.
-pub fn short(text: &str) -> String {
-    let t: String = text.trim().chars().take(200).collect();
-    printable(&t).to_string()
 }
 
 /// The identity the API server must see: `system:node:<name>` in `system:nodes`.

@@ -73,6 +73,18 @@ impl Context {
     }
 }
 
+/// The launch a hook job names, as Auto Scaling completes it (with the verdict's result).
+pub fn launch_of(
+    job: &crate::instance::lifecycle::LaunchHookJob,
+) -> crate::aws::autoscaling::Launch<'_> {
+    crate::aws::autoscaling::Launch {
+        hook: &job.hook,
+        group: job.group.as_deref(),
+        instance_id: &job.instance_id,
+        region: &job.region,
+    }
+}
+
 /// One check, as the plan holds it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -134,7 +146,7 @@ impl Cause {
     pub fn new(code: &'static str, detail: String) -> Cause {
         Cause {
             code,
-            detail: truncated(&detail),
+            detail: crate::base::text::escaped(&detail),
         }
     }
 
@@ -192,19 +204,6 @@ fn todo(code: &str) -> &'static str {
         "deadline" => "kubelet did not register a Ready Node in time: see `journalctl -u kubelet` on the node",
         "mismatch" => "the Node differs from the plan: another drop-in or the hand-off changed kubelet's settings; see the differences listed",
         _ => "see docs/join.md",
-    }
-}
-
-/// At most 300 characters, control characters shown as `?`: a cause's detail (values echoed in
-/// it are escaped where they are put in).
-fn truncated(s: &str) -> String {
-    let clean: String = s
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    match clean.char_indices().nth(300) {
-        Some((i, _)) => format!("{}…", &clean[..i]),
-        None => clean,
     }
 }
 

@@ -82,8 +82,8 @@ pub fn no_proxy_matches(no_proxy: &str, host: &str) -> bool {
             if entry == "*" {
                 return true;
             }
-            if let (Some(ip), Some((net, bits))) = (ip, entry.split_once('/')) {
-                return in_cidr(ip, net, bits);
+            if let (Some(ip), true) = (ip, entry.contains('/')) {
+                return in_cidr(ip, entry);
             }
             if let Ok(e) = entry.parse::<IpAddr>() {
                 return Some(e) == ip;
@@ -95,18 +95,18 @@ pub fn no_proxy_matches(no_proxy: &str, host: &str) -> bool {
         })
 }
 
-/// Whether `ip` is in `net/bits`.
-pub fn in_cidr(ip: IpAddr, net: &str, bits: &str) -> bool {
-    let (Ok(net), Ok(bits)) = (net.parse::<IpAddr>(), bits.parse::<u32>()) else {
+/// Whether `ip` is in the block `cidr` (`a.b.c.d/n` or IPv6, as the spec reads blocks).
+pub fn in_cidr(ip: IpAddr, cidr: &str) -> bool {
+    let Some((net, bits)) = crate::spec::parse_cidr(cidr) else {
         return false;
     };
     match (ip, net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) if bits <= 32 => {
-            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
             u32::from(a) & mask == u32::from(n) & mask
         }
-        (IpAddr::V6(a), IpAddr::V6(n)) if bits <= 128 => {
-            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
             u128::from(a) & mask == u128::from(n) & mask
         }
         _ => false,

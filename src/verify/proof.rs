@@ -10,10 +10,10 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::kube::{short, ApiServer};
+use super::kube::ApiServer;
 use super::record::JoinVerdict;
 use super::{token, Cause, Context};
-use crate::base::text::printable;
+use crate::base::text::{escaped, printable};
 use crate::spec::pod_capacity::milli_value;
 
 /// The per-boot job (mode 0600: it holds the cluster CA).
@@ -205,7 +205,7 @@ async fn look(
             .map_err(|_| Cause::new("http", "the Node is not JSON".into())),
         404 => Ok(None),
         401 => Err(Cause::new("unauthenticated", "the API server refused the node's token (401)".into())),
-        403 => Err(Cause::new("wrong-identity", format!("the API server forbids the node to read Node {} (403): its identity is not system:node:{}: {}", printable(n), printable(n), short(&String::from_utf8_lossy(&a.body))))),
+        403 => Err(Cause::new("wrong-identity", format!("the API server forbids the node to read Node {} (403): its identity is not system:node:{}: {}", printable(n), printable(n), escaped(&String::from_utf8_lossy(&a.body))))),
         s => Err(Cause::new("http", format!("GET Node answered {s}"))),
     }
 }
@@ -223,7 +223,7 @@ fn ready(node: &serde_json::Value) -> bool {
 
 fn ready_message(node: &serde_json::Value) -> String {
     condition(node, "Ready").map_or("no Ready condition yet".into(), |c| {
-        short(c["message"].as_str().unwrap_or(""))
+        escaped(c["message"].as_str().unwrap_or(""))
     })
 }
 

@@ -65,12 +65,6 @@ impl JoinRecord {
         });
     }
 
-    pub fn failed_checks(&self) -> impl Iterator<Item = &CheckResult> {
-        self.preflight
-            .iter()
-            .filter(|r| r.result == Verdict::Failed)
-    }
-
     /// For a person on the node: the phases with their offsets, the checks, the verdict, its
     /// causes and what to do.
     pub fn to_text(&self) -> String {

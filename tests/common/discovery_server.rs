@@ -10,11 +10,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::{Request, Response, StatusCode};
 use serde_json::{json, Value};
 
-use super::ec2_server::{serve, Bucket};
+use super::ec2_server::{serve_in, Bucket};
 
 /// One cluster as DescribeCluster shows it.
 #[derive(Clone)]
@@ -58,7 +58,7 @@ pub struct DiscoveryServer {
 impl DiscoveryServer {
     pub fn start(state: DiscoveryState) -> DiscoveryServer {
         let state = Arc::new(Mutex::new(state));
-        let addr = serve(state.clone(), handle);
+        let addr = serve_in(None, state.clone(), handle);
         DiscoveryServer { addr, state }
     }
     pub fn url(&self) -> String {
@@ -99,8 +99,8 @@ fn error(ssm: bool, status: u16, code: &str) -> Response<Full<Bytes>> {
 
 async fn handle(
     state: Arc<Mutex<DiscoveryState>>,
-    req: Request<hyper::body::Incoming>,
-    _: Bytes,
+    req: Request<()>,
+    body: Bytes,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let target = req
         .headers()
@@ -108,12 +108,6 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(String::from);
     let path = req.uri().path().to_string();
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
     let body = String::from_utf8_lossy(&body).into_owned();
     let mut s = state.lock().unwrap();
     let (op, ssm) = match &target {

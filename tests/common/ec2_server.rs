@@ -16,22 +16,8 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
 /// Serve `handler` on 127.0.0.1 (a free port) from a runtime on its own thread, so both
-/// blocking and async tests can use it.
-pub fn serve<S, F, Fut>(state: Arc<Mutex<S>>, handler: F) -> SocketAddr
-where
-    S: Send + 'static,
-    F: Fn(Arc<Mutex<S>>, Request<hyper::body::Incoming>, Bytes) -> Fut
-        + Send
-        + Sync
-        + Copy
-        + 'static,
-    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
-{
-    serve_in(None, state, handler)
-}
-
-/// [`serve`] in the network namespace `netns` (its thread and runtime join it first), or in
-/// this process's.
+/// blocking and async tests can use it; in the network namespace `netns` (its thread and runtime
+/// join it first), or in this process's. The handler gets the request and its whole body.
 pub fn serve_in<S, F, Fut>(
     netns: Option<&std::path::Path>,
     state: Arc<Mutex<S>>,
@@ -39,11 +25,7 @@ pub fn serve_in<S, F, Fut>(
 ) -> SocketAddr
 where
     S: Send + 'static,
-    F: Fn(Arc<Mutex<S>>, Request<hyper::body::Incoming>, Bytes) -> Fut
-        + Send
-        + Sync
-        + Copy
-        + 'static,
+    F: Fn(Arc<Mutex<S>>, Request<()>, Bytes) -> Fut + Send + Sync + Copy + 'static,
     Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
 {
     let netns = netns.map(std::path::Path::to_path_buf);
@@ -73,8 +55,10 @@ where
                     let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
                         let state = state.clone();
                         async move {
-                            // Body is read inside the handler call below for POSTs.
-                            handler(state, req, Bytes::new()).await
+                            let (parts, body) = req.into_parts();
+                            let body = body.collect().await.map(|b| b.to_bytes());
+                            let req = Request::from_parts(parts, ());
+                            handler(state, req, body.unwrap_or_default()).await
                         }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
@@ -163,7 +147,7 @@ pub struct Ec2Server {
 impl Ec2Server {
     pub fn start(state: Ec2State) -> Ec2Server {
         let state = Arc::new(Mutex::new(state));
-        let addr = serve(state.clone(), handle);
+        let addr = serve_in(None, state.clone(), handle);
         Ec2Server { addr, state }
     }
     pub fn url(&self) -> String {
@@ -217,15 +201,9 @@ fn error(status: u16, code: &str) -> Response<Full<Bytes>> {
 
 async fn handle(
     state: Arc<Mutex<Ec2State>>,
-    req: Request<hyper::body::Incoming>,
-    _: Bytes,
+    _: Request<()>,
+    body: Bytes,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
     let form = parse_form(&String::from_utf8_lossy(&body));
     let action = form.get("Action").cloned().unwrap_or_default();
     let delay = {

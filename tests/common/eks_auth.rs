@@ -103,15 +103,9 @@ fn reply(status: u16, v: Value) -> Result<Response<Full<Bytes>>, Infallible> {
 
 async fn handle(
     state: Arc<Mutex<State>>,
-    req: Request<hyper::body::Incoming>,
-    _: Bytes,
+    _: Request<()>,
+    body: Bytes,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
     let review: Value = serde_json::from_slice(&body).unwrap_or_default();
     let token = review["spec"]["token"]
         .as_str()

@@ -98,7 +98,7 @@ fn reply(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
 
 async fn handle(
     state: Arc<Mutex<State>>,
-    req: Request<hyper::body::Incoming>,
+    req: Request<()>,
     _body: Bytes,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let delay = {

@@ -13,7 +13,6 @@ use crate::plan::step::{File, IfFailed, Mode, Step, Unit, UnitJob};
 use crate::spec::pod_capacity::milli_value;
 use crate::spec::Spec;
 use crate::verify::proof::{Expect, JoinJob, JOIN_JOB};
-use crate::verify::token;
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -89,12 +88,7 @@ fn plan(i: &Input, out: &mut Out) {
         endpoint: endpoint.clone(),
         certificate_authority: ca.clone(),
         node_name: md.local_hostname.clone(),
-        sts_url: token::sts_url(&md.region, |k| {
-            reach
-                .overrides
-                .get(k.trim_start_matches("AWS_ENDPOINT_URL_"))
-                .cloned()
-        }),
+        sts_url: reach.sts_url(&md.region),
         imds_endpoint: reach.imds_endpoint.clone(),
         deadline_secs: deadline.as_secs(),
         expect: expect(&i.handoff.kubelet),

@@ -13,7 +13,7 @@ use crate::instance::metadata::Metadata;
 use crate::plan::step::Step;
 use crate::spec::proxy::NoProxyInputs;
 use crate::spec::Spec;
-use crate::verify::{token, Check, Context, Probe};
+use crate::verify::{Check, Context, Probe};
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -74,12 +74,7 @@ fn context(spec: &Spec, facts: &Facts, md: &Metadata, reach: &Reach) -> Option<C
             .as_ref()
             .map(|t| t.bundles.clone())
             .unwrap_or_default(),
-        sts_url: token::sts_url(region, |k| {
-            reach
-                .overrides
-                .get(k.trim_start_matches("AWS_ENDPOINT_URL_"))
-                .cloned()
-        }),
+        sts_url: reach.sts_url(region),
     })
 }
 

@@ -189,6 +189,21 @@ fn ready() -> bool {
     super::ready()
 }
 
+/// The suite's control plane and the instance `tag` joining it, when this host can run the
+/// suite.
+fn joining(
+    tag: &str,
+    vpc: &str,
+    edit: impl FnOnce(&mut Value),
+) -> Option<(std::sync::MutexGuard<'static, ControlPlane>, Joining)> {
+    if !ready() {
+        return None;
+    }
+    let cp = ControlPlane::shared();
+    let j = instance(&cp, tag, vpc, edit);
+    Some((cp, j))
+}
+
 /// The node's record after a good join: the verdict, the hook, every phase, the Node as
 /// planned, and `status` saying so.
 fn assert_joined(cp: &ControlPlane, j: &Joining) {
@@ -228,11 +243,9 @@ fn assert_joined(cp: &ControlPlane, j: &Joining) {
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
-    if !ready() {
+    let Some((cp, j)) = joining("good", VPC, |_| {}) else {
         return;
-    }
-    let cp = ControlPlane::shared();
-    let j = instance(&cp, "good", VPC, |_| {});
+    };
     let (out, took) = init(&cp, &j);
     assert!(out.status.success(), "{}", stderr(&out));
     let rep = report(&j);
@@ -294,13 +307,11 @@ fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_change() {
-    if !ready() {
-        return;
-    }
-    let cp = ControlPlane::shared();
-    let j = instance(&cp, "unmapped", VPC, |v| {
+    let Some((cp, j)) = joining("unmapped", VPC, |v| {
         v["verify"]["preflight"] = "fail".into()
-    });
+    }) else {
+        return;
+    };
     let auth = &cp.eks.as_ref().unwrap().auth;
     auth.state.lock().unwrap().roles.remove(&j.role_arn);
     assert!(!auth.maps(&j.role_arn));
@@ -455,13 +466,10 @@ fn a_service_cidr_that_is_the_vpcs_is_named() {
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn a_kubelet_that_never_registers_meets_the_deadline_and_the_hook_is_abandoned() {
-    if !ready() {
+    let Some((cp, j)) = joining("noreg", VPC, |v| v["verify"]["joinDeadline"] = "10s".into())
+    else {
         return;
-    }
-    let cp = ControlPlane::shared();
-    let j = instance(&cp, "noreg", VPC, |v| {
-        v["verify"]["joinDeadline"] = "10s".into()
-    });
+    };
     let (out, _) = init(&cp, &j);
     assert!(out.status.success(), "{}", stderr(&out));
     let Some(bus) = bus_with_kubelet_active() else {
