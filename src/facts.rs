@@ -197,13 +197,10 @@ pub struct Reach {
 }
 
 impl Reach {
-    /// The STS endpoint a token is presigned for in `region`: the override, else the Region's.
+    /// The STS endpoint a token is presigned for in `region` (never the override: see
+    /// [`crate::verify::token::sts_url`]).
     pub fn sts_url(&self, region: &str) -> String {
-        crate::verify::token::sts_url(region, |k| {
-            self.overrides
-                .get(k.trim_start_matches("AWS_ENDPOINT_URL_"))
-                .cloned()
-        })
+        crate::verify::token::sts_url(region)
     }
 
     /// The overrides the SDK reads from the environment, for the services the checks reach.

@@ -21,6 +21,7 @@ pub enum HookError {
 pub struct Calls {
     pub complete_lifecycle_action: u32,
     pub describe_auto_scaling_instances: u32,
+    pub record_lifecycle_action_heartbeat: u32,
 }
 
 pub struct AutoScaling {
@@ -141,6 +142,51 @@ impl AutoScaling {
             Err(e) => Err(e.into()),
         }
     }
+
+    /// RecordLifecycleActionHeartbeat for `hook` of `group` and the instance: the hook's
+    /// heartbeat timeout starts again.
+    pub async fn heartbeat(
+        &mut self,
+        hook: &str,
+        group: &str,
+        instance_id: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<(), HookError> {
+        let op = aws::Op {
+            name: "RecordLifecycleActionHeartbeat",
+            action: "autoscaling:RecordLifecycleActionHeartbeat",
+            resource: format!(
+                "arn:aws:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/{group}"
+            ),
+            on: instance_id,
+        };
+        let client = &self.client;
+        let calls = &mut self.calls.record_lifecycle_action_heartbeat;
+        op.call(policy, deadline, calls, || {
+            client
+                .record_lifecycle_action_heartbeat()
+                .lifecycle_hook_name(hook)
+                .auto_scaling_group_name(group)
+                .instance_id(instance_id)
+                .send()
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The launch's group: the one the run knew, else asked of Auto Scaling.
+    async fn group(
+        &mut self,
+        launch: &Launch<'_>,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<String, HookError> {
+        match launch.group {
+            Some(g) => Ok(g.to_string()),
+            None => self.group_of(launch.instance_id, policy, deadline).await,
+        }
+    }
 }
 
 /// Auto Scaling's answer when no launch waits on the hook for the instance: a `ValidationError`
@@ -173,24 +219,18 @@ pub struct Launch<'a> {
     pub region: &'a str,
 }
 
-/// Complete `launch` with `result` before `deadline`, through the proxy the unit's environment
-/// names (the agent's run gave its units the proxy's environment), the calls logged.
+/// Complete `launch` with `result` before `deadline`, through `transport` (the config's proxy
+/// and CA bundles, whatever the process environment holds), the calls logged.
 pub async fn complete_launch(
     launch: Launch<'_>,
     result: HookResult,
     policy: RetryPolicy,
     deadline: Instant,
+    transport: Option<&aws::Transport>,
 ) -> Result<Completed, HookError> {
-    let transport = aws::Proxy::from_env(|k| std::env::var(k).ok()).map(|p| aws::Transport {
-        proxy: Some(p),
-        ca_bundles: Vec::new(),
-    });
-    let mut api = AutoScaling::new(launch.region, transport.as_ref()).await;
+    let mut api = AutoScaling::new(launch.region, transport).await;
     let r = async {
-        let group = match launch.group {
-            Some(g) => g.to_string(),
-            None => api.group_of(launch.instance_id, policy, deadline).await?,
-        };
+        let group = api.group(&launch, policy, deadline).await?;
         let (hook, id) = (launch.hook, launch.instance_id);
         api.complete(result, hook, &group, id, policy, deadline)
             .await
@@ -202,4 +242,36 @@ pub async fn complete_launch(
         "Auto Scaling calls"
     );
     r
+}
+
+/// Keep `launch` waiting: a RecordLifecycleActionHeartbeat every `every` until the returned
+/// task is dropped or a heartbeat fails (logged once: the hook then times out as configured).
+pub async fn keep_alive(
+    launch: Launch<'_>,
+    every: std::time::Duration,
+    policy: RetryPolicy,
+    transport: Option<&aws::Transport>,
+) {
+    let mut api = AutoScaling::new(launch.region, transport).await;
+    loop {
+        tokio::time::sleep(every).await;
+        let deadline = Instant::now() + every;
+        let r = async {
+            let group = api.group(&launch, policy, deadline).await?;
+            let (hook, id) = (launch.hook, launch.instance_id);
+            api.heartbeat(hook, &group, id, policy, deadline).await
+        }
+        .await;
+        match r {
+            Ok(()) => tracing::info!(
+                hook = %launch.hook,
+                heartbeats = api.calls.record_lifecycle_action_heartbeat,
+                "launch hook heartbeat recorded: the proof goes on"
+            ),
+            Err(e) => {
+                tracing::warn!(hook = %launch.hook, "no more heartbeats for the launch hook: {e}; it times out at its heartbeat timeout if the proof takes longer");
+                return;
+            }
+        }
+    }
 }

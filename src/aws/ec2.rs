@@ -22,6 +22,9 @@ pub struct Calls {
     /// Not tagging's: left out of its report when none was made.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub describe_instance_types: u32,
+    /// Not tagging's either: the Node's name for verified join.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub describe_instances: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -200,6 +203,37 @@ impl Ec2 {
             .filter(|(e, i)| *e > 0 && *i > 0)
             .map(|(enis, ipv4_per_eni)| crate::base::podcap::TypeInfo { enis, ipv4_per_eni });
         Ok(info)
+    }
+
+    /// The instance's `PrivateDnsName` (DescribeInstances), the name bootstrap.sh and nodeadm
+    /// give the Node; `None` when EC2 gives none.
+    pub async fn private_dns_name(
+        &mut self,
+        instance_id: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<Option<String>, TagError> {
+        let op = aws::Op {
+            name: "DescribeInstances",
+            action: "ec2:DescribeInstances",
+            resource: "*".into(),
+            on: instance_id,
+        };
+        let client = &self.client;
+        let out = op
+            .call(policy, deadline, &mut self.calls.describe_instances, || {
+                client.describe_instances().instance_ids(instance_id).send()
+            })
+            .await?;
+        let name = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .find(|i| i.instance_id() == Some(instance_id))
+            .and_then(|i| i.private_dns_name())
+            .filter(|n| !n.is_empty())
+            .map(String::from);
+        Ok(name)
     }
 
     /// CreateTags for one key on the instance, retrying what may succeed later.

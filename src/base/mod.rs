@@ -5,6 +5,7 @@
 
 pub mod bootstrap_sh;
 pub mod duration;
+pub mod ecr;
 pub mod findings;
 pub mod k8s;
 pub mod logging;

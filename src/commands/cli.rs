@@ -260,6 +260,10 @@ pub struct CompleteHookArgs {
     /// Milliseconds between two reads of the Node while proving the join (100 to 60000).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=60000))]
     pub poll_ms: u64,
+    /// Seconds between two heartbeats of the launch hook while the join is proven (1 to 3600):
+    /// a proof longer than the hook's heartbeat timeout keeps the launch waiting.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub heartbeat_sec: u64,
 }
 
 #[derive(Debug, clap::Args)]

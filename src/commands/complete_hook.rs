@@ -13,14 +13,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::aws::autoscaling::{complete_launch, Completed, HookError, HookResult};
+use crate::aws::autoscaling::{complete_launch, keep_alive, Completed, HookError, HookResult};
 use crate::base::retry::RetryPolicy;
 use crate::exec::report::{now_ms, Report};
 use crate::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB};
 use crate::os::fsutil::{self, under};
 use crate::os::systemd;
+use crate::verify::launch_of;
 use crate::verify::proof::{self, JoinJob, Proof, JOIN_JOB};
 use crate::verify::record::JoinVerdict;
+use crate::verify::verdict::{hook_result, Blame};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompleteError {
@@ -38,6 +40,13 @@ pub enum CompleteError {
     NotJoined {
         verdict: &'static str,
         causes: String,
+    },
+    #[error("launch hook `{hook}` was not completed with {result}: {error}; Auto Scaling applies the hook's default result at its heartbeat timeout (ABANDON unless set otherwise), whatever the node's verdict ({verdict}); see `eks-nodeinit status`")]
+    HookNotCompleted {
+        hook: String,
+        result: &'static str,
+        verdict: &'static str,
+        error: String,
     },
     #[error(transparent)]
     Hook(#[from] HookError),
@@ -65,6 +74,8 @@ pub struct Completer {
     pub policy: RetryPolicy,
     /// How often the proof asks for the Node.
     pub poll: Duration,
+    /// How often the launch hook's heartbeat is recorded while the proof runs.
+    pub heartbeat: Duration,
 }
 
 /// Read a job file: `None` when absent.
@@ -99,7 +110,7 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
         .as_ref()
         .filter(|(j, _)| j.after == CompleteAfter::Prep)
     {
-        complete(c, job, HookResult::Continue).await?;
+        complete(c, job, HookResult::Continue, from_env().as_ref()).await?;
         return Ok(fsutil::write_atomic(&done, text.as_bytes(), 0o644)?);
     }
     if hook.is_none() && join.is_none() {
@@ -113,19 +124,29 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
         // No proof asked for: the hook once kubelet is active, as before.
         wait_for_kubelet(c, &hook_name).await?;
         if let Some((job, text)) = &hook {
-            complete(c, job, HookResult::Continue).await?;
+            complete(c, job, HookResult::Continue, from_env().as_ref()).await?;
             fsutil::write_atomic(&done, text.as_bytes(), 0o644)?;
         }
         return Ok(());
     };
-    let proof = prove(c, &job, &hook_name).await;
-    let result = match proof.verdict {
-        JoinVerdict::Joined => HookResult::Continue,
-        _ => HookResult::Abandon,
+    let transport = job.transport.clone().or_else(from_env);
+    let proof = match &hook {
+        Some((h, _)) => {
+            // Heartbeats beside the proof; the proof goes on if they stop.
+            let beats = keep_alive(launch_of(h), c.heartbeat, c.policy, transport.as_ref());
+            let proving = prove(c, &job, &hook_name);
+            tokio::pin!(proving);
+            tokio::select! {
+                p = &mut proving => p,
+                () = beats => proving.await,
+            }
+        }
+        None => prove(c, &job, &hook_name).await,
     };
+    let result = hook_result(proof.verdict, proof.blame, job.strict);
     let told = match &hook {
         Some((h, text)) => {
-            let r = complete(c, h, result).await;
+            let r = complete(c, h, result, transport.as_ref()).await;
             if r.is_ok() {
                 fsutil::write_atomic(&done, text.as_bytes(), 0o644)?;
             }
@@ -134,7 +155,25 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
         None => None,
     };
     record(c, &proof, told.as_ref())?;
-    verdict(&proof)
+    if let (Some((h, _)), Some(Err(e))) = (&hook, &told) {
+        return Err(CompleteError::HookNotCompleted {
+            hook: h.hook.clone(),
+            result: result.as_str(),
+            verdict: proof.verdict.as_str(),
+            error: e.clone(),
+        });
+    }
+    verdict(&proof, result)
+}
+
+/// The proxy the unit's environment gives (the agent's drop-in), for a job that names no
+/// transport: the hook without the proof, or a job of an older run.
+fn from_env() -> Option<crate::aws::Transport> {
+    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok())?;
+    Some(crate::aws::Transport {
+        proxy: Some(proxy),
+        ca_bundles: Vec::new(),
+    })
 }
 
 /// What the hook came to, for the record.
@@ -158,8 +197,10 @@ async fn prove(c: &Completer, job: &JoinJob, hook: &str) -> Proof {
         ..c.clone()
     };
     if let Err(e) = wait_for_kubelet(&waited, hook).await {
+        // kubelet never became active: the node's own fault; a replacement may join.
         return Proof {
             verdict: JoinVerdict::Deadline,
+            blame: Some(Blame::Node),
             causes: vec![e.to_string()],
             checked: Vec::new(),
             kubelet_active_at: None,
@@ -168,8 +209,10 @@ async fn prove(c: &Completer, job: &JoinJob, hook: &str) -> Proof {
         };
     }
     let active = now_ms();
-    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
-    let ctx = job.context(proxy);
+    let mut ctx = job.context();
+    if ctx.proxy.is_none() {
+        ctx.proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
+    }
     let left = JoinJob {
         deadline_secs: job.deadline_secs.saturating_sub(start.elapsed().as_secs()),
         ..job.clone()
@@ -199,6 +242,8 @@ fn record(
     }
     join.phase("verdict", now_ms());
     join.verdict = Some(p.verdict);
+    join.blame = p.blame;
+    join.hook_failed = matches!(hook, Some(Err(_)));
     join.causes.extend(p.causes.iter().cloned());
     join.checked = p.checked.clone();
     join.hook = hook.map(|r| match r {
@@ -211,18 +256,24 @@ fn record(
 }
 
 /// The verdict at error priority when the node did not join (the unit's output is the
-/// console's too), else at info.
-fn verdict(p: &Proof) -> Result<(), CompleteError> {
-    match p.verdict {
-        JoinVerdict::Joined => {
-            tracing::info!(checked = %p.checked.join("; "), "join verified: the Node is Ready as planned");
-            Ok(())
-        }
-        v => Err(CompleteError::NotJoined {
-            verdict: v.as_str(),
-            causes: p.causes.join("; "),
-        }),
+/// console's too), with whose cause it is and what the launch was told; else at info.
+fn verdict(p: &Proof, result: HookResult) -> Result<(), CompleteError> {
+    if p.verdict == JoinVerdict::Joined {
+        tracing::info!(checked = %p.checked.join("; "), "join verified: the Node is Ready as planned");
+        return Ok(());
     }
+    let blame = p.blame.map_or("none: a finding", Blame::as_str);
+    tracing::error!(
+        verdict = p.verdict.as_str(),
+        blame,
+        hook = result.as_str(),
+        "the node did not join as planned: {}",
+        p.causes.join("; ")
+    );
+    Err(CompleteError::NotJoined {
+        verdict: p.verdict.as_str(),
+        causes: p.causes.join("; "),
+    })
 }
 
 /// CompleteLifecycleAction with `result`: the group asked of Auto Scaling when the run did not
@@ -231,10 +282,17 @@ async fn complete(
     c: &Completer,
     job: &LaunchHookJob,
     result: HookResult,
+    transport: Option<&crate::aws::Transport>,
 ) -> Result<Completed, CompleteError> {
     let deadline = Instant::now() + c.deadline;
-    let r = complete_launch(crate::verify::launch_of(job), result, c.policy, deadline).await;
-    let outcome = r?;
+    let r = complete_launch(launch_of(job), result, c.policy, deadline, transport).await;
+    let outcome = match r {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!(hook = %job.hook, result = result.as_str(), "the launch hook could not be completed: {e}");
+            return Err(e.into());
+        }
+    };
     match outcome {
         Completed::Completed => {
             tracing::info!(hook = %job.hook, state = %job.state, "launch hook completed: {}", result.as_str())

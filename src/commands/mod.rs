@@ -229,6 +229,7 @@ pub async fn complete_hook(a: &crate::commands::cli::CompleteHookArgs) -> Result
         deadline: Duration::from_secs(a.deadline_sec),
         policy: crate::base::retry::RetryPolicy::default(),
         poll: Duration::from_millis(a.poll_ms),
+        heartbeat: Duration::from_secs(a.heartbeat_sec),
     };
     Ok(crate::commands::complete_hook::run(&c).await?)
 }
@@ -260,6 +261,12 @@ pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
             "{}",
             serde_json::to_string_pretty(&join).unwrap_or_default()
         ),
+    }
+    if join.hook_failed {
+        anyhow::bail!(
+            "the launch hook was not completed ({}): Auto Scaling applies its default result at the heartbeat timeout",
+            join.hook.as_deref().unwrap_or("no answer recorded")
+        );
     }
     match join.verdict {
         Some(crate::verify::record::JoinVerdict::Joined) => Ok(()),

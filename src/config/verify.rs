@@ -17,11 +17,15 @@ pub struct VerifySettings {
     pub preflight_budget: Option<String>,
     /// The proof after the hand-off: `on` (default) has eks-nodeinit-launch-hook.service wait
     /// for the Node to be Ready with the node's own identity and compare it with the plan
-    /// before it completes the launch hook; `off` completes it once kubelet is active.
+    /// before it completes the launch hook: `ABANDON` only for a cause of the node's own (a
+    /// replacement may join), `CONTINUE` with the cause named for one of the cluster's or a
+    /// Node not as planned. `strict`: `ABANDON` for every verdict but `joined`. `off`: the hook
+    /// is completed once kubelet is active.
     #[serde(default)]
     pub join: JoinMode,
-    /// How long the Node may take to be Ready after kubelet is active (a Go duration, default
-    /// `5m`, from 10s to 1h): then the verdict is `deadline` and the hook `ABANDON`.
+    /// How long the Node may take to be Ready, counted from the proof's start and kubelet's
+    /// wait included (a Go duration, default `5m`, from 10s to 1h): then the verdict is
+    /// `deadline` or `not-ready`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join_deadline: Option<String>,
 }
@@ -51,5 +55,6 @@ pub enum PreflightMode {
 pub enum JoinMode {
     #[default]
     On,
+    Strict,
     Off,
 }

@@ -22,6 +22,9 @@ pub(crate) struct Preflight {
     pub budget: Duration,
     pub mode: PreflightMode,
     pub record: Option<JoinRecord>,
+    /// How the ABANDON reaches Auto Scaling: the config's proxy and CA bundles (before any
+    /// change, the node's trust store and units have neither).
+    pub transport: Option<crate::aws::Transport>,
 }
 
 impl Preflight {
@@ -47,7 +50,9 @@ impl Preflight {
                 .and_then(|v| v.as_str().map(String::from));
             r
         });
+        let transport = checks.first().and_then(|c| c.context.transport());
         Preflight {
+            transport,
             checks,
             budget: Duration::from_millis(plan.preflight.map_or(0, |p| p.budget_ms)),
             mode: plan.preflight.map_or(PreflightMode::Off, |p| p.mode),
@@ -65,7 +70,7 @@ impl Preflight {
 
     /// Log the results (failures at error priority), record them, and put each check's outcome
     /// in the report's steps ahead of the others (the plan lists the checks first); how many
-    /// failed.
+    /// failed that stop the join.
     pub fn record(&mut self, results: Vec<CheckResult>, steps: &mut Vec<StepOutcome>) -> usize {
         let outcomes = results.iter().map(|r| StepOutcome {
             step: format!("check {}", r.check),
@@ -80,7 +85,7 @@ impl Preflight {
         for r in &results {
             match r.result {
                 Verdict::Failed => {
-                    failed += 1;
+                    failed += usize::from(!r.advisory);
                     tracing::error!(check = %r.check, cause = r.cause.as_deref().unwrap_or(""), ms = r.ms, "preflight: {}", r.line());
                 }
                 Verdict::Passed => {
@@ -106,7 +111,7 @@ impl Preflight {
     /// hook abandoned.
     pub async fn refuse(&mut self, plan: &Plan) {
         let hook = match &plan.hook {
-            Some(job) => Some(abandon(job).await),
+            Some(job) => Some(abandon(job, self.transport.as_ref()).await),
             None => None,
         };
         if let Some(rec) = &mut self.record {
@@ -151,8 +156,12 @@ impl Preflight {
     }
 }
 
-/// CompleteLifecycleAction with ABANDON, under the agent's retry policy for up to a minute.
-async fn abandon(job: &crate::instance::lifecycle::LaunchHookJob) -> String {
+/// CompleteLifecycleAction with ABANDON through `transport`, under the agent's retry policy
+/// for up to a minute.
+async fn abandon(
+    job: &crate::instance::lifecycle::LaunchHookJob,
+    transport: Option<&crate::aws::Transport>,
+) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     let launch = crate::verify::launch_of(job);
     let r = complete_launch(
@@ -160,6 +169,7 @@ async fn abandon(job: &crate::instance::lifecycle::LaunchHookJob) -> String {
         HookResult::Abandon,
         RetryPolicy::default(),
         deadline,
+        transport,
     )
     .await;
     match r {

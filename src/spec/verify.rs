@@ -16,6 +16,8 @@ pub struct VerifySpec {
     pub budget: Duration,
     /// The proof after the hand-off: `None` when off.
     pub join_deadline: Option<Duration>,
+    /// `verify.join: strict`: every verdict but `joined` abandons the launch.
+    pub join_strict: bool,
 }
 
 impl Default for VerifySpec {
@@ -24,6 +26,7 @@ impl Default for VerifySpec {
             preflight: PreflightMode::Warn,
             budget: DEFAULT_BUDGET,
             join_deadline: Some(DEFAULT_DEADLINE),
+            join_strict: false,
         }
     }
 }
@@ -69,7 +72,8 @@ pub fn spec(c: &VerifySettings, f: &mut Findings) -> VerifySpec {
     VerifySpec {
         preflight: c.preflight,
         budget,
-        join_deadline: (c.join == JoinMode::On).then_some(deadline),
+        join_deadline: (c.join != JoinMode::Off).then_some(deadline),
+        join_strict: c.join == JoinMode::Strict,
     }
 }
 

@@ -16,10 +16,7 @@ pub struct ApiServer<'a> {
 }
 
 /// What one call returned.
-pub struct Answer {
-    pub status: u16,
-    pub body: Vec<u8>,
-}
+pub type Answer = net::Reply;
 
 impl<'a> ApiServer<'a> {
     pub fn of(context: &'a Context) -> Result<ApiServer<'a>, Cause> {
@@ -43,7 +40,7 @@ impl<'a> ApiServer<'a> {
         body: Option<&serde_json::Value>,
     ) -> Result<Answer, Cause> {
         let proxy = self.context.proxy_for(&self.url);
-        let tcp = net::open(&self.url, proxy).await?;
+        let tcp = net::open(&self.url, proxy, &self.context.bundles()).await?;
         let roots = net::roots(&[self.context.ca_pem.as_str()], false);
         let tls = net::tls(tcp, &self.url.host, roots).await?;
         let mut b = http::Request::builder()
@@ -68,8 +65,7 @@ impl<'a> ApiServer<'a> {
         let req = b
             .body(Full::new(bytes))
             .map_err(|e| Cause::new("http", e.to_string()))?;
-        let (status, body) = net::request(tls, req).await?;
-        Ok(Answer { status, body })
+        net::request(tls, req).await
     }
 
     /// `GET /readyz` without credentials: `ok`, or the cause.
@@ -79,12 +75,14 @@ impl<'a> ApiServer<'a> {
         match a.status {
             200 => Ok(format!("/readyz: {}", printable(text.trim()))),
             401 | 403 => Err(Cause::new("readyz", format!("/readyz answered {} without credentials: EKS serves it to anyone (system:public-info-viewer); is this an EKS API server?", a.status))),
+            s @ (429 | 500..=599) => Err(Cause::new("unavailable", format!("/readyz answered {s}: {}", escaped(&text)))),
             s => Err(Cause::new("readyz", format!("/readyz answered {s}: {}", escaped(&text)))),
         }
     }
 
-    /// Who the API server says the bearer of `token` is: (username, groups).
-    pub async fn whoami(&self, token: &str) -> Result<(String, Vec<String>), Cause> {
+    /// Who the API server says the bearer of `token` (made from `role`'s credentials) is:
+    /// (username, groups).
+    pub async fn whoami(&self, token: &str, role: &str) -> Result<(String, Vec<String>), Cause> {
         let body = serde_json::json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "SelfSubjectReview",
@@ -97,10 +95,13 @@ impl<'a> ApiServer<'a> {
                 Some(&body),
             )
             .await?;
+        let text = || escaped(&String::from_utf8_lossy(&a.body));
         match a.status {
             200 | 201 => {}
-            401 => return Err(Cause::new("unauthenticated", "the API server refused the node's token (401 Unauthorized): its role is not mapped to a Kubernetes identity".into())),
-            s => return Err(Cause::new("http", format!("SelfSubjectReview answered {s}: {}", escaped(&String::from_utf8_lossy(&a.body))))),
+            401 => return Err(refused(self.context, role, a.date.as_deref())),
+            404 => return Err(Cause::new("no-review", "the API server has no authentication.k8s.io/v1 SelfSubjectReview (Kubernetes before 1.28): the identity is proven after the hand-off instead".into())),
+            s @ (429 | 500..=599) => return Err(Cause::new("unavailable", format!("SelfSubjectReview answered {s}: {}", text()))),
+            s => return Err(Cause::new("http", format!("SelfSubjectReview answered {s}: {}", text()))),
         }
         let v: serde_json::Value = serde_json::from_slice(&a.body)
             .map_err(|_| Cause::new("http", "SelfSubjectReview's answer is not JSON".into()))?;
@@ -116,6 +117,68 @@ impl<'a> ApiServer<'a> {
             .unwrap_or_default();
         Ok((name, groups))
     }
+}
+
+/// How far the node's clock may be from the API server's before a refused token is put down
+/// to it (aws-iam-authenticator takes a token for 15 minutes from its `X-Amz-Date`).
+const SKEW: u64 = 5 * 60;
+
+/// A 401 for the node's token, named as well as the node can: the clock against the API
+/// server's `Date`, else the role to map, the cluster the token names, and what else refuses a
+/// token alike (the authenticator says only 401).
+pub fn refused(ctx: &Context, role: &str, server_date: Option<&str>) -> Cause {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if let Some(server) = server_date.and_then(http_date) {
+        let (d, how) = match now >= server {
+            true => (now - server, "ahead of"),
+            false => (server - now, "behind"),
+        };
+        if d > SKEW {
+            return Cause::new("clock-skew", format!("the API server refused the node's token (401), and the node's clock is {d} s {how} the API server's (its Date header): a token is valid for 15 minutes from the time the node signs it"));
+        }
+    }
+    Cause::new(
+        "unauthenticated",
+        format!(
+            "the API server refused the node's token (401 Unauthorized) for the role `{}`: the role is not mapped, or the token names another cluster than the API server's authenticator serves (x-k8s-aws-id `{}`), or the account's regional STS endpoint in {} is deactivated",
+            printable(role),
+            printable(&ctx.cluster),
+            printable(&ctx.region)
+        ),
+    )
+}
+
+/// An HTTP date (`Fri, 27 Nov 2026 06:17:56 GMT`) in seconds since the epoch.
+pub fn http_date(s: &str) -> Option<u64> {
+    let mut w = s.split_whitespace().skip(1);
+    let day: u64 = w.next()?.parse().ok()?;
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| Some(*m) == w.next())? as u64 + 1;
+    let year: u64 = w.next()?.parse().ok()?;
+    let hms: Vec<u64> = w
+        .next()?
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, sec] = hms[..] else { return None };
+    if !(1..=31).contains(&day) || year < 1970 || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm), March-based years.
+    let (y, mo) = match month <= 2 {
+        true => (year - 1, month + 9),
+        false => (year, month - 3),
+    };
+    let era = y / 400;
+    let yoe = y % 400;
+    let doy = (153 * mo + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    Some(days * 86_400 + h * 3600 + m * 60 + sec)
 }
 
 /// The identity the API server must see: `system:node:<name>` in `system:nodes`.

@@ -5,11 +5,13 @@
 
 pub mod cidr;
 pub mod kube;
+pub mod name;
 pub mod net;
 pub mod preflight;
 pub mod proof;
 pub mod record;
 pub mod token;
+pub mod verdict;
 
 use std::sync::Arc;
 
@@ -28,8 +30,8 @@ pub struct Context {
     pub endpoint: String,
     /// The cluster CA, PEM (a secret: never echoed).
     pub ca_pem: String,
-    /// The name the kubelet registers the Node by (IMDS `local-hostname`).
-    pub node_name: Option<String>,
+    /// The name the hand-off gives the Node (`None`: any `system:node:` identity is taken).
+    pub node: Option<name::NodeName>,
     pub imds_endpoint: String,
     /// The proxy kubelet and the agent use (`None`: direct).
     pub proxy: Option<Proxy>,
@@ -44,7 +46,7 @@ impl std::fmt::Debug for Context {
         f.debug_struct("Context")
             .field("cluster", &self.cluster)
             .field("endpoint", &self.endpoint)
-            .field("node_name", &self.node_name)
+            .field("node", &self.node)
             .finish_non_exhaustive()
     }
 }
@@ -60,16 +62,31 @@ impl Context {
         token::eks_token(creds, a, std::time::SystemTime::now())
     }
 
-    /// The proxy URL for `url`'s host, unless NO_PROXY names it (Go's rule).
+    /// The proxy URL for `url`, unless NO_PROXY names its host (Go's `ProxyFromEnvironment`,
+    /// as kubelet and containerd read it: `HTTPS_PROXY` for https, `HTTP_PROXY` for http, never
+    /// one for the other).
     pub fn proxy_for(&self, url: &net::Url) -> Option<&str> {
         let p = self.proxy.as_ref()?;
-        if net::no_proxy_matches(&p.no_proxy, &url.host) {
+        if net::no_proxy_matches(&p.no_proxy, &url.host, url.port) {
             return None;
         }
         match url.tls {
-            true => p.https.as_deref().or(p.http.as_deref()),
+            true => p.https.as_deref(),
             false => p.http.as_deref(),
         }
+    }
+
+    /// How the node's AWS calls go: the same proxy and CA bundles as the checks'.
+    pub fn transport(&self) -> Option<crate::aws::Transport> {
+        (self.proxy.is_some() || !self.ca_bundles.is_empty()).then(|| crate::aws::Transport {
+            proxy: self.proxy.clone(),
+            ca_bundles: self.ca_bundles.clone(),
+        })
+    }
+
+    /// The CA bundles trusted beside the platform's roots, as `&str`s.
+    pub fn bundles(&self) -> Vec<&str> {
+        self.ca_bundles.iter().map(String::as_str).collect()
     }
 }
 
@@ -122,6 +139,18 @@ pub enum Probe {
 }
 
 impl Probe {
+    /// Whether a failure of this check with `code` stops the join, so that `fail` mode stops
+    /// on it: not a transient answer (kubelet retries), not a SelfSubjectReview the API server
+    /// lacks, not STS (the node never calls it to join) nor ECR (needed for images, not to
+    /// register). EC2 is: bootstrap.sh and nodeadm name the Node by DescribeInstances.
+    pub fn blocks(&self, code: &str) -> bool {
+        match (self, code) {
+            (_, "unavailable" | "no-review") => false,
+            (Probe::AwsEndpoint { service, .. }, _) => service == "EC2",
+            _ => true,
+        }
+    }
+
     /// A short name for logs, the report and `status`.
     pub fn describe(&self) -> String {
         match self {
@@ -194,7 +223,10 @@ fn todo(code: &str) -> &'static str {
         "tls-name" => "the endpoint's certificate does not name this host: use the endpoint exactly as `aws eks describe-cluster` gives it",
         "tls" | "http" => "the endpoint does not speak HTTPS as an API server does: check cluster.apiServerEndpoint",
         "readyz" => "the API server says it is not ready: wait for the cluster to be ACTIVE, or check the endpoint is this cluster's",
-        "unauthenticated" => "the API server does not accept the node's role: create an access entry of type EC2_LINUX for the role (`aws eks create-access-entry --type EC2_LINUX`) or add its mapRoles line to the aws-auth ConfigMap with groups system:bootstrappers and system:nodes",
+        "unauthenticated" => "the API server does not accept the node's role: create an access entry of type EC2_LINUX for the role (`aws eks create-access-entry --type EC2_LINUX`) or add its mapRoles line to the aws-auth ConfigMap with groups system:bootstrappers and system:nodes; map the role's ARN without its path (`arn:aws:iam::<account>:role/<name>`), not the instance profile's; check cluster.name is the cluster's own, and that the account's STS endpoint for the Region is active (IAM account settings)",
+        "clock-skew" => "the node's clock is far from the API server's, so its token is refused: check chronyd and the Amazon Time Sync Service (169.254.169.123) on the node",
+        "unavailable" => "the API server answered 5xx or 429: the control plane is busy, scaling or being upgraded; kubelet keeps trying, so this alone does not stop the join",
+        "no-review" => "the cluster's Kubernetes is older than 1.28: the identity is proven after the hand-off, when the Node is read",
         "wrong-identity" => "the role is mapped, but not as this node: the access entry must be of type EC2_LINUX, or the aws-auth mapRoles username must be system:node:{{EC2PrivateDNSName}}",
         "not-node" => "the role is mapped without the group system:nodes: use an access entry of type EC2_LINUX, or add system:nodes to its aws-auth mapRoles groups",
         "token" => "the node cannot sign its token: check the instance's clock and its role's credentials",
@@ -221,6 +253,9 @@ pub struct CheckResult {
     pub todo: Option<String>,
     /// From the start of the checks to this one's end.
     pub ms: u64,
+    /// Failed, but the join does not need it: `fail` mode goes on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub advisory: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -235,6 +270,7 @@ pub enum Verdict {
 
 impl CheckResult {
     pub fn of(probe: &Probe, r: Result<String, Cause>, ms: u64) -> CheckResult {
+        let advisory = r.as_ref().err().is_some_and(|c| !probe.blocks(c.code));
         let (result, cause, detail, todo) = match r {
             Ok(detail) => (Verdict::Passed, None, detail, None),
             Err(c) => (
@@ -251,6 +287,7 @@ impl CheckResult {
             detail,
             todo,
             ms,
+            advisory,
         }
     }
 
@@ -262,13 +299,18 @@ impl CheckResult {
             detail: why,
             todo: None,
             ms: 0,
+            advisory: false,
         }
     }
 
     /// `failed: API server https://… (tls-untrusted): … — what to do`.
     pub fn line(&self) -> String {
+        let advisory = match self.advisory {
+            true => " [does not stop the join]",
+            false => "",
+        };
         match (&self.cause, &self.todo) {
-            (Some(c), Some(t)) => format!("{} ({c}): {}; {t}", self.check, self.detail),
+            (Some(c), Some(t)) => format!("{} ({c}){advisory}: {}; {t}", self.check, self.detail),
             _ => format!("{}: {}", self.check, self.detail),
         }
     }

@@ -5,6 +5,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -68,10 +69,11 @@ impl Url {
     }
 }
 
-/// Whether NO_PROXY (comma-separated) names `host`, as Go's httpproxy reads it: `*` for every
-/// host; an IP or CIDR for addresses; a domain for itself and its subdomains (a leading `.`
-/// too); an entry's `:port` is ignored here.
-pub fn no_proxy_matches(no_proxy: &str, host: &str) -> bool {
+/// Whether NO_PROXY (comma-separated) names `host` on `port`, as Go's httpproxy reads it: `*`
+/// for every host; an IP or CIDR for addresses; `example.com` for itself and its subdomains,
+/// `.example.com` and `*.example.com` for its subdomains only; an entry's `:port` for that port
+/// only.
+pub fn no_proxy_matches(no_proxy: &str, host: &str, port: u16) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
     let ip = host.parse::<IpAddr>().ok();
     no_proxy
@@ -85,13 +87,22 @@ pub fn no_proxy_matches(no_proxy: &str, host: &str) -> bool {
             if let (Some(ip), true) = (ip, entry.contains('/')) {
                 return in_cidr(ip, entry);
             }
-            if let Ok(e) = entry.parse::<IpAddr>() {
+            if let Ok(e) = entry.trim_matches(['[', ']']).parse::<IpAddr>() {
                 return Some(e) == ip;
             }
-            let name = entry.rsplit_once(':').map_or(entry, |(h, _)| h);
-            let name = name.trim_start_matches("*.").trim_start_matches('.');
+            let (name, eport) = match entry.rsplit_once(':') {
+                Some((h, p)) if !h.contains(':') => (h, p.parse::<u16>().ok()),
+                _ => (entry, None),
+            };
+            if eport.is_some_and(|p| p != port) {
+                return false;
+            }
             let name = name.to_ascii_lowercase();
-            host == name || host.ends_with(&format!(".{name}"))
+            let name = name.strip_prefix('*').unwrap_or(&name);
+            match name.strip_prefix('.') {
+                Some(suffix) => host.ends_with(&format!(".{suffix}")),
+                None => host == name || host.ends_with(&format!(".{name}")),
+            }
         })
 }
 
@@ -130,36 +141,60 @@ pub async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Cause> {
     }
 }
 
-/// A TCP connection to the first of `addrs` that answers.
+/// How long one address may take to accept a connection: a port that drops packets costs this,
+/// not the kernel's SYN retries (about two minutes), before the next address is tried.
+pub const CONNECT_EACH: Duration = Duration::from_secs(5);
+
+/// A TCP connection to the first of `addrs` that answers, each given [`CONNECT_EACH`].
 pub async fn connect(addrs: &[SocketAddr]) -> Result<TcpStream, Cause> {
     let mut last = String::from("no address");
     for a in addrs {
-        match TcpStream::connect(a).await {
-            Ok(s) => {
+        match tokio::time::timeout(CONNECT_EACH, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => {
                 let _ = s.set_nodelay(true);
                 return Ok(s);
             }
-            Err(e) => last = format!("{a}: {e}"),
+            Ok(Err(e)) => last = format!("{a}: {e}"),
+            Err(_) => {
+                last = format!("{a}: no answer within {CONNECT_EACH:?} (a port that drops packets)")
+            }
         }
     }
-    Err(Cause::new("tcp", last))
+    let code = match last.contains("no answer within") {
+        true => "timeout",
+        false => "tcp",
+    };
+    Err(Cause::new(code, last))
 }
 
-/// A TCP stream to `to`: through `proxy` (an `http://` proxy URL) with `CONNECT`, else direct.
-/// The proxy's password is never echoed.
-pub async fn open(to: &Url, proxy: Option<&str>) -> Result<TcpStream, Cause> {
+/// A connection a request goes over: TCP, or TLS on TCP (an `https://` proxy).
+pub type Conn = Box<dyn Stream>;
+
+/// A stream to `to`: through `proxy` with `CONNECT`, else direct. An `https://` proxy is spoken
+/// to over TLS (trusting the platform's roots and `bundles`), as Go's transport does: its
+/// password never crosses the network in clear, and is never echoed.
+pub async fn open(to: &Url, proxy: Option<&str>, bundles: &[&str]) -> Result<Conn, Cause> {
     let Some(p) = proxy else {
-        return connect(&resolve(&to.host, to.port).await?).await;
+        let s = connect(&resolve(&to.host, to.port).await?).await?;
+        return Ok(Box::new(s));
     };
     let purl = Url::parse(p)
         .ok_or_else(|| Cause::new("proxy", "the proxy URL is not http(s)://host[:port]".into()))?;
-    let mut s = connect(
+    let tcp = connect(
         &resolve(&purl.host, purl.port)
             .await
             .map_err(|c| c.via_proxy())?,
     )
     .await
     .map_err(|c| c.via_proxy())?;
+    let mut s: Conn = match purl.tls {
+        true => Box::new(
+            tls(tcp, &purl.host, roots(bundles, true))
+                .await
+                .map_err(|c| c.via_proxy())?,
+        ),
+        false => Box::new(tcp),
+    };
     let mut req = format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n", to.authority());
     if let Some(auth) = basic_auth(p) {
         req.push_str(&format!("Proxy-Authorization: Basic {auth}\r\n"));
@@ -216,7 +251,7 @@ fn percent_decode(s: &str) -> Vec<u8> {
 }
 
 /// A proxy's answer head, up to the blank line (at most 8 KiB).
-async fn read_head(s: &mut TcpStream) -> Result<String, Cause> {
+async fn read_head(s: &mut Conn) -> Result<String, Cause> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -281,11 +316,15 @@ pub async fn tls<S: Stream>(
         .map_err(|e| Cause::tls(host, &e))
 }
 
-/// One HTTP/1.1 request on `s`: the status and the body (at most 1 MiB read).
-pub async fn request<S: Stream>(
-    s: S,
-    req: http::Request<Full<Bytes>>,
-) -> Result<(u16, Vec<u8>), Cause> {
+/// What one request returned: the status, the server's `Date` (for clock skew), the body.
+pub struct Reply {
+    pub status: u16,
+    pub date: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// One HTTP/1.1 request on `s`: the status, `Date` and the body (at most 1 MiB read).
+pub async fn request<S: Stream>(s: S, req: http::Request<Full<Bytes>>) -> Result<Reply, Cause> {
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
         .await
         .map_err(|e| Cause::new("http", e.to_string()))?;
@@ -294,12 +333,21 @@ pub async fn request<S: Stream>(
     let out = async {
         let resp = r.map_err(|e| Cause::new("http", e.to_string()))?;
         let status = resp.status().as_u16();
+        let date = resp
+            .headers()
+            .get(http::header::DATE)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
         let body = http_body_util::Limited::new(resp.into_body(), 1 << 20)
             .collect()
             .await
             .map_err(|e| Cause::new("http", e.to_string()))?
             .to_bytes();
-        Ok((status, body.to_vec()))
+        Ok(Reply {
+            status,
+            date,
+            body: body.to_vec(),
+        })
     }
     .await;
     driver.abort();
@@ -311,16 +359,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn no_proxy_reads_domains_addresses_and_blocks_as_go_does() {
-        let np = "localhost,.eks.amazonaws.com,10.0.0.0/16,169.254.169.254,corp.example:8443";
-        assert!(no_proxy_matches(np, "ABC.gr7.eu-west-1.eks.amazonaws.com"));
-        assert!(no_proxy_matches(np, "10.0.12.34"));
-        assert!(!no_proxy_matches(np, "10.1.0.1"));
-        assert!(no_proxy_matches(np, "a.corp.example"));
-        assert!(no_proxy_matches(np, "corp.example"));
-        assert!(!no_proxy_matches(np, "sts.eu-west-1.amazonaws.com"));
-        assert!(!no_proxy_matches(np, "xcorp.example"));
-        assert!(no_proxy_matches("*", "anything"));
+    fn no_proxy_reads_domains_ports_addresses_and_blocks_as_go_does() {
+        let np = "localhost,.eks.amazonaws.com,10.0.0.0/16,169.254.169.254,corp.example:8443,*.svc.example";
+        let m = |h: &str| no_proxy_matches(np, h, 443);
+        assert!(m("ABC.gr7.eu-west-1.eks.amazonaws.com"));
+        // A leading dot names subdomains only (golang.org/x/net/http/httpproxy).
+        assert!(!m("eks.amazonaws.com"));
+        assert!(m("10.0.12.34"));
+        assert!(!m("10.1.0.1"));
+        // `host:port` names that port only.
+        assert!(no_proxy_matches(np, "a.corp.example", 8443));
+        assert!(no_proxy_matches(np, "corp.example", 8443));
+        assert!(!m("corp.example"));
+        assert!(m("a.svc.example"));
+        assert!(!m("svc.example"));
+        assert!(!m("sts.eu-west-1.amazonaws.com"));
+        assert!(!no_proxy_matches(np, "xcorp.example", 8443));
+        assert!(no_proxy_matches("*", "anything", 1));
     }
 
     #[test]

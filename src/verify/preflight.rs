@@ -43,6 +43,7 @@ pub async fn run(checks: &[Check], budget: Duration) -> Vec<CheckResult> {
         let task = Task {
             probe: probe.clone(),
             ctx: c.context.clone(),
+            deadline,
             creds_tx: matches!(probe, Probe::Credentials { .. })
                 .then(|| creds_tx.take())
                 .flatten(),
@@ -116,6 +117,8 @@ impl From<Cause> for Step {
 struct Task {
     probe: Probe,
     ctx: Arc<Context>,
+    /// The budget's end: a transient answer is asked again until then.
+    deadline: Instant,
     creds_tx: Option<oneshot::Sender<Option<RoleCredentials>>>,
     api_tx: Option<oneshot::Sender<bool>>,
     needs: Needs,
@@ -134,13 +137,14 @@ impl Task {
                 Ok(format!("role {}", printable(&c.role)))
             }
             Probe::ApiServer { .. } => {
-                let r = async { ApiServer::of(ctx)?.readyz().await }.await;
+                let api = ApiServer::of(ctx)?;
+                let r = again(self.deadline, || api.readyz()).await;
                 if let Some(tx) = self.api_tx {
                     let _ = tx.send(r.is_ok());
                 }
                 Ok(r?)
             }
-            Probe::Identity { .. } => identity(ctx, self.needs).await,
+            Probe::Identity { .. } => identity(ctx, self.needs, self.deadline).await,
             Probe::AwsEndpoint { url, .. } => Ok(reach(ctx, url).await?),
             Probe::ServiceCidr { cidr, vpc } => Ok(cidr::service_cidr(cidr, vpc)?),
             Probe::ClusterDns { address, cidr } => Ok(cidr::cluster_dns(address, cidr)?),
@@ -148,8 +152,31 @@ impl Task {
     }
 }
 
-/// The node's token in a SelfSubjectReview, once its credentials and the API server are good.
-async fn identity(ctx: &Context, needs: Needs) -> Result<String, Step> {
+/// `f` again while it answers a transient cause (`unavailable`: a 5xx or 429 of a control
+/// plane being scaled or upgraded), with a doubling pause from 100 ms, while one more try
+/// fits before `deadline`; the last answer.
+async fn again<T, F, Fut>(deadline: Instant, mut f: F) -> Result<T, Cause>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Cause>>,
+{
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let r = f().await;
+        match &r {
+            Err(c) if c.code == "unavailable" && Instant::now() + pause * 2 < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = pause.saturating_mul(2);
+            }
+            _ => return r,
+        }
+    }
+}
+
+/// The node's token in a SelfSubjectReview, once its credentials and the API server are good,
+/// against the name the hand-off gives the Node (EC2 asked for it meanwhile when the plan
+/// could not know it).
+async fn identity(ctx: &Context, needs: Needs, deadline: Instant) -> Result<String, Step> {
     let creds = match needs.creds {
         Some(rx) => rx.await.ok().flatten(),
         None => None,
@@ -157,16 +184,37 @@ async fn identity(ctx: &Context, needs: Needs) -> Result<String, Step> {
     let Some(creds) = creds else {
         return Err(Step::NotRun("the role's credentials were not read".into()));
     };
-    let api_ok = match needs.api {
-        Some(rx) => rx.await.unwrap_or(false),
-        None => false,
+    let name = async {
+        match &ctx.node {
+            Some(n) => Some(
+                n.resolve(&ctx.region, ctx.transport().as_ref(), deadline)
+                    .await,
+            ),
+            None => None,
+        }
     };
-    if !api_ok {
-        return Err(Step::NotRun("the API server was not reached".into()));
+    let review = async {
+        let api_ok = match needs.api {
+            Some(rx) => rx.await.unwrap_or(false),
+            None => false,
+        };
+        if !api_ok {
+            return Err(Step::NotRun("the API server was not reached".into()));
+        }
+        let token = ctx.token(&creds)?;
+        let api = ApiServer::of(ctx)?;
+        Ok(again(deadline, || api.whoami(&token, &creds.role)).await?)
+    };
+    let (name, review) = tokio::join!(name, review);
+    let (user, groups) = review?;
+    match name {
+        Some(Ok(n)) => Ok(judge_identity(Some(&n), &user, &groups)?),
+        Some(Err(why)) => Ok(format!(
+            "{}; the Node's name is not compared: {why}",
+            judge_identity(None, &user, &groups)?
+        )),
+        None => Ok(judge_identity(None, &user, &groups)?),
     }
-    let token = ctx.token(&creds)?;
-    let (name, groups) = ApiServer::of(ctx)?.whoami(&token).await?;
-    Ok(judge_identity(ctx.node_name.as_deref(), &name, &groups)?)
 }
 
 /// An AWS endpoint reached as the node reaches it: through the proxy unless NO_PROXY names it,
@@ -179,13 +227,13 @@ async fn reach(ctx: &Context, url: &str) -> Result<String, Cause> {
         "proxy" => c,
         _ => Cause::new("unreachable", format!("{}: {}", u.authority(), c.detail)),
     };
-    let tcp = net::open(&u, proxy).await.map_err(unreachable)?;
+    let bundles = ctx.bundles();
+    let tcp = net::open(&u, proxy, &bundles).await.map_err(unreachable)?;
     let how = match proxy.and_then(Url::parse) {
         Some(p) => format!("through the proxy {}", p.authority()),
         None => "directly".into(),
     };
     if u.tls {
-        let bundles: Vec<&str> = ctx.ca_bundles.iter().map(String::as_str).collect();
         net::tls(tcp, &u.host, net::roots(&bundles, true))
             .await
             .map_err(unreachable)?;

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::kube::ApiServer;
+use super::name::{is_node_name, NodeName};
 use super::record::JoinVerdict;
+use super::verdict::{Blame, Seen};
 use super::{token, Cause, Context};
 use crate::base::text::{escaped, printable};
 use crate::spec::pod_capacity::milli_value;
@@ -19,7 +21,7 @@ use crate::spec::pod_capacity::milli_value;
 /// The per-boot job (mode 0600: it holds the cluster CA).
 pub const JOIN_JOB: &str = "/run/eks-nodeinit/join.json";
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JoinJob {
     pub cluster: String,
@@ -27,12 +29,20 @@ pub struct JoinJob {
     pub endpoint: String,
     /// base64 of the PEM, as the config and EKS give it (a secret).
     pub certificate_authority: String,
-    /// `None`: learnt from the API server (the token's identity).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    /// The name the hand-off gives the Node.
+    pub node: NodeName,
+    /// The instance the Node must be (its `spec.providerID` ends with it).
+    pub instance_id: String,
     pub sts_url: String,
     pub imds_endpoint: String,
     pub deadline_secs: u64,
+    /// `verify.join: strict`: every verdict but `joined` abandons the launch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
+    /// How the node reaches the API server and AWS: the config's proxy and CA bundles (the
+    /// proof's unit need not have them in its environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::aws::Transport>,
     pub expect: Expect,
 }
 
@@ -62,19 +72,21 @@ impl JoinJob {
         s
     }
 
-    pub fn context(&self, proxy: Option<crate::aws::http::Proxy>) -> Context {
+    /// What the proof's calls share: the job's cluster, name and transport.
+    pub fn context(&self) -> Context {
         let ca = base64::engine::general_purpose::STANDARD
             .decode(&self.certificate_authority)
             .unwrap_or_default();
+        let t = self.transport.clone().unwrap_or_default();
         Context {
             cluster: self.cluster.clone(),
             region: self.region.clone(),
             endpoint: self.endpoint.clone(),
             ca_pem: String::from_utf8_lossy(&ca).into_owned(),
-            node_name: self.node_name.clone(),
+            node: Some(self.node.clone()),
             imds_endpoint: self.imds_endpoint.clone(),
-            proxy,
-            ca_bundles: Vec::new(),
+            proxy: t.proxy,
+            ca_bundles: t.ca_bundles,
             sts_url: self.sts_url.clone(),
         }
     }
@@ -84,6 +96,9 @@ impl JoinJob {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proof {
     pub verdict: JoinVerdict,
+    /// Whose cause it is when the node did not join: the node's own (a replacement may join)
+    /// or the cluster's (a replacement would meet it too).
+    pub blame: Option<Blame>,
     pub causes: Vec<String>,
     /// What was compared and found as planned.
     pub checked: Vec<String>,
@@ -93,16 +108,22 @@ pub struct Proof {
     pub ready_at: Option<u64>,
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The longest one read of the Node may take, everything in it (IMDS, DNS, connect, the
+/// proxy's CONNECT, TLS, the answer): a read that stalls is given up for the next one.
+pub const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The node's token, made again when older than five minutes (the API server accepts one for
-/// fifteen).
+/// fifteen), and the role it is made from.
+#[derive(Default)]
 struct Tokens {
     made: Option<(Instant, String)>,
+    role: String,
 }
 
 impl Tokens {
@@ -114,99 +135,195 @@ impl Tokens {
         }
         let creds = token::credentials(&ctx.imds_endpoint).await?;
         let t = ctx.token(&creds)?;
+        self.role = creds.role;
         self.made = Some((Instant::now(), t.clone()));
         Ok(t)
     }
 }
 
-/// Wait for the Node (every `every`) until Ready or `deadline` from now, then judge it.
+/// One read of the Node.
+enum Look {
+    Node(serde_json::Value),
+    /// Not (yet) registered by this instance, and what was seen.
+    Absent(String),
+}
+
+/// The proof's state between reads.
+#[derive(Default)]
+struct Prover {
+    tokens: Tokens,
+    name: Option<String>,
+    seen: Seen,
+    registered_at: Option<u64>,
+}
+
+/// Wait for the Node (every `every`) until Ready or `deadline` from now, then judge it. Every
+/// read is cut at [`LOOK_TIMEOUT`] and at the deadline; at the deadline one more bounded read
+/// counts the cluster's Ready Nodes, to tell the node's cause from the cluster's.
 pub async fn prove(job: &JoinJob, ctx: &Context, every: Duration) -> Proof {
     let end = Instant::now() + Duration::from_secs(job.deadline_secs);
-    let mut tokens = Tokens { made: None };
-    let mut name = job.node_name.clone();
-    let mut registered_at = None;
-    let mut last;
+    let mut p = Prover {
+        name: job.node.known().map(String::from),
+        ..Prover::default()
+    };
     loop {
-        match look(ctx, &mut tokens, &mut name).await {
-            Ok(Some(node)) => {
-                registered_at.get_or_insert_with(now_ms);
-                if ready(&node) {
-                    let ready_at = Some(now_ms());
-                    let (checked, diffs) = judge(&node, &job.expect);
-                    let verdict = match diffs.is_empty() {
-                        true => JoinVerdict::Joined,
-                        false => JoinVerdict::Mismatch,
-                    };
-                    return Proof {
-                        verdict,
-                        causes: diffs,
-                        checked,
-                        kubelet_active_at: None,
-                        registered_at,
-                        ready_at,
-                    };
-                }
-                last = format!(
-                    "the Node {} is registered but not Ready: {}",
-                    printable(name.as_deref().unwrap_or("")),
-                    ready_message(&node)
-                );
+        let cut = end.min(Instant::now() + LOOK_TIMEOUT);
+        let look = tokio::time::timeout_at(cut, p.look(ctx, &job.instance_id));
+        match look.await.unwrap_or_else(|_| Err(stalled())) {
+            Ok(Look::Node(node)) if ready(&node) => return p.judged(&node, &job.expect),
+            Ok(Look::Node(node)) => {
+                p.registered_at.get_or_insert_with(now_ms);
+                p.seen.not_ready(&p.name_text(), ready_message(&node));
             }
-            Ok(None) => {
-                last = format!(
-                    "no Node {} registered yet",
-                    printable(name.as_deref().unwrap_or(""))
-                )
-            }
-            Err(c) => last = format!("({}) {}; {}", c.code, c.detail, c.todo()),
+            Ok(Look::Absent(why)) => p.seen.absent(why),
+            Err(c) => p.seen.failed(c),
         }
         let now = Instant::now();
         if now >= end {
-            let cause = format!("no Ready Node within {}s: {last}", job.deadline_secs);
-            return Proof {
-                verdict: JoinVerdict::Deadline,
-                causes: vec![cause],
-                checked: Vec::new(),
-                kubelet_active_at: None,
-                registered_at,
-                ready_at: None,
-            };
+            break;
         }
-        // The last look is at the deadline itself.
+        // The last read is at the deadline itself.
         tokio::time::sleep(every.min(end - now)).await;
+    }
+    let others = match p.seen.reached() {
+        true => tokio::time::timeout(Duration::from_secs(5), p.others_ready(ctx))
+            .await
+            .ok()
+            .flatten(),
+        false => None,
+    };
+    p.timed_out(job.deadline_secs, others)
+}
+
+fn stalled() -> Cause {
+    Cause::new(
+        "timeout",
+        format!("one read of the Node took over {LOOK_TIMEOUT:?}: the API server, the proxy or IMDS accepted the connection and did not answer"),
+    )
+}
+
+impl Prover {
+    fn name_text(&self) -> String {
+        printable(self.name.as_deref().unwrap_or(""))
+    }
+
+    /// The Node by name (learnt from the identity when the plan could not know it).
+    async fn look(&mut self, ctx: &Context, instance_id: &str) -> Result<Look, Cause> {
+        let token = self.tokens.get(ctx).await?;
+        let api = ApiServer::of(ctx)?;
+        let name = match &self.name {
+            Some(n) => n.clone(),
+            None => {
+                let (user, _) = api.whoami(&token, &self.tokens.role).await?;
+                let n = user.strip_prefix("system:node:").ok_or_else(|| {
+                    Cause::new(
+                        "wrong-identity",
+                        format!("the API server sees the node as {}", printable(&user)),
+                    )
+                })?;
+                self.name = Some(n.to_string());
+                n.to_string()
+            }
+        };
+        if !is_node_name(&name) {
+            return Err(Cause::new(
+                "wrong-identity",
+                format!("`{}` cannot name a Node", printable(&name)),
+            ));
+        }
+        let a = api
+            .call("GET", &format!("/api/v1/nodes/{name}"), Some(&token), None)
+            .await?;
+        let body = || escaped(&String::from_utf8_lossy(&a.body));
+        match a.status {
+            200 => {
+                let node: serde_json::Value = serde_json::from_slice(&a.body)
+                    .map_err(|_| Cause::new("http", "the Node is not JSON".into()))?;
+                Ok(of_instance(node, &name, instance_id))
+            }
+            404 => Ok(Look::Absent(format!("no Node {} registered yet", printable(&name)))),
+            401 => Err(super::kube::refused(ctx, &self.tokens.role, a.date.as_deref())),
+            403 => Err(Cause::new("wrong-identity", format!("the API server forbids the node to read Node {0} (403): its identity is not system:node:{0}: {1}", printable(&name), body()))),
+            s @ (429 | 500..=599) => Err(Cause::new("unavailable", format!("GET Node answered {s}: {}", body()))),
+            s => Err(Cause::new("http", format!("GET Node answered {s}: {}", body()))),
+        }
+    }
+
+    /// Ready: compared with the plan.
+    fn judged(mut self, node: &serde_json::Value, e: &Expect) -> Proof {
+        self.registered_at.get_or_insert_with(now_ms);
+        let (checked, diffs) = judge(node, e);
+        let verdict = match diffs.is_empty() {
+            true => JoinVerdict::Joined,
+            false => JoinVerdict::Mismatch,
+        };
+        Proof {
+            verdict,
+            blame: None,
+            causes: diffs,
+            checked,
+            kubelet_active_at: None,
+            registered_at: self.registered_at,
+            ready_at: Some(now_ms()),
+        }
+    }
+
+    /// How many Nodes of the cluster other than this one are Ready (at most the first 500
+    /// listed); `None` when the list cannot be read.
+    async fn others_ready(&mut self, ctx: &Context) -> Option<usize> {
+        let token = self.tokens.get(ctx).await.ok()?;
+        let api = ApiServer::of(ctx).ok()?;
+        let a = api
+            .call("GET", "/api/v1/nodes?limit=500", Some(&token), None)
+            .await
+            .ok()?;
+        let v: serde_json::Value = (a.status == 200)
+            .then(|| serde_json::from_slice(&a.body).ok())
+            .flatten()?;
+        let own = self.name.as_deref().unwrap_or("");
+        let n = v["items"].as_array()?.iter();
+        Some(
+            n.filter(|n| n["metadata"]["name"] != own && ready(n))
+                .count(),
+        )
+    }
+
+    /// The deadline passed: the verdict, whose cause it is, and why.
+    fn timed_out(self, deadline_secs: u64, others: Option<usize>) -> Proof {
+        let registered = self.registered_at.is_some();
+        let (blame, why) = super::verdict::blame(&self.seen, others);
+        let verdict = match registered {
+            true => JoinVerdict::NotReady,
+            false => JoinVerdict::Deadline,
+        };
+        let cause = format!(
+            "no Ready Node within {deadline_secs}s: {}",
+            self.seen.last()
+        );
+        Proof {
+            verdict,
+            blame: Some(blame),
+            causes: vec![cause, why],
+            checked: Vec::new(),
+            kubelet_active_at: None,
+            registered_at: self.registered_at,
+            ready_at: None,
+        }
     }
 }
 
-/// The Node by name (learnt from the identity when the job has none): `None` until registered.
-async fn look(
-    ctx: &Context,
-    tokens: &mut Tokens,
-    name: &mut Option<String>,
-) -> Result<Option<serde_json::Value>, Cause> {
-    let token = tokens.get(ctx).await?;
-    let api = ApiServer::of(ctx)?;
-    if name.is_none() {
-        let (user, _) = api.whoami(&token).await?;
-        *name = user.strip_prefix("system:node:").map(String::from);
-        if name.is_none() {
-            return Err(Cause::new(
-                "wrong-identity",
-                format!("the API server sees the node as {}", printable(&user)),
-            ));
-        }
-    }
-    let n = name.as_deref().unwrap_or_default();
-    let a = api
-        .call("GET", &format!("/api/v1/nodes/{n}"), Some(&token), None)
-        .await?;
-    match a.status {
-        200 => serde_json::from_slice(&a.body)
-            .map(Some)
-            .map_err(|_| Cause::new("http", "the Node is not JSON".into())),
-        404 => Ok(None),
-        401 => Err(Cause::new("unauthenticated", "the API server refused the node's token (401)".into())),
-        403 => Err(Cause::new("wrong-identity", format!("the API server forbids the node to read Node {} (403): its identity is not system:node:{}: {}", printable(n), printable(n), escaped(&String::from_utf8_lossy(&a.body))))),
-        s => Err(Cause::new("http", format!("GET Node answered {s}"))),
+/// The Node read, unless it is another instance's (`spec.providerID` is `aws:///<zone>/<id>`):
+/// a stale Node of a terminated instance that had the same name.
+fn of_instance(node: serde_json::Value, name: &str, instance_id: &str) -> Look {
+    let pid = node["spec"]["providerID"].as_str().unwrap_or("");
+    match pid.is_empty() || pid.ends_with(&format!("/{instance_id}")) {
+        true => Look::Node(node),
+        false => Look::Absent(format!(
+            "the Node {} is another instance's (providerID {}), not {}'s",
+            printable(name),
+            printable(pid),
+            printable(instance_id)
+        )),
     }
 }
 

@@ -18,9 +18,17 @@ pub struct JoinRecord {
     pub verdict: Option<JoinVerdict>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<String>,
+    /// Whose cause it is when the node did not join: `node` (the launch is abandoned) or
+    /// `cluster` (it goes on, the cause named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blame: Option<super::verdict::Blame>,
     /// What the launch hook was completed with, or why it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook: Option<String>,
+    /// The hook should have been completed and was not: Auto Scaling applies its default
+    /// result at the heartbeat timeout (`status` fails).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hook_failed: bool,
     /// What the Node showed against the plan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checked: Vec<String>,
@@ -40,8 +48,10 @@ pub enum JoinVerdict {
     Joined,
     /// A check failed in `fail` mode: no hand-off.
     PreflightFailed,
-    /// No Ready Node by the deadline.
+    /// No Node registered by this instance by the deadline.
     Deadline,
+    /// The Node registered, and not Ready by the deadline.
+    NotReady,
     /// Ready, but not as planned.
     Mismatch,
 }
@@ -52,6 +62,7 @@ impl JoinVerdict {
             JoinVerdict::Joined => "joined",
             JoinVerdict::PreflightFailed => "preflight-failed",
             JoinVerdict::Deadline => "deadline",
+            JoinVerdict::NotReady => "not-ready",
             JoinVerdict::Mismatch => "mismatch",
         }
     }
@@ -74,8 +85,12 @@ impl JoinRecord {
             JoinVerdict::as_str,
         );
         o.push_str(&format!("verdict: {verdict}\n"));
+        if let Some(b) = self.blame {
+            o.push_str(&format!("blame: {}\n", b.as_str()));
+        }
         if let Some(h) = &self.hook {
-            o.push_str(&format!("launch hook: {h}\n"));
+            let failed = if self.hook_failed { "FAILED: " } else { "" };
+            o.push_str(&format!("launch hook: {failed}{h}\n"));
         }
         for c in &self.causes {
             o.push_str(&format!("cause: {c}\n"));

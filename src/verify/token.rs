@@ -89,19 +89,15 @@ pub async fn credentials(imds_endpoint: &str) -> Result<RoleCredentials, Cause> 
     })
 }
 
-/// The regional STS endpoint (`AWS_ENDPOINT_URL_STS` overrides it, as for the SDK).
-pub fn sts_url(region: &str, env: impl Fn(&str) -> Option<String>) -> String {
-    env("AWS_ENDPOINT_URL_STS")
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| {
-            let suffix = match region.starts_with("cn-") {
-                true => "amazonaws.com.cn",
-                false => "amazonaws.com",
-            };
-            format!("https://sts.{region}.{suffix}")
-        })
-        .trim_end_matches('/')
-        .to_string()
+/// The regional STS endpoint a token is presigned for: always the Region's own name in its
+/// partition, never an `AWS_ENDPOINT_URL_STS` override, because aws-iam-authenticator accepts
+/// only https and its partition's STS host names (kubelet's own token, made by
+/// aws-iam-authenticator on the node, knows no override either).
+pub fn sts_url(region: &str) -> String {
+    format!(
+        "https://sts.{region}.{}",
+        crate::base::ecr::dns_suffix(region)
+    )
 }
 
 /// Whom a token is for: the cluster, and the STS it is presigned for in its Region.
@@ -206,7 +202,7 @@ mod tests {
     #[test]
     fn a_token_is_a_presigned_get_caller_identity_signed_with_the_cluster_header() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_780_000_000);
-        let sts = sts_url("eu-west-1", |_| None);
+        let sts = sts_url("eu-west-1");
         let a = Audience {
             region: "eu-west-1",
             sts: &sts,
@@ -242,13 +238,24 @@ mod tests {
     }
 
     #[test]
-    fn sts_is_regional_and_the_sdk_override_wins() {
+    fn sts_is_the_partitions_own_name_whatever_the_sdk_override() {
         assert_eq!(
-            sts_url("cn-north-1", |_| None),
+            sts_url("cn-north-1"),
             "https://sts.cn-north-1.amazonaws.com.cn"
         );
-        let env =
-            |k: &str| (k == "AWS_ENDPOINT_URL_STS").then(|| "http://127.0.0.1:5000/".to_string());
-        assert_eq!(sts_url("eu-west-1", env), "http://127.0.0.1:5000");
+        assert_eq!(
+            sts_url("us-iso-east-1"),
+            "https://sts.us-iso-east-1.c2s.ic.gov"
+        );
+        // The authenticator refuses any other host: an `AWS_ENDPOINT_URL_STS` the agent's
+        // environment names (a VPC endpoint's own name, a test's) stays out of the token.
+        let reach = crate::facts::Reach {
+            overrides: [("STS".to_string(), "http://127.0.0.1:5000".to_string())].into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            reach.sts_url("eu-west-1"),
+            "https://sts.eu-west-1.amazonaws.com"
+        );
     }
 }

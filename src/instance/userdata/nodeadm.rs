@@ -12,6 +12,8 @@ use super::{
 };
 
 const FLAG: &str = "--register-with-taints";
+const HOSTNAME_FLAG: &str = "--hostname-override";
+const INSTANCE_ID_GATE: &str = "InstanceIdNodeName";
 
 /// What the user data's NodeConfigs tell the plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +26,20 @@ pub struct NodeConfigs {
     /// Where the NodeConfigs set max pods or kube-reserved (`kubelet.config.maxPods of the
     /// NodeConfig in MIME part 2 of the user data`), by KubeletConfiguration key.
     pub pod_capacity: Vec<(&'static str, String)>,
+    /// What names the Node, from the merged NodeConfig.
+    pub naming: Naming,
+}
+
+/// What in the user data's NodeConfigs decides the Node's name: nodeadm names it by EC2's
+/// `PrivateDnsName`, by the instance id with the `InstanceIdNodeName` feature gate, and kubelet
+/// takes the last `--hostname-override` of the flags over either.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Naming {
+    /// The last `--hostname-override` among the flags: its value (`None`: the flag has none)
+    /// and where it is.
+    pub hostname_override: Option<(Option<String>, String)>,
+    /// `featureGates.InstanceIdNodeName` of the merged NodeConfig (later documents win).
+    pub instance_id_node_name: bool,
 }
 
 /// KubeletConfiguration keys for max pods and kube-reserved, and their kubelet flags.
@@ -82,7 +98,27 @@ pub fn read(user_data: &[u8]) -> Result<NodeConfigs, UserDataError> {
             .iter()
             .flat_map(|d| d.pod_capacity.iter().cloned())
             .collect(),
+        naming: naming(&docs),
     })
+}
+
+/// The Node's name as the merged documents decide it.
+fn naming(docs: &[Document]) -> Naming {
+    let hostname_override = last_flag(docs, HOSTNAME_FLAG).map(|(v, at, i)| {
+        (
+            v.map(String::from),
+            format!("kubelet.flags[{i}] of the NodeConfig in {at}"),
+        )
+    });
+    let instance_id_node_name = docs
+        .iter()
+        .rev()
+        .find_map(|d| d.instance_id_node_name)
+        .unwrap_or(false);
+    Naming {
+        hostname_override,
+        instance_id_node_name,
+    }
 }
 
 /// One NodeConfig, reduced to the fields the taints come from.
@@ -94,6 +130,8 @@ struct Document {
     register_with_taints: Option<Value>,
     /// Where it sets max pods or kube-reserved, by key.
     pod_capacity: Vec<(&'static str, String)>,
+    /// `spec.featureGates.InstanceIdNodeName` when the document sets it.
+    instance_id_node_name: Option<bool>,
 }
 
 /// The NodeConfig documents nodeadm finds, in merge order.
@@ -242,11 +280,22 @@ fn document(v: &Value, at: Where) -> Result<Document, String> {
             }
         }
     }
+    let gates = object(spec.get("featureGates"), "spec.featureGates")?.unwrap_or_default();
+    let instance_id_node_name = match gates.get(INSTANCE_ID_GATE) {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            return Err(format!(
+                "`spec.featureGates.{INSTANCE_ID_GATE}` is not a boolean"
+            ))
+        }
+    };
     Ok(Document {
         at,
         flags,
         register_with_taints: config.and_then(|c| c.get("registerWithTaints").cloned()),
         pod_capacity,
+        instance_id_node_name,
     })
 }
 
@@ -255,30 +304,7 @@ fn document(v: &Value, at: Where) -> Result<Document, String> {
 /// command line, which systemd splits at white space), else the last document's
 /// `kubelet.config.registerWithTaints`.
 fn effective_taints(docs: &[Document]) -> Option<EffectiveTaints> {
-    let words: Vec<(&str, Where, usize)> = docs
-        .iter()
-        .flat_map(|d| {
-            d.flags
-                .iter()
-                .enumerate()
-                .flat_map(move |(i, f)| f.split_ascii_whitespace().map(move |w| (w, d.at, i)))
-        })
-        .collect();
-    let mut last: Option<(Option<&str>, Where, usize)> = None;
-    let mut n = 0;
-    while let Some(&(w, at, i)) = words.get(n) {
-        if w == "--" {
-            break; // pflag: the rest are arguments
-        }
-        if let Some(v) = w.strip_prefix(FLAG).and_then(|r| r.strip_prefix('=')) {
-            last = Some((Some(v), at, i));
-        } else if w == FLAG {
-            n += 1;
-            last = Some((words.get(n).map(|x| x.0), at, i));
-        }
-        n += 1;
-    }
-    let (source, entries) = match last {
+    let (source, entries) = match last_flag(docs, FLAG) {
         Some((value, at, i)) => {
             let source = format!("kubelet.flags[{i}] of the NodeConfig in {at}");
             let entries = match value {
@@ -306,6 +332,35 @@ fn effective_taints(docs: &[Document]) -> Option<EffectiveTaints> {
         }
     };
     (!entries.is_empty()).then_some(EffectiveTaints { source, entries })
+}
+
+/// The last `flag` among the documents' kubelet flags as kubelet parses them (`--flag=v` or
+/// `--flag v`): its value (`None` when it is the last word), the document and the flag's index.
+fn last_flag<'a>(docs: &'a [Document], flag: &str) -> Option<(Option<&'a str>, Where, usize)> {
+    let words: Vec<(&str, Where, usize)> = docs
+        .iter()
+        .flat_map(|d| {
+            d.flags
+                .iter()
+                .enumerate()
+                .flat_map(move |(i, f)| f.split_ascii_whitespace().map(move |w| (w, d.at, i)))
+        })
+        .collect();
+    let mut last: Option<(Option<&str>, Where, usize)> = None;
+    let mut n = 0;
+    while let Some(&(w, at, i)) = words.get(n) {
+        if w == "--" {
+            break; // pflag: the rest are arguments
+        }
+        if let Some(v) = w.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+            last = Some((Some(v), at, i));
+        } else if w == flag {
+            n += 1;
+            last = Some((words.get(n).map(|x| x.0), at, i));
+        }
+        n += 1;
+    }
+    last
 }
 
 /// `registerWithTaints`: a list of `{key, value, effect}` (`timeAdded` is ignored).

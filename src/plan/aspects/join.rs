@@ -7,11 +7,15 @@
 use std::collections::BTreeMap;
 
 use crate::base::podcap::{node::cpu_list, EVICTION_HARD_MEMORY_MIB};
+use crate::facts::Facts;
 use crate::facts::Family;
+use crate::instance::metadata::Metadata;
+use crate::instance::userdata::UserDataFact;
 use crate::plan::kubelet::KubeletIntent;
 use crate::plan::step::{File, IfFailed, Mode, Step, Unit, UnitJob};
 use crate::spec::pod_capacity::milli_value;
 use crate::spec::Spec;
+use crate::verify::name::NodeName;
 use crate::verify::proof::{Expect, JoinJob, JOIN_JOB};
 
 use super::{Aspect, Input, Out, Reads};
@@ -25,6 +29,43 @@ pub(crate) const ASPECT: Aspect = Aspect {
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if spec.verify.join_deadline.is_some() && family.is_some() {
         r.file(JOIN_JOB);
+    }
+}
+
+/// The name the hand-off gives the Node: the last `--hostname-override` kubelet is given (the
+/// config's `kubelet.extraArgs`, which both hand-offs append last, or on AL2023 the user data's
+/// NodeConfig flags), else on AL2023 the instance id when the user data's NodeConfig turns on
+/// `InstanceIdNodeName`, else EC2's `PrivateDnsName` — never IMDS `local-hostname`. kubelet
+/// trims and lower-cases an override.
+pub(crate) fn node_name(spec: &Spec, facts: &Facts, md: &Metadata) -> NodeName {
+    const FLAG: &str = "--hostname-override=";
+    let overridden = |v: &str, source: String| NodeName::Override {
+        name: v.trim().to_ascii_lowercase(),
+        source,
+    };
+    let extra = spec.registration.extra_args.iter().enumerate().rev();
+    if let Some((i, v)) = extra
+        .filter_map(|(i, a)| a.strip_prefix(FLAG).map(|v| (i, v)))
+        .find(|(_, v)| !v.trim().is_empty())
+    {
+        return overridden(v, format!("kubelet.extraArgs[{i}]"));
+    }
+    let naming = match (&facts.user_data, facts.family()) {
+        (UserDataFact::Read(Ok(nc)), Some(Family::Al2023)) => Some(&nc.naming),
+        _ => None,
+    };
+    if let Some((Some(v), source)) = naming.and_then(|n| n.hostname_override.as_ref()) {
+        if !v.trim().is_empty() {
+            return overridden(v, source.clone());
+        }
+    }
+    match naming.is_some_and(|n| n.instance_id_node_name) {
+        true => NodeName::InstanceId {
+            name: md.instance_id.clone(),
+        },
+        false => NodeName::PrivateDnsName {
+            instance_id: md.instance_id.clone(),
+        },
     }
 }
 
@@ -65,6 +106,34 @@ pub(crate) fn expect(k: &KubeletIntent) -> Expect {
     }
 }
 
+/// How the node's own calls after the hand-off go: the config's proxy (with the NO_PROXY
+/// kubelet gets) and CA bundles, whatever the proof's unit environment holds.
+pub(crate) fn node_transport(
+    spec: &Spec,
+    facts: &Facts,
+    md: &Metadata,
+) -> Option<crate::aws::Transport> {
+    let cidr = facts.cluster.cidr.as_ref().map(|c| c.text.as_str());
+    let proxy = spec.proxy.as_ref().map(|p| crate::aws::http::Proxy {
+        http: p.http.as_ref().map(|u| u.url.clone()),
+        https: p.https.as_ref().map(|u| u.url.clone()),
+        no_proxy: p
+            .no_proxy_list(crate::spec::proxy::NoProxyInputs {
+                region: &md.region,
+                vpc_cidrs: md.vpc_cidr_blocks.as_deref().unwrap_or_default(),
+                service_cidr: cidr,
+            })
+            .join(","),
+    });
+    let ca_bundles = spec
+        .trust
+        .as_ref()
+        .map(|t| t.bundles.clone())
+        .unwrap_or_default();
+    (proxy.is_some() || !ca_bundles.is_empty())
+        .then_some(crate::aws::Transport { proxy, ca_bundles })
+}
+
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
     let (Some(deadline), Some(_), Some(md), Some(reach)) = (
@@ -87,10 +156,13 @@ fn plan(i: &Input, out: &mut Out) {
         region: md.region.clone(),
         endpoint: endpoint.clone(),
         certificate_authority: ca.clone(),
-        node_name: md.local_hostname.clone(),
+        node: node_name(spec, facts, md),
+        instance_id: md.instance_id.clone(),
         sts_url: reach.sts_url(&md.region),
         imds_endpoint: reach.imds_endpoint.clone(),
         deadline_secs: deadline.as_secs(),
+        strict: spec.verify.join_strict,
+        transport: node_transport(spec, facts, md),
         expect: expect(&i.handoff.kubelet),
     };
     out.secrets.push(ca.clone());

@@ -11,7 +11,6 @@ use crate::config::PreflightMode;
 use crate::facts::{Facts, Family, Reach};
 use crate::instance::metadata::Metadata;
 use crate::plan::step::Step;
-use crate::spec::proxy::NoProxyInputs;
 use crate::spec::Spec;
 use crate::verify::{Check, Context, Probe};
 
@@ -25,20 +24,13 @@ pub(crate) const ASPECT: Aspect = Aspect {
 
 fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
 
-/// The registry EKS's own images come from in most Regions: every account's registry in a
-/// Region is the same endpoint, which is what the check reaches.
-const EKS_IMAGES_ACCOUNT: &str = "602401143452";
-
 /// `https://<service host>` for the Region, or the SDK's override (`AWS_ENDPOINT_URL_ECR` for
 /// both of ECR's).
 fn aws_url(reach: &Reach, service: &str, host: &str, region: &str) -> String {
     if let Some(o) = reach.overrides.get(service) {
         return o.trim_end_matches('/').to_string();
     }
-    let suffix = match region.starts_with("cn-") {
-        true => "amazonaws.com.cn",
-        false => "amazonaws.com",
-    };
+    let suffix = crate::base::ecr::dns_suffix(region);
     format!("https://{host}.{region}.{suffix}")
 }
 
@@ -50,30 +42,16 @@ fn context(spec: &Spec, facts: &Facts, md: &Metadata, reach: &Reach) -> Option<C
         .decode(c.certificate_authority.as_deref()?)
         .ok()?;
     let region = md.region.as_str();
-    let proxy = spec.proxy.as_ref().map(|p| crate::aws::http::Proxy {
-        http: p.http.as_ref().map(|u| u.url.clone()),
-        https: p.https.as_ref().map(|u| u.url.clone()),
-        no_proxy: p
-            .no_proxy_list(NoProxyInputs {
-                region,
-                vpc_cidrs: md.vpc_cidr_blocks.as_deref().unwrap_or_default(),
-                service_cidr: c.cidr.as_ref().map(|x| x.text.as_str()),
-            })
-            .join(","),
-    });
+    let t = super::join::node_transport(spec, facts, md).unwrap_or_default();
     Some(Context {
         cluster: c.name.clone(),
         region: region.to_string(),
         endpoint,
         ca_pem: String::from_utf8_lossy(&ca).into_owned(),
-        node_name: md.local_hostname.clone(),
+        node: Some(super::join::node_name(spec, facts, md)),
         imds_endpoint: reach.imds_endpoint.clone(),
-        proxy,
-        ca_bundles: spec
-            .trust
-            .as_ref()
-            .map(|t| t.bundles.clone())
-            .unwrap_or_default(),
+        proxy: t.proxy,
+        ca_bundles: t.ca_bundles,
         sts_url: reach.sts_url(region),
     })
 }
@@ -81,11 +59,12 @@ fn context(spec: &Spec, facts: &Facts, md: &Metadata, reach: &Reach) -> Option<C
 /// The checks that need the network and the instance, in the order they are shown.
 fn network_probes(ctx: &Context, md: &Metadata, reach: &Reach) -> Vec<Probe> {
     let region = md.region.as_str();
-    let expect = format!(
-        "system:node:{} in system:nodes",
-        md.local_hostname.as_deref().unwrap_or("<name>")
-    );
-    let dkr = format!("{EKS_IMAGES_ACCOUNT}.dkr.ecr");
+    let name = ctx.node.as_ref().map_or("<name>".into(), |n| n.describe());
+    let expect = format!("system:node:{name} in system:nodes");
+    // EKS's images come from the registry of its account for the Region (nodeadm's choice);
+    // the check reaches the endpoint, the same for every account of a Region.
+    let (account, ecr_region) = crate::base::ecr::eks_registry(region);
+    let dkr = format!("{account}.dkr.ecr");
     let mut v = vec![
         Probe::Credentials {
             imds: reach.imds_endpoint.clone(),
@@ -101,9 +80,13 @@ fn network_probes(ctx: &Context, md: &Metadata, reach: &Reach) -> Vec<Probe> {
         ("ECR", "ECR API", "api.ecr"),
         ("ECR", "ECR registry", dkr.as_str()),
     ] {
+        let at = match name {
+            "ECR registry" => ecr_region.as_str(),
+            _ => region,
+        };
         v.push(Probe::AwsEndpoint {
             service: name.to_string(),
-            url: aws_url(reach, service, host, region),
+            url: aws_url(reach, service, host, at),
         });
     }
     v
