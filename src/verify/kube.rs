@@ -157,7 +157,8 @@ pub fn http_date(s: &str) -> Option<u64> {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let month = MONTHS.iter().position(|m| Some(*m) == w.next())? as u64 + 1;
+    let mon = w.next()?;
+    let month = MONTHS.iter().position(|m| *m == mon)? as u64 + 1;
     let year: u64 = w.next()?.parse().ok()?;
     let hms: Vec<u64> = w
         .next()?
@@ -245,5 +246,75 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, "not-node");
+    }
+
+    #[test]
+    fn http_dates_read_as_seconds_since_the_epoch() {
+        assert_eq!(
+            http_date("Thu, 28 May 2026 20:26:40 GMT"),
+            Some(1_780_000_000)
+        );
+        assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(
+            http_date("Sun, 29 Feb 2032 23:59:59 GMT"),
+            Some(1_961_711_999)
+        );
+        for bad in [
+            "",
+            "Thu, 28 Foo 2026 20:26:40 GMT",
+            "Thu, 28 May 2026 25:00:00 GMT",
+            "x 99999999999999999999 May 2026 1:2:3",
+        ] {
+            assert_eq!(http_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_refused_token_names_the_clock_else_the_role_and_cluster() {
+        let ctx = Context {
+            cluster: "prod".into(),
+            region: "eu-west-1".into(),
+            ..Context::default()
+        };
+        let c = refused(&ctx, "eks-node", Some("Thu, 01 Jan 2015 00:00:00 GMT"));
+        assert_eq!(c.code, "clock-skew", "{c:?}");
+        assert!(c.detail.contains("ahead of the API server's"), "{c:?}");
+        let c = refused(&ctx, "eks-node", None);
+        assert_eq!(c.code, "unauthenticated");
+        assert!(
+            c.detail.contains("`eks-node`") && c.detail.contains("`prod`"),
+            "{c:?}"
+        );
+        let now = httpdate_now();
+        assert_eq!(refused(&ctx, "r", Some(&now)).code, "unauthenticated");
+    }
+
+    /// Now as an HTTP date.
+    fn httpdate_now() -> String {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        // Civil from days (the inverse of `http_date`'s arithmetic).
+        let z = days + 719_468;
+        let era = z / 146_097;
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = doy - (153 * mp + 2) / 5 + 1;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 };
+        let y = yoe + era * 400 + u64::from(m <= 2);
+        const M: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        format!(
+            "Xxx, {d:02} {} {y} {:02}:{:02}:{:02} GMT",
+            M[(m - 1) as usize],
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60
+        )
     }
 }

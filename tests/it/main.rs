@@ -15,6 +15,7 @@ mod golden;
 mod host_resources;
 mod imds;
 mod instance_types;
+mod join_proof;
 mod kernel_modules;
 mod launch_hook;
 mod logging;

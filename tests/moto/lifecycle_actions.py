@@ -1,4 +1,5 @@
-"""moto's server with Auto Scaling's CompleteLifecycleAction, which moto (5.2) does not implement.
+"""moto's server with Auto Scaling's CompleteLifecycleAction and RecordLifecycleActionHeartbeat,
+which moto (5.2) does not implement.
 
 The action is checked against moto's own Auto Scaling model the way Auto Scaling checks it: the
 group must exist, hold the instance, and have a launch hook of that name
@@ -6,6 +7,9 @@ group must exist, hold the instance, and have a launch hook of that name
 be completed once: a second call for the same instance and hook is Auto Scaling's
 ValidationError "No active Lifecycle Action found with instance ID ...". Every accepted call is
 appended as one JSON line to the file MOTO_LIFECYCLE_LOG names, for the tests to count and read.
+
+RecordLifecycleActionHeartbeat is checked the same way (a launch still waiting on the hook) and
+appended as one JSON line to the file MOTO_HEARTBEAT_LOG names, when it names one.
 
 Usage: python3 lifecycle_actions.py [moto.server arguments]
 """
@@ -27,23 +31,10 @@ def complete_lifecycle_action(self):
     hook_name = self._get_param("LifecycleHookName")
     instance_id = self._get_param("InstanceId")
     result = self._get_param("LifecycleActionResult")
-    backend = self.autoscaling_backend
-    group = backend.autoscaling_groups.get(group_name)
-    if group is None:
-        raise ValidationError(f"Group {group_name} not found")
     if result not in ("CONTINUE", "ABANDON"):
         raise ValidationError(f"Invalid LifecycleActionResult {result}")
-    hooks = [
-        h
-        for h in backend.describe_lifecycle_hooks(group_name, [hook_name])
-        if h.lifecycle_transition == "autoscaling:EC2_INSTANCE_LAUNCHING"
-    ]
-    members = {s.instance.id for s in group.instance_states}
+    _waiting(self.autoscaling_backend, group_name, hook_name, instance_id)
     key = (group_name, hook_name, instance_id)
-    if not hooks or instance_id not in members or key in _completed:
-        raise ValidationError(
-            f"No active Lifecycle Action found with instance ID {instance_id}"
-        )
     _completed.add(key)
     with open(os.environ["MOTO_LIFECYCLE_LOG"], "a") as log:
         log.write(
@@ -60,7 +51,46 @@ def complete_lifecycle_action(self):
     return EmptyResult()
 
 
+def _waiting(backend, group_name, hook_name, instance_id):
+    """Raise Auto Scaling's ValidationError unless a launch of the instance waits on the hook."""
+    group = backend.autoscaling_groups.get(group_name)
+    if group is None:
+        raise ValidationError(f"Group {group_name} not found")
+    hooks = [
+        h
+        for h in backend.describe_lifecycle_hooks(group_name, [hook_name])
+        if h.lifecycle_transition == "autoscaling:EC2_INSTANCE_LAUNCHING"
+    ]
+    members = {s.instance.id for s in group.instance_states}
+    if not hooks or instance_id not in members or (group_name, hook_name, instance_id) in _completed:
+        raise ValidationError(
+            f"No active Lifecycle Action found with instance ID {instance_id}"
+        )
+
+
+def record_lifecycle_action_heartbeat(self):
+    group_name = self._get_param("AutoScalingGroupName")
+    hook_name = self._get_param("LifecycleHookName")
+    instance_id = self._get_param("InstanceId")
+    _waiting(self.autoscaling_backend, group_name, hook_name, instance_id)
+    path = os.environ.get("MOTO_HEARTBEAT_LOG")
+    if path:
+        with open(path, "a") as log:
+            log.write(
+                json.dumps(
+                    {
+                        "AutoScalingGroupName": group_name,
+                        "LifecycleHookName": hook_name,
+                        "InstanceId": instance_id,
+                    }
+                )
+                + "\n"
+            )
+    return EmptyResult()
+
+
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
+AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -510,3 +510,48 @@ fn a_mistyped_or_repeated_agent_part_is_an_error_not_nothing() {
     assert!(e.contains("not UTF-8"), "{e}");
     assert!(!e.contains("cluster"), "never echoes the config: {e}");
 }
+
+#[test]
+fn the_nodes_name_is_the_last_hostname_override_else_the_instance_id_gate() {
+    const ND: &str = "application/node.eks.aws";
+    let gate = |on: bool| {
+        format!(
+            "{}  featureGates:\n    InstanceIdNodeName: {on}\n",
+            yaml(&[])
+        )
+    };
+    // The gate on in one part, off in a later one: the later document wins.
+    let ud = mime(&[(ND, "", &gate(true)), (ND, "", &gate(false))], "\n");
+    let n = nodeadm::read(ud.as_bytes()).unwrap().naming;
+    assert!(!n.instance_id_node_name);
+    assert_eq!(n.hostname_override, None);
+    let ud = mime(&[(ND, "", &gate(false)), (ND, "", &gate(true))], "\n");
+    assert!(
+        nodeadm::read(ud.as_bytes())
+            .unwrap()
+            .naming
+            .instance_id_node_name
+    );
+    // The last --hostname-override among the flags, in either form.
+    let ud = mime(
+        &[
+            (ND, "", &yaml(&["--hostname-override=first"])),
+            (ND, "", &yaml(&["--v=2 --hostname-override last.example"])),
+        ],
+        "\n",
+    );
+    let n = nodeadm::read(ud.as_bytes()).unwrap().naming;
+    assert_eq!(
+        n.hostname_override,
+        Some((
+            Some("last.example".to_string()),
+            "kubelet.flags[0] of the NodeConfig in MIME part 2 of the user data".to_string()
+        ))
+    );
+    // A gate that is not a boolean: nodeadm cannot decode the document either.
+    let bad = format!(
+        "{}  featureGates:\n    InstanceIdNodeName: yes-please\n",
+        yaml(&[])
+    );
+    assert!(nodeadm::read(bad.as_bytes()).is_err());
+}

@@ -186,3 +186,74 @@ fn without_agent_taints_the_user_data_taints_stand() {
         );
     }
 }
+
+/// The Node's name the join job and the identity check expect, for this spec and user data.
+fn node_name(s: &Spec, user_data: &str) -> (serde_json::Value, String) {
+    let mut f = al2023_with_user_data(user_data);
+    f.reach = Some(eks_nodeinit::facts::Reach::default());
+    f.files
+        .insert(eks_nodeinit::verify::proof::JOIN_JOB.into(), absent());
+    let p = build(s, &f).unwrap();
+    let job = p
+        .steps
+        .iter()
+        .find_map(|st| match st {
+            Step::File(file)
+                if file.path == std::path::Path::new("/run/eks-nodeinit/join.json") =>
+            {
+                Some(serde_json::from_str::<serde_json::Value>(&file.new).unwrap())
+            }
+            _ => None,
+        })
+        .expect("the join job");
+    let identity = steps(&p)
+        .into_iter()
+        .find(|d| d.contains("identity is"))
+        .expect("the identity check");
+    (job["node"].clone(), identity)
+}
+
+#[test]
+fn the_nodes_name_is_the_hand_offs_never_local_hostname() {
+    let cluster = |v: &mut serde_json::Value| v["cluster"] = json!({"name": "prod", "apiServerEndpoint": "https://k.example", "certificateAuthority": "Y2E=", "cidr": "172.20.0.0/16"});
+    // By default EC2's PrivateDnsName, asked at run time (IMDS local-hostname may differ).
+    let s = spec(cluster);
+    let (node, check) = node_name(&s, &nodeconfig_part(&[]));
+    assert_eq!(node, json!({"from": "privateDnsName", "instanceId": "i-1"}));
+    assert!(
+        check.contains("system:node:<PrivateDnsName of i-1>"),
+        "{check}"
+    );
+    // nodeadm's InstanceIdNodeName in the user data's NodeConfig: the instance id.
+    let gate = nodeconfig_part(&[]).replace(
+        "kind: NodeConfig\nspec:\n",
+        "kind: NodeConfig\nspec:\n  featureGates:\n    InstanceIdNodeName: true\n",
+    );
+    let (node, check) = node_name(&s, &gate);
+    assert_eq!(node, json!({"from": "instanceId", "name": "i-1"}));
+    assert!(
+        check.contains("system:node:i-1 (the instance id"),
+        "{check}"
+    );
+    // A --hostname-override among the user data's kubelet flags wins over the gate...
+    let flagged = gate.replace(
+        "      - --v=2\n",
+        "      - --v=2\n      - --hostname-override=Custom.Example \n",
+    );
+    let (node, _) = node_name(&s, &flagged);
+    assert_eq!(node["name"], "custom.example");
+    // ...and the config's own kubelet.extraArgs over both (the hand-off appends them last).
+    let s = spec(|v| {
+        cluster(v);
+        v["kubelet"] = json!({"extraArgs": ["--hostname-override=mine.example"]});
+    });
+    let (node, check) = node_name(&s, &flagged);
+    assert_eq!(
+        node,
+        json!({"from": "override", "name": "mine.example", "source": "kubelet.extraArgs[0]"})
+    );
+    assert!(
+        check.contains("system:node:mine.example (kubelet.extraArgs[0])"),
+        "{check}"
+    );
+}
