@@ -235,7 +235,8 @@ pub async fn complete_hook(a: &crate::commands::cli::CompleteHookArgs) -> Result
 }
 
 /// `status`: the report's `join` section, for a person or (`--output json`) for tools. Exit 0
-/// when the node joined, 1 when it did not or the verdict is not in yet, 2 with no report.
+/// when the node joined and its launch hook (if any) was completed; 1 otherwise: not joined, no
+/// verdict yet, a hook left uncompleted, or no report.
 pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
     let Some(report) = Report::read(&a.root) else {
         anyhow::bail!(

@@ -28,6 +28,16 @@ impl<'a> ApiServer<'a> {
                     format!("`{}` is not an https:// URL", printable(&context.endpoint)),
                 )
             })?;
+        if crate::base::pem::ders(&context.ca_pem)
+            .unwrap_or_default()
+            .is_empty()
+        {
+            return Err(Cause::new(
+                "tls-untrusted",
+                "cluster.certificateAuthority holds no PEM certificate: nothing would be trusted"
+                    .into(),
+            ));
+        }
         Ok(ApiServer { url, context })
     }
 
