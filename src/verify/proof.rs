@@ -167,9 +167,10 @@ pub async fn prove(job: &JoinJob, ctx: &Context, every: Duration) -> Proof {
         ..Prover::default()
     };
     loop {
-        let cut = end.min(Instant::now() + LOOK_TIMEOUT);
+        let started = Instant::now();
+        let cut = end.min(started + LOOK_TIMEOUT);
         let look = tokio::time::timeout_at(cut, p.look(ctx, &job.instance_id));
-        match look.await.unwrap_or_else(|_| Err(stalled())) {
+        match look.await.unwrap_or_else(|_| Err(stalled(cut - started))) {
             Ok(Look::Node(node)) if ready(&node) => return p.judged(&node, &job.expect),
             Ok(Look::Node(node)) => {
                 p.registered_at.get_or_insert_with(now_ms);
@@ -195,10 +196,10 @@ pub async fn prove(job: &JoinJob, ctx: &Context, every: Duration) -> Proof {
     p.timed_out(job.deadline_secs, others)
 }
 
-fn stalled() -> Cause {
+fn stalled(after: Duration) -> Cause {
     Cause::new(
         "timeout",
-        format!("one read of the Node took over {LOOK_TIMEOUT:?}: the API server, the proxy or IMDS accepted the connection and did not answer"),
+        format!("one read of the Node was given up after {}s: the API server, the proxy or IMDS accepted the connection and did not answer", after.as_secs()),
     )
 }
 
