@@ -167,13 +167,13 @@ resource "aws_ssm_parameter" "service_cidr" {
 # The agent's permissions on the node role (docs/iam-policy.json), narrowed to this cluster.
 data "aws_iam_policy_document" "eks_nodeinit" {
   statement {
-    sid       = "EksNodeinitSetNameTagOnOwnClusterInstances"
+    sid       = "EksNodeinitSetNameAndJoinedTagsOnOwnClusterInstances"
     actions   = ["ec2:CreateTags"]
     resources = ["arn:${local.partition}:ec2:${local.region}:${local.account}:instance/*"]
     condition {
       test     = "ForAllValues:StringEquals"
       variable = "aws:TagKeys"
-      values   = ["Name"]
+      values   = ["Name", "eks-nodeinit/joined"]
     }
     condition {
       test     = "StringEquals"
@@ -185,6 +185,13 @@ data "aws_iam_policy_document" "eks_nodeinit" {
   statement {
     sid       = "EksNodeinitReadTags"
     actions   = ["ec2:DescribeTags"]
+    resources = ["*"]
+  }
+
+  # Verified join: the Node's name (PrivateDnsName) and the group's joined instances.
+  statement {
+    sid       = "EksNodeinitVerifiedJoinReadInstances"
+    actions   = ["ec2:DescribeInstances"]
     resources = ["*"]
   }
 
@@ -226,7 +233,7 @@ data "aws_iam_policy_document" "eks_nodeinit" {
   # The launch hook of this cluster's groups (named with the cluster's prefix below).
   statement {
     sid       = "EksNodeinitCompleteLaunchHook"
-    actions   = ["autoscaling:CompleteLifecycleAction"]
+    actions   = ["autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat"]
     resources = ["arn:${local.partition}:autoscaling:${local.region}:${local.account}:autoScalingGroup:*:autoScalingGroupName/${var.cluster_name}-*"]
   }
 

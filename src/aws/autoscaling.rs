@@ -244,8 +244,10 @@ pub async fn complete_launch(
     r
 }
 
-/// Keep `launch` waiting: a RecordLifecycleActionHeartbeat every `every` until the returned
-/// task is dropped or a heartbeat fails (logged once: the hook then times out as configured).
+/// Keep `launch` waiting: a RecordLifecycleActionHeartbeat at once and then every `every`,
+/// until the returned future is dropped, or Auto Scaling has no launch waiting on the hook
+/// any more, or the role may not send one (each logged once; the hook then times out as
+/// configured). Any other failure is retried at the next beat.
 pub async fn keep_alive(
     launch: Launch<'_>,
     every: std::time::Duration,
@@ -253,13 +255,17 @@ pub async fn keep_alive(
     transport: Option<&aws::Transport>,
 ) {
     let mut api = AutoScaling::new(launch.region, transport).await;
+    let mut group = launch.group.map(String::from);
     loop {
-        tokio::time::sleep(every).await;
         let deadline = Instant::now() + every;
         let r = async {
-            let group = api.group(&launch, policy, deadline).await?;
+            let g = match &group {
+                Some(g) => g.clone(),
+                None => api.group_of(launch.instance_id, policy, deadline).await?,
+            };
+            group = Some(g.clone());
             let (hook, id) = (launch.hook, launch.instance_id);
-            api.heartbeat(hook, &group, id, policy, deadline).await
+            api.heartbeat(hook, &g, id, policy, deadline).await
         }
         .await;
         match r {
@@ -268,10 +274,18 @@ pub async fn keep_alive(
                 heartbeats = api.calls.record_lifecycle_action_heartbeat,
                 "launch hook heartbeat recorded: the proof goes on"
             ),
-            Err(e) => {
-                tracing::warn!(hook = %launch.hook, "no more heartbeats for the launch hook: {e}; it times out at its heartbeat timeout if the proof takes longer");
+            Err(HookError::Call(CallError::Fatal { message, .. })) if nothing_waiting(&message) => {
+                tracing::warn!(hook = %launch.hook, "no more heartbeats: Auto Scaling has no launch waiting on the hook for the instance (completed or timed out already)");
                 return;
             }
+            Err(e @ HookError::Call(CallError::Denied(_))) => {
+                tracing::warn!(hook = %launch.hook, "no more heartbeats: {e}; the hook times out at its heartbeat timeout if the proof takes longer");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(hook = %launch.hook, "a launch hook heartbeat failed: {e}; tried again in {every:?}")
+            }
         }
+        tokio::time::sleep_until(deadline).await;
     }
 }

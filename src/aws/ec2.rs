@@ -236,8 +236,49 @@ impl Ec2 {
         Ok(name)
     }
 
+    /// How many running instances other than `except` carry `key` = `value` (and are in
+    /// `group` when given): DescribeInstances filtered on the tags, its first page.
+    pub async fn count_tagged(
+        &mut self,
+        (key, value): (&str, &str),
+        group: Option<&str>,
+        except: &str,
+        (policy, deadline): (RetryPolicy, Instant),
+    ) -> Result<usize, TagError> {
+        let op = aws::Op {
+            name: "DescribeInstances",
+            action: "ec2:DescribeInstances",
+            resource: "*".into(),
+            on: except,
+        };
+        let filter = |n: &str, v: &str| Filter::builder().name(n).values(v).build();
+        let mut filters = vec![
+            filter(&format!("tag:{key}"), value),
+            filter("instance-state-name", "running"),
+        ];
+        if let Some(g) = group {
+            filters.push(filter("tag:aws:autoscaling:groupName", g));
+        }
+        let client = &self.client;
+        let out = op
+            .call(policy, deadline, &mut self.calls.describe_instances, || {
+                client
+                    .describe_instances()
+                    .set_filters(Some(filters.clone()))
+                    .send()
+            })
+            .await?;
+        let n = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter(|i| i.instance_id() != Some(except))
+            .count();
+        Ok(n)
+    }
+
     /// CreateTags for one key on the instance, retrying what may succeed later.
-    pub(crate) async fn create_tag(
+    pub async fn create_tag(
         &mut self,
         instance_id: &str,
         key: &str,

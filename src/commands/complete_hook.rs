@@ -19,10 +19,11 @@ use crate::exec::report::{now_ms, Report};
 use crate::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB};
 use crate::os::fsutil::{self, under};
 use crate::os::systemd;
+use crate::verify::fleet;
 use crate::verify::launch_of;
 use crate::verify::proof::{self, JoinJob, Proof, JOIN_JOB};
 use crate::verify::record::JoinVerdict;
-use crate::verify::verdict::{hook_result, Blame};
+use crate::verify::verdict::{hook_result, Blame, Seen};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompleteError {
@@ -129,41 +130,78 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
         }
         return Ok(());
     };
-    let transport = job.transport.clone().or_else(from_env);
-    let proof = match &hook {
+    prove_join(c, &job, hook.as_ref(), &done).await
+}
+
+/// The proof (with heartbeats for the hook meanwhile), whose cause a failure is, the verdict
+/// recorded and logged, then the hook completed with the verdict's result.
+async fn prove_join(
+    c: &Completer,
+    job: &JoinJob,
+    hook: Option<&(LaunchHookJob, String)>,
+    done: &std::path::Path,
+) -> Result<(), CompleteError> {
+    let ctx = context(job);
+    let hook_name = hook.map_or_else(String::new, |(j, _)| j.hook.clone());
+    let mut proof = match hook {
         Some((h, _)) => {
             // Heartbeats beside the proof; the proof goes on if they stop.
-            let beats = keep_alive(launch_of(h), c.heartbeat, c.policy, transport.as_ref());
-            let proving = prove(c, &job, &hook_name);
+            let t = ctx.transport();
+            let beats = keep_alive(launch_of(h), c.heartbeat, c.policy, t.as_ref());
+            let proving = prove(c, job, &ctx, &hook_name);
             tokio::pin!(proving);
             tokio::select! {
                 p = &mut proving => p,
                 () = beats => proving.await,
             }
         }
-        None => prove(c, &job, &hook_name).await,
+        None => prove(c, job, &ctx, &hook_name).await,
     };
+    judge(job, &ctx, &mut proof).await;
     let result = hook_result(proof.verdict, proof.blame, job.strict);
-    let told = match &hook {
-        Some((h, text)) => {
-            let r = complete(c, h, result, transport.as_ref()).await;
-            if r.is_ok() {
-                fsutil::write_atomic(&done, text.as_bytes(), 0o644)?;
-            }
-            Some(r.map(|o| told(result, h, o)).map_err(|e| e.to_string()))
-        }
-        None => None,
+    record(c, &proof)?;
+    let outcome = verdict(&proof, result);
+    let Some((h, text)) = hook else {
+        return outcome;
     };
-    record(c, &proof, told.as_ref())?;
-    if let (Some((h, _)), Some(Err(e))) = (&hook, &told) {
-        return Err(CompleteError::HookNotCompleted {
+    let r = complete(c, h, result, ctx.transport().as_ref()).await;
+    if r.is_ok() {
+        fsutil::write_atomic(done, text.as_bytes(), 0o644)?;
+    }
+    let told = r.map(|o| told(result, h, o)).map_err(|e| e.to_string());
+    record_hook(c, &told)?;
+    match told {
+        Err(error) => Err(CompleteError::HookNotCompleted {
             hook: h.hook.clone(),
             result: result.as_str(),
             verdict: proof.verdict.as_str(),
-            error: e.clone(),
-        });
+            error,
+        }),
+        Ok(_) => outcome,
     }
-    verdict(&proof, result)
+}
+
+/// What the proof's calls share: the job's transport, else the unit's proxy (a job of a run
+/// that named none).
+fn context(job: &JoinJob) -> crate::verify::Context {
+    let mut ctx = job.context();
+    if ctx.proxy.is_none() {
+        ctx.proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
+    }
+    ctx
+}
+
+/// A Ready Node marks the instance joined for other nodes' verdicts; a failure gets its blame
+/// from what the proof saw and how many other instances of the group joined.
+async fn judge(job: &JoinJob, ctx: &crate::verify::Context, p: &mut Proof) {
+    if matches!(p.verdict, JoinVerdict::Joined | JoinVerdict::Mismatch) {
+        return fleet::mark_joined(ctx, &job.instance_id).await;
+    }
+    let others = fleet::others_joined(ctx, &job.instance_id, job.group.as_deref()).await;
+    let (blame, why) =
+        crate::verify::verdict::blame(&p.seen, others.as_ref().map(|n| *n).map_err(String::as_str));
+    p.blame = Some(blame);
+    p.causes.push(why);
 }
 
 /// The proxy the unit's environment gives (the agent's drop-in), for a job that names no
@@ -189,7 +227,7 @@ fn told(result: HookResult, h: &LaunchHookJob, o: Completed) -> String {
 }
 
 /// kubelet active, then the Node: the proof under the job's deadline.
-async fn prove(c: &Completer, job: &JoinJob, hook: &str) -> Proof {
+async fn prove(c: &Completer, job: &JoinJob, ctx: &crate::verify::Context, hook: &str) -> Proof {
     let start = Instant::now();
     let kubelet_wait = c.kubelet_wait.min(Duration::from_secs(job.deadline_secs));
     let waited = Completer {
@@ -197,59 +235,66 @@ async fn prove(c: &Completer, job: &JoinJob, hook: &str) -> Proof {
         ..c.clone()
     };
     if let Err(e) = wait_for_kubelet(&waited, hook).await {
-        // kubelet never became active: the node's own fault; a replacement may join.
         return Proof {
             verdict: JoinVerdict::Deadline,
-            blame: Some(Blame::Node),
+            blame: None,
             causes: vec![e.to_string()],
             checked: Vec::new(),
             kubelet_active_at: None,
             registered_at: None,
             ready_at: None,
+            seen: Seen::kubelet(e.to_string()),
         };
     }
     let active = now_ms();
-    let mut ctx = job.context();
-    if ctx.proxy.is_none() {
-        ctx.proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
-    }
     let left = JoinJob {
         deadline_secs: job.deadline_secs.saturating_sub(start.elapsed().as_secs()),
         ..job.clone()
     };
-    let mut p = proof::prove(&left, &ctx, c.poll).await;
+    let mut p = proof::prove(&left, ctx, c.poll).await;
     p.kubelet_active_at = Some(active);
     p
 }
 
 /// The proof into the report's `join` section (the run's lock held while it is written).
-fn record(
+fn record(c: &Completer, p: &Proof) -> Result<(), CompleteError> {
+    update_join(c, |join| {
+        for (name, at) in [
+            ("kubelet active", p.kubelet_active_at),
+            ("Node registered", p.registered_at),
+            ("Node Ready", p.ready_at),
+        ] {
+            if let Some(at) = at {
+                join.phase(name, at);
+            }
+        }
+        join.phase("verdict", now_ms());
+        join.verdict = Some(p.verdict);
+        join.blame = p.blame;
+        join.causes.extend(p.causes.iter().cloned());
+        join.checked = p.checked.clone();
+    })
+}
+
+/// What the hook was told, or why it was not, into the record.
+fn record_hook(c: &Completer, told: &Result<String, String>) -> Result<(), CompleteError> {
+    update_join(c, |join| {
+        join.hook_failed = told.is_err();
+        join.hook = Some(match told {
+            Ok(s) => s.clone(),
+            Err(e) => format!("not completed: {e}"),
+        });
+    })
+}
+
+fn update_join(
     c: &Completer,
-    p: &Proof,
-    hook: Option<&Result<String, String>>,
+    edit: impl FnOnce(&mut crate::verify::record::JoinRecord),
 ) -> Result<(), CompleteError> {
     let _lock = crate::os::lock::take(&c.root, true)?;
     let mut report = Report::read(&c.root).unwrap_or_default();
     let mut join = report.join.take().unwrap_or_default();
-    for (name, at) in [
-        ("kubelet active", p.kubelet_active_at),
-        ("Node registered", p.registered_at),
-        ("Node Ready", p.ready_at),
-    ] {
-        if let Some(at) = at {
-            join.phase(name, at);
-        }
-    }
-    join.phase("verdict", now_ms());
-    join.verdict = Some(p.verdict);
-    join.blame = p.blame;
-    join.hook_failed = matches!(hook, Some(Err(_)));
-    join.causes.extend(p.causes.iter().cloned());
-    join.checked = p.checked.clone();
-    join.hook = hook.map(|r| match r {
-        Ok(s) => s.clone(),
-        Err(e) => format!("not completed: {e}"),
-    });
+    edit(&mut join);
     report.join = Some(join);
     report.write(&c.root, &[])?;
     Ok(())

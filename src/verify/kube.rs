@@ -131,7 +131,7 @@ impl<'a> ApiServer<'a> {
 
 /// How far the node's clock may be from the API server's before a refused token is put down
 /// to it (aws-iam-authenticator takes a token for 15 minutes from its `X-Amz-Date`).
-const SKEW: u64 = 5 * 60;
+const SKEW: u64 = 14 * 60;
 
 /// A 401 for the node's token, named as well as the node can: the clock against the API
 /// server's `Date`, else the role to map, the cluster the token names, and what else refuses a
@@ -176,7 +176,7 @@ pub fn http_date(s: &str) -> Option<u64> {
         .map(|p| p.parse().ok())
         .collect::<Option<_>>()?;
     let [h, m, sec] = hms[..] else { return None };
-    if !(1..=31).contains(&day) || year < 1970 || h > 23 || m > 59 || sec > 60 {
+    if !(1..=31).contains(&day) || !(1970..=9999).contains(&year) || h > 23 || m > 59 || sec > 60 {
         return None;
     }
     // Days from the civil date (Howard Hinnant's algorithm), March-based years.

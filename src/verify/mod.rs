@@ -4,6 +4,7 @@
 //! [`Cause`]: a code, what was checked (never the CA, never the token) and what to do.
 
 pub mod cidr;
+pub mod fleet;
 pub mod kube;
 pub mod name;
 pub mod net;
@@ -62,12 +63,17 @@ impl Context {
         token::eks_token(creds, a, std::time::SystemTime::now())
     }
 
-    /// The proxy URL for `url`, unless NO_PROXY names its host (Go's `ProxyFromEnvironment`,
-    /// as kubelet and containerd read it: `HTTPS_PROXY` for https, `HTTP_PROXY` for http, never
-    /// one for the other).
+    /// The proxy URL for `url`, unless NO_PROXY names its host or it is the loopback (Go's
+    /// `ProxyFromEnvironment`, as kubelet and containerd read it: `HTTPS_PROXY` for https,
+    /// `HTTP_PROXY` for http, never one for the other).
     pub fn proxy_for(&self, url: &net::Url) -> Option<&str> {
         let p = self.proxy.as_ref()?;
-        if net::no_proxy_matches(&p.no_proxy, &url.host, url.port) {
+        let loopback = url.host == "localhost"
+            || url
+                .host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if loopback || net::no_proxy_matches(&p.no_proxy, &url.host, url.port) {
             return None;
         }
         match url.tls {

@@ -87,13 +87,16 @@ pub fn no_proxy_matches(no_proxy: &str, host: &str, port: u16) -> bool {
             if let (Some(ip), true) = (ip, entry.contains('/')) {
                 return in_cidr(ip, entry);
             }
-            if let Ok(e) = entry.trim_matches(['[', ']']).parse::<IpAddr>() {
-                return Some(e) == ip;
-            }
-            let (name, eport) = match entry.rsplit_once(':') {
-                Some((h, p)) if !h.contains(':') => (h, p.parse::<u16>().ok()),
-                _ => (entry, None),
+            let (name, eport) = match entry.strip_prefix('[').and_then(|e| e.split_once(']')) {
+                Some((v6, rest)) => (v6, rest.strip_prefix(':').and_then(|p| p.parse().ok())),
+                None => match entry.rsplit_once(':') {
+                    Some((h, p)) if !h.contains(':') => (h, p.parse::<u16>().ok()),
+                    _ => (entry, None),
+                },
             };
+            if let Ok(e) = name.parse::<IpAddr>() {
+                return Some(e) == ip && eport.map_or(true, |p| p == port);
+            }
             if eport.is_some_and(|p| p != port) {
                 return false;
             }
@@ -284,11 +287,18 @@ pub fn roots(pems: &[&str], platform: bool) -> rustls::RootCertStore {
         }
     }
     if platform {
-        for c in rustls_native_certs::load_native_certs().certs {
-            let _ = store.add(c);
+        for c in platform_roots() {
+            let _ = store.add(c.clone());
         }
     }
     store
+}
+
+/// The platform's roots, read once per process (every file of the system store).
+fn platform_roots() -> &'static [rustls::pki_types::CertificateDer<'static>] {
+    static ROOTS: std::sync::OnceLock<Vec<rustls::pki_types::CertificateDer<'static>>> =
+        std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| rustls_native_certs::load_native_certs().certs)
 }
 
 /// TLS on `s` to `host`, trusting `roots` only: an unknown issuer (a CA of another cluster) and
@@ -328,7 +338,9 @@ pub async fn request<S: Stream>(s: S, req: http::Request<Full<Bytes>>) -> Result
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
         .await
         .map_err(|e| Cause::new("http", e.to_string()))?;
-    let driver = tokio::spawn(conn);
+    // Aborted however this ends, a read given up at its deadline included: no connection task
+    // or socket outlives the request.
+    let driver = AbortOnDrop(tokio::spawn(conn));
     let r = send.send_request(req).await;
     let out = async {
         let resp = r.map_err(|e| Cause::new("http", e.to_string()))?;
@@ -350,8 +362,16 @@ pub async fn request<S: Stream>(s: S, req: http::Request<Full<Bytes>>) -> Result
         })
     }
     .await;
-    driver.abort();
+    drop(driver);
     out
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 #[cfg(test)]
@@ -376,6 +396,10 @@ mod tests {
         assert!(!m("sts.eu-west-1.amazonaws.com"));
         assert!(!no_proxy_matches(np, "xcorp.example", 8443));
         assert!(no_proxy_matches("*", "anything", 1));
+        // IPv6 entries, with a port or not.
+        assert!(no_proxy_matches("[fd00::1]:443", "fd00::1", 443));
+        assert!(!no_proxy_matches("[fd00::1]:443", "fd00::1", 80));
+        assert!(no_proxy_matches("fd00::1", "fd00::1", 80));
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub struct JoinJob {
     pub node: NodeName,
     /// The instance the Node must be (its `spec.providerID` ends with it).
     pub instance_id: String,
+    /// Its Auto Scaling group, whose other instances' joins tell whose a failure is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     pub sts_url: String,
     pub imds_endpoint: String,
     pub deadline_secs: u64,
@@ -106,6 +109,8 @@ pub struct Proof {
     pub kubelet_active_at: Option<u64>,
     pub registered_at: Option<u64>,
     pub ready_at: Option<u64>,
+    /// What was seen of the Node when it did not join: what the blame is judged from.
+    pub seen: Seen,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -158,10 +163,11 @@ struct Prover {
 }
 
 /// Wait for the Node (every `every`) until Ready or `deadline` from now, then judge it. Every
-/// read is cut at [`LOOK_TIMEOUT`] and at the deadline; at the deadline one more bounded read
-/// counts the cluster's Ready Nodes, to tell the node's cause from the cluster's.
+/// read is cut at [`LOOK_TIMEOUT`] and at the deadline; a read the deadline cuts keeps what the
+/// reads before it saw. Whose cause a failure is, is judged after ([`super::verdict::blame`]).
 pub async fn prove(job: &JoinJob, ctx: &Context, every: Duration) -> Proof {
-    let end = Instant::now() + Duration::from_secs(job.deadline_secs);
+    // The job is the agent's own (the config bounds the deadline to an hour): a day at most.
+    let end = Instant::now() + Duration::from_secs(job.deadline_secs.min(86_400));
     let mut p = Prover {
         name: job.node.known().map(String::from),
         ..Prover::default()
@@ -170,30 +176,24 @@ pub async fn prove(job: &JoinJob, ctx: &Context, every: Duration) -> Proof {
         let started = Instant::now();
         let cut = end.min(started + LOOK_TIMEOUT);
         let look = tokio::time::timeout_at(cut, p.look(ctx, &job.instance_id));
-        match look.await.unwrap_or_else(|_| Err(stalled(cut - started))) {
-            Ok(Look::Node(node)) if ready(&node) => return p.judged(&node, &job.expect),
-            Ok(Look::Node(node)) => {
+        match look.await {
+            Ok(Ok(Look::Node(node))) if ready(&node) => return p.judged(&node, &job.expect),
+            Ok(Ok(Look::Node(node))) => {
                 p.registered_at.get_or_insert_with(now_ms);
                 p.seen.not_ready(&p.name_text(), ready_message(&node));
             }
-            Ok(Look::Absent(why)) => p.seen.absent(why),
-            Err(c) => p.seen.failed(c),
+            Ok(Ok(Look::Absent(why))) => p.seen.absent(why),
+            Ok(Err(c)) => p.seen.failed(c),
+            Err(_) if cut < end || p.seen.is_empty() => p.seen.failed(stalled(cut - started)),
+            Err(_) => {}
         }
         let now = Instant::now();
         if now >= end {
             break;
         }
-        // The last read is at the deadline itself.
         tokio::time::sleep(every.min(end - now)).await;
     }
-    let others = match p.seen.reached() {
-        true => tokio::time::timeout(Duration::from_secs(5), p.others_ready(ctx))
-            .await
-            .ok()
-            .flatten(),
-        false => None,
-    };
-    p.timed_out(job.deadline_secs, others)
+    p.timed_out(job.deadline_secs)
 }
 
 fn stalled(after: Duration) -> Cause {
@@ -266,34 +266,13 @@ impl Prover {
             kubelet_active_at: None,
             registered_at: self.registered_at,
             ready_at: Some(now_ms()),
+            seen: Seen::default(),
         }
     }
 
-    /// How many Nodes of the cluster other than this one are Ready (at most the first 500
-    /// listed); `None` when the list cannot be read.
-    async fn others_ready(&mut self, ctx: &Context) -> Option<usize> {
-        let token = self.tokens.get(ctx).await.ok()?;
-        let api = ApiServer::of(ctx).ok()?;
-        let a = api
-            .call("GET", "/api/v1/nodes?limit=500", Some(&token), None)
-            .await
-            .ok()?;
-        let v: serde_json::Value = (a.status == 200)
-            .then(|| serde_json::from_slice(&a.body).ok())
-            .flatten()?;
-        let own = self.name.as_deref().unwrap_or("");
-        let n = v["items"].as_array()?.iter();
-        Some(
-            n.filter(|n| n["metadata"]["name"] != own && ready(n))
-                .count(),
-        )
-    }
-
-    /// The deadline passed: the verdict, whose cause it is, and why.
-    fn timed_out(self, deadline_secs: u64, others: Option<usize>) -> Proof {
-        let registered = self.registered_at.is_some();
-        let (blame, why) = super::verdict::blame(&self.seen, others);
-        let verdict = match registered {
+    /// The deadline passed: the verdict and what was seen.
+    fn timed_out(self, deadline_secs: u64) -> Proof {
+        let verdict = match self.registered_at.is_some() {
             true => JoinVerdict::NotReady,
             false => JoinVerdict::Deadline,
         };
@@ -303,12 +282,13 @@ impl Prover {
         );
         Proof {
             verdict,
-            blame: Some(blame),
-            causes: vec![cause, why],
+            blame: None,
+            causes: vec![cause],
             checked: Vec::new(),
             kubelet_active_at: None,
             registered_at: self.registered_at,
             ready_at: None,
+            seen: self.seen,
         }
     }
 }

@@ -1,11 +1,11 @@
 //! Whose cause a failed join is, and what the launch is told. An `ABANDON` terminates the
 //! instance and Auto Scaling launches another just like it: that helps only when the cause is
-//! the node's own (a kubelet that never became active, a node that never registers or stays
-//! NotReady while other Nodes of the cluster are Ready, a clock far off). A cause every node of
-//! the group meets alike (the role's mapping, the cluster's CA, a network setting, a cluster
-//! without a working network plugin) is named at error priority and the launch goes on
-//! (`CONTINUE`): abandoning would only replace node after node. `verify.join: strict` abandons
-//! on every verdict but `joined`. A Node Ready but not as planned (`mismatch`) is a finding.
+//! the node's own (a clock far off; kubelet never active, a Node never registered or NotReady
+//! while other instances of the group joined). A cause every node of the group meets alike
+//! (the role's mapping, the cluster's CA, a network setting, a cluster without a working
+//! network plugin) is named at error priority and the launch goes on (`CONTINUE`): abandoning
+//! would only replace node after node. `verify.join: strict` abandons on every verdict but
+//! `joined`. A Node Ready but not as planned (`mismatch`) is a finding.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,34 +32,19 @@ impl Blame {
     }
 }
 
-/// What the proof saw at its last read of the Node.
-#[derive(Debug, Default)]
+/// What the proof saw of the Node, the strongest evidence kept: a Node once seen registered
+/// stays so, and its last Ready message is kept when a later read fails.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Seen {
     /// The last read's failure.
     cause: Option<Cause>,
-    /// The Node registered, not Ready: its Ready condition's message.
+    /// The Node registered, not Ready: its Ready condition's last message.
     not_ready: Option<String>,
+    /// kubelet.service never became active (its state and the wait).
+    kubelet: Option<String>,
     /// The last read's line.
     last: String,
 }
-
-/// The causes that the cluster's or the group's configuration gives every node alike.
-const CLUSTER_CAUSES: &[&str] = &[
-    "unauthenticated",
-    "wrong-identity",
-    "not-node",
-    "tls-untrusted",
-    "tls-name",
-    "readyz",
-    "unavailable",
-    "credentials",
-    "dns",
-    "tcp",
-    "timeout",
-    "proxy",
-    "tls",
-    "http",
-];
 
 impl Seen {
     pub fn not_ready(&mut self, name: &str, message: String) {
@@ -70,7 +55,6 @@ impl Seen {
 
     pub fn absent(&mut self, why: String) {
         self.last = why;
-        self.not_ready = None;
         self.cause = None;
     }
 
@@ -79,52 +63,60 @@ impl Seen {
         self.cause = Some(c);
     }
 
+    /// kubelet never became active: `why` says in what state after how long.
+    pub fn kubelet(why: String) -> Seen {
+        Seen {
+            last: why.clone(),
+            kubelet: Some(why),
+            ..Seen::default()
+        }
+    }
+
+    /// Whether anything was seen yet.
+    pub fn is_empty(&self) -> bool {
+        self.last.is_empty()
+    }
+
     /// The last read's line.
     pub fn last(&self) -> &str {
         &self.last
     }
-
-    /// Whether the last read reached the API server as the node (the cluster's Nodes can be
-    /// listed).
-    pub fn reached(&self) -> bool {
-        self.cause.is_none()
-    }
 }
 
-/// Whose cause it is, and why, from what the proof saw and how many other Nodes of the cluster
-/// are Ready (`None`: unknown).
-pub fn blame(seen: &Seen, others_ready: Option<usize>) -> (Blame, String) {
-    if let Some(c) = &seen.cause {
-        if c.code == "clock-skew" {
-            return (
-                Blame::Node,
-                "this instance's clock is off: a replacement gets its own".into(),
-            );
-        }
-        let why = match CLUSTER_CAUSES.contains(&c.code) {
-            true => format!("({}) is the group's or the cluster's: every node of this launch template meets it alike, so a replacement would not join either", c.code),
-            false => format!("({}) cannot be told apart: the launch goes on", c.code),
-        };
-        return (Blame::Cluster, why);
-    }
-    match others_ready {
-        Some(n) if n > 0 => (
+/// Whose cause it is, and why: this node's own only for its clock, or when other instances of
+/// its group (of its cluster outside a group) joined with the same launch template and cluster
+/// (`others`: how many the agent marked joined, or why that is unknown).
+pub fn blame(seen: &Seen, others: Result<usize, &str>) -> (Blame, String) {
+    if seen.cause.as_ref().is_some_and(|c| c.code == "clock-skew") {
+        return (
             Blame::Node,
-            format!("{n} other Node{} of the cluster {} Ready: the cause is this node's own, and a replacement may join", plural(n), if n == 1 { "is" } else { "are" }),
-        ),
-        _ if seen.not_ready.as_deref().is_some_and(network_plugin) => (
-            Blame::Cluster,
-            "no other Node of the cluster is Ready and kubelet says the network plugin is not ready: the cluster has no working CNI yet (the VPC CNI add-on, its IAM role, or free addresses in the subnet), which a replacement would meet too".into(),
-        ),
-        Some(_) => (
-            Blame::Cluster,
-            "no other Node of the cluster is Ready: the cause is likely the cluster's, which a replacement would meet too".into(),
-        ),
-        None => (
-            Blame::Cluster,
-            "the cluster's other Nodes could not be read: the cause cannot be told to be this node's own".into(),
-        ),
+            "this instance's clock is off: a replacement gets its own".into(),
+        );
     }
+    if let Ok(n @ 1..) = others {
+        let what = match (&seen.kubelet, &seen.not_ready) {
+            (Some(_), _) => "kubelet never became active here",
+            (None, Some(_)) => "this Node stays NotReady",
+            (None, None) => "this node never registered",
+        };
+        return (
+            Blame::Node,
+            format!("{what} while {n} other running instance{} of its group joined (tagged {}): the cause is this node's own, and a replacement may join", plural(n), super::fleet::JOINED_TAG),
+        );
+    }
+    let others = match others {
+        Ok(_) => "no other running instance of its group has joined".to_string(),
+        Err(why) => format!("the other instances cannot be counted ({why})"),
+    };
+    let why = match (&seen.cause, &seen.not_ready) {
+        (_, Some(m)) if network_plugin(m) => "kubelet says the network plugin is not ready: the cluster has no working CNI yet (the VPC CNI add-on, its IAM role, or free addresses in the subnet)".to_string(),
+        (Some(c), _) => format!("({}) is the group's or the cluster's as far as can be told", c.code),
+        _ => "nothing tells this node's cause from the group's".to_string(),
+    };
+    (
+        Blame::Cluster,
+        format!("{why}; {others}: a replacement would likely meet the same"),
+    )
 }
 
 fn plural(n: usize) -> &'static str {
@@ -169,24 +161,32 @@ mod tests {
 
     #[test]
     fn only_a_cause_of_the_node_itself_abandons() {
-        // Registered, NotReady while others are Ready: the node's own.
+        // NotReady while others of the group joined: the node's own.
         let mut s = Seen::default();
         s.not_ready(
             "n",
             "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady"
                 .into(),
         );
-        assert_eq!(blame(&s, Some(3)).0, Blame::Node);
-        // The same with no other Node Ready: the cluster has no CNI yet.
-        let (b, why) = blame(&s, Some(0));
+        let (b, why) = blame(&s, Ok(3));
+        assert_eq!(b, Blame::Node);
+        assert!(why.contains("3 other running instances"), "{why}");
+        // The same with none joined: the cluster has no CNI yet.
+        let (b, why) = blame(&s, Ok(0));
         assert_eq!(b, Blame::Cluster);
         assert!(why.contains("no working CNI"), "{why}");
-        assert_eq!(blame(&s, None).0, Blame::Cluster);
-        // Never registered while others are: the node's own.
+        assert_eq!(blame(&s, Err("denied")).0, Blame::Cluster);
+        // A later failed read keeps what was seen before.
+        s.failed(Cause::new("timeout", "x".into()));
+        assert!(blame(&s, Ok(0)).1.contains("no working CNI"));
+        // Never registered, or kubelet never active, while others joined: the node's own.
         let mut s = Seen::default();
         s.absent("no Node n registered yet".into());
-        assert_eq!(blame(&s, Some(1)).0, Blame::Node);
-        assert_eq!(blame(&s, Some(0)).0, Blame::Cluster);
+        assert_eq!(blame(&s, Ok(1)).0, Blame::Node);
+        assert_eq!(blame(&s, Ok(0)).0, Blame::Cluster);
+        let k = Seen::kubelet("kubelet.service is failed".into());
+        assert_eq!(blame(&k, Ok(1)).0, Blame::Node);
+        assert_eq!(blame(&k, Ok(0)).0, Blame::Cluster);
         for code in [
             "unauthenticated",
             "tls-untrusted",
@@ -194,9 +194,9 @@ mod tests {
             "dns",
             "not-node",
         ] {
-            assert_eq!(blame(&failed(code), Some(5)).0, Blame::Cluster, "{code}");
+            assert_eq!(blame(&failed(code), Ok(0)).0, Blame::Cluster, "{code}");
         }
-        assert_eq!(blame(&failed("clock-skew"), None).0, Blame::Node);
+        assert_eq!(blame(&failed("clock-skew"), Err("x")).0, Blame::Node);
     }
 
     #[test]

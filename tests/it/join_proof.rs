@@ -28,8 +28,10 @@ use serde_json::{json, Value};
 const INSTANCE: &str = "i-0123456789abcdef0";
 const SECRET: &str = "role-secret-key";
 const PROXY_PASSWORD: &str = "s3cret-proxy-pw";
-/// The job's deadline: the longest one read may take, so one stalled read meets it.
+/// The job's deadline where one stalled read meets it (the longest one read may take).
 const DEADLINE: u64 = 10;
+/// A deadline that sees two reads given up at their own limit before it.
+const LONG_DEADLINE: u64 = 22;
 
 /// A TCP server that accepts every connection, keeps it open and reads what the client
 /// sends, and never answers.
@@ -75,8 +77,15 @@ fn imds() -> ImdsServer {
     s
 }
 
-/// The proof's job in `root`, for the API server at `endpoint`, through `proxy` if any.
-fn join_job(root: &Path, imds: &str, endpoint: &str, proxy: Option<String>) {
+/// The proof's job in `root`, for the API server at `endpoint`, through `proxy` if any, the
+/// instance in `group`.
+fn join_job(
+    root: &Path,
+    imds: &str,
+    endpoint: &str,
+    proxy: Option<String>,
+    (deadline, group): (u64, Option<&str>),
+) {
     let ca = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
     let job = JoinJob {
         cluster: "prod".into(),
@@ -87,9 +96,10 @@ fn join_job(root: &Path, imds: &str, endpoint: &str, proxy: Option<String>) {
             name: INSTANCE.into(),
         },
         instance_id: INSTANCE.into(),
+        group: group.map(String::from),
         sts_url: "https://sts.us-east-1.amazonaws.com".into(),
         imds_endpoint: imds.into(),
-        deadline_secs: DEADLINE,
+        deadline_secs: deadline,
         strict: false,
         transport: proxy.map(|p| eks_nodeinit::aws::Transport {
             proxy: Some(eks_nodeinit::aws::Proxy {
@@ -158,9 +168,16 @@ fn an_https_proxy_that_stalls_ends_the_proof_in_time_and_never_sees_the_password
     let root = tempfile::tempdir().unwrap();
     let url = format!("https://node:{PROXY_PASSWORD}@127.0.0.1:{}", proxy.port);
     // The API server's name need not resolve here: the proxy is asked for it.
-    join_job(root.path(), &imds.url(), "https://k.example", Some(url));
+    let reach = (LONG_DEADLINE, None);
+    join_job(
+        root.path(),
+        &imds.url(),
+        "https://k.example",
+        Some(url),
+        reach,
+    );
     let (out, took) = complete_hook(root.path(), &bus.address, &[], &[]);
-    assert!(took < Duration::from_secs(DEADLINE + 10), "{took:?}");
+    assert!(took < Duration::from_secs(LONG_DEADLINE + 10), "{took:?}");
     assert!(!out.status.success());
     let join = &report(root.path())["join"];
     assert_eq!(
@@ -168,9 +185,15 @@ fn an_https_proxy_that_stalls_ends_the_proof_in_time_and_never_sees_the_password
         (Some("deadline"), Some("cluster")),
         "{join}"
     );
+    // Each read is given up at its own limit; the one the deadline cuts keeps what they saw.
     let causes = join["causes"].to_string();
     assert!(
-        causes.contains("(timeout) one read of the Node was given up after "),
+        causes.contains("(timeout) one read of the Node was given up after 10s"),
+        "{causes}"
+    );
+    // No EC2 here: the group's other instances are not counted.
+    assert!(
+        causes.contains("the other instances cannot be counted"),
         "{causes}"
     );
     // TLS to the proxy: the first byte is a handshake record, no CONNECT, no password in clear.
@@ -191,15 +214,19 @@ fn an_https_proxy_that_stalls_ends_the_proof_in_time_and_never_sees_the_password
     common::assert_unprinted(&out, root.path(), &[PROXY_PASSWORD, SECRET, "k8s-aws-v1."]);
 }
 
-/// moto with the lifecycle actions, a group of one instance with a launch hook, and the logs of
-/// completions and heartbeats.
+/// moto with the lifecycle actions, a group of two instances with a launch hook, and the logs
+/// of completions and heartbeats.
 struct Asg {
     moto: common::Moto,
+    /// The instance proving its join, and the other one of its group.
     instance_id: String,
+    other: String,
     completed: PathBuf,
     heartbeats: PathBuf,
     _dir: tempfile::TempDir,
 }
+
+const GROUP: &str = "asg-nodes";
 
 fn asg() -> Option<Asg> {
     let dir = tempfile::tempdir().unwrap();
@@ -213,22 +240,44 @@ fn asg() -> Option<Asg> {
         ],
     )?;
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let instance_id = rt.block_on(async {
+    let ids = rt.block_on(async {
         let conf = common::moto_sdk_config(&moto.url, "us-east-1").await;
-        let a = common::group_with_launch_hook(&conf, "asg-nodes", "ready", "us-east-1a", 1).await;
+        let a = common::group_with_launch_hook(&conf, GROUP, "ready", "us-east-1a", 2).await;
         let out = a.describe_auto_scaling_instances().send().await.unwrap();
-        out.auto_scaling_instances()[0]
-            .instance_id()
-            .unwrap()
-            .to_string()
+        let ids: Vec<String> = out
+            .auto_scaling_instances()
+            .iter()
+            .map(|i| i.instance_id().unwrap().to_string())
+            .collect();
+        ids
     });
     Some(Asg {
         moto,
-        instance_id,
+        instance_id: ids[0].clone(),
+        other: ids[1].clone(),
         completed,
         heartbeats,
         _dir: dir,
     })
+}
+
+/// The other instance of the group marked joined by its own agent.
+fn other_joined(a: &Asg) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let conf = common::moto_sdk_config(&a.moto.url, "us-east-1").await;
+        let tag = aws_sdk_ec2::types::Tag::builder()
+            .key("eks-nodeinit/joined")
+            .value("prod")
+            .build();
+        aws_sdk_ec2::Client::new(&conf)
+            .create_tags()
+            .resources(&a.other)
+            .tags(tag)
+            .send()
+            .await
+            .unwrap();
+    });
 }
 
 fn lines(p: &Path) -> Vec<Value> {
@@ -251,32 +300,52 @@ fn hook_job(root: &Path, a: &Asg, group: &str) {
     write(root, LAUNCH_HOOK_JOB, &job.to_text());
 }
 
-#[test]
-fn a_stalling_api_server_keeps_the_hook_alive_then_continues_for_a_cluster_cause() {
-    let (Some(bus), Some(a)) = (kubelet_active(), asg()) else {
-        return;
-    };
+/// The proof of `a`'s instance against an API server that stalls, its launch hook waiting,
+/// heartbeats every 2 s: the run's output, how long it took, and its root.
+fn stalled_proof(a: &Asg, hook_group: &str) -> (Output, Duration, tempfile::TempDir) {
+    let bus = kubelet_active().unwrap();
     let imds = imds();
     let api = stalling();
     let root = tempfile::tempdir().unwrap();
+    let endpoint = format!("https://127.0.0.1:{}", api.port);
     join_job(
         root.path(),
         &imds.url(),
-        &format!("https://127.0.0.1:{}", api.port),
+        &endpoint,
         None,
+        (DEADLINE, Some(GROUP)),
     );
-    hook_job(root.path(), &a, "asg-nodes");
-    let env = [("AWS_ENDPOINT_URL_AUTO_SCALING", a.moto.url.as_str())];
+    // The job's instance is the group's.
+    let text = std::fs::read_to_string(root.path().join(&JOIN_JOB[1..])).unwrap();
+    write(
+        root.path(),
+        JOIN_JOB,
+        &text.replace(INSTANCE, &a.instance_id),
+    );
+    hook_job(root.path(), a, hook_group);
+    let env = [
+        ("AWS_ENDPOINT_URL_AUTO_SCALING", a.moto.url.as_str()),
+        ("AWS_ENDPOINT_URL_EC2", a.moto.url.as_str()),
+    ];
     let (out, took) = complete_hook(root.path(), &bus.address, &env, &["--heartbeat-sec", "2"]);
+    (out, took, root)
+}
+
+#[test]
+fn a_stalling_api_server_keeps_the_hook_alive_then_continues_for_a_cluster_cause() {
+    let (Some(_), Some(a)) = (start_bus(), asg()) else {
+        return;
+    };
+    let (out, took, root) = stalled_proof(&a, GROUP);
     assert!(took < Duration::from_secs(DEADLINE + 10), "{took:?}");
     assert!(!out.status.success(), "the node did not join");
-    // A heartbeat every 2 s while the proof ran about 10 s.
+    // A heartbeat at once and every 2 s while the proof ran about 10 s.
     let beats = lines(&a.heartbeats);
-    assert!((3..=6).contains(&beats.len()), "{beats:?}");
+    assert!((4..=7).contains(&beats.len()), "{beats:?}");
     assert!(beats
         .iter()
         .all(|b| b["InstanceId"] == a.instance_id.as_str()));
-    // The API server stalls for every node alike: the launch goes on, the cause named.
+    // No other instance of the group joined: the launch goes on, the cause named.
     let done = lines(&a.completed);
     assert_eq!(done.len(), 1, "{done:?}");
     assert_eq!(done[0]["LifecycleActionResult"], "CONTINUE");
@@ -292,6 +361,10 @@ fn a_stalling_api_server_keeps_the_hook_alive_then_continues_for_a_cluster_cause
         text.contains("blame: cluster") && text.contains("launch hook: CONTINUE (ready)"),
         "{text}"
     );
+    assert!(
+        text.contains("no other running instance of its group has joined"),
+        "{text}"
+    );
     common::assert_unprinted(
         &out,
         root.path(),
@@ -300,23 +373,33 @@ fn a_stalling_api_server_keeps_the_hook_alive_then_continues_for_a_cluster_cause
 }
 
 #[test]
-fn a_hook_that_cannot_be_completed_fails_the_unit_and_status() {
-    let (Some(bus), Some(a)) = (kubelet_active(), asg()) else {
+fn a_node_failing_while_its_group_joined_is_abandoned() {
+    let (Some(_), Some(a)) = (start_bus(), asg()) else {
         return;
     };
-    let imds = imds();
-    let api = stalling();
-    let root = tempfile::tempdir().unwrap();
-    join_job(
-        root.path(),
-        &imds.url(),
-        &format!("https://127.0.0.1:{}", api.port),
-        None,
+    other_joined(&a);
+    let (out, _, root) = stalled_proof(&a, GROUP);
+    assert!(!out.status.success());
+    let done = lines(&a.completed);
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0]["LifecycleActionResult"], "ABANDON");
+    let join = &report(root.path())["join"];
+    assert_eq!(join["blame"], "node", "{join}");
+    assert!(
+        join["causes"]
+            .to_string()
+            .contains("while 1 other running instance of its group joined"),
+        "{join}"
     );
+}
+
+#[test]
+fn a_hook_that_cannot_be_completed_fails_the_unit_and_status() {
+    let (Some(_), Some(a)) = (start_bus(), asg()) else {
+        return;
+    };
     // A group Auto Scaling does not know: CompleteLifecycleAction is refused.
-    hook_job(root.path(), &a, "asg-gone");
-    let env = [("AWS_ENDPOINT_URL_AUTO_SCALING", a.moto.url.as_str())];
-    let (out, _) = complete_hook(root.path(), &bus.address, &env, &[]);
+    let (out, _, root) = stalled_proof(&a, "asg-gone");
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("launch hook `ready` was not completed with CONTINUE"),

@@ -102,6 +102,20 @@ pub fn read(user_data: &[u8]) -> Result<NodeConfigs, UserDataError> {
     })
 }
 
+/// A boolean as nodeadm's YAML reader (YAML 1.1) takes it: `true`, `yes`, `on`, `y` and their
+/// negations in any case.
+fn yaml11_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "y" => Some(true),
+            "false" | "no" | "off" | "n" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The Node's name as the merged documents decide it.
 fn naming(docs: &[Document]) -> Naming {
     let hostname_override = last_flag(docs, HOSTNAME_FLAG).map(|(v, at, i)| {
@@ -281,15 +295,13 @@ fn document(v: &Value, at: Where) -> Result<Document, String> {
         }
     }
     let gates = object(spec.get("featureGates"), "spec.featureGates")?.unwrap_or_default();
-    let instance_id_node_name = match gates.get(INSTANCE_ID_GATE) {
-        None | Some(Value::Null) => None,
-        Some(Value::Bool(b)) => Some(*b),
-        Some(_) => {
-            return Err(format!(
-                "`spec.featureGates.{INSTANCE_ID_GATE}` is not a boolean"
-            ))
-        }
-    };
+    let instance_id_node_name =
+        match gates.get(INSTANCE_ID_GATE) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(yaml11_bool(v).ok_or_else(|| {
+                format!("`spec.featureGates.{INSTANCE_ID_GATE}` is not a boolean")
+            })?),
+        };
     Ok(Document {
         at,
         flags,

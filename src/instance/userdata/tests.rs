@@ -548,6 +548,24 @@ fn the_nodes_name_is_the_last_hostname_override_else_the_instance_id_gate() {
             "kubelet.flags[0] of the NodeConfig in MIME part 2 of the user data".to_string()
         ))
     );
+    // YAML 1.1's booleans, as nodeadm's reader takes them.
+    let yes = format!(
+        "{}  featureGates:\n    InstanceIdNodeName: \"Yes\"\n",
+        yaml(&[])
+    );
+    assert!(
+        nodeadm::read(yes.as_bytes())
+            .unwrap()
+            .naming
+            .instance_id_node_name
+    );
+    let on = format!("{}  featureGates:\n    InstanceIdNodeName: on\n", yaml(&[]));
+    assert!(
+        nodeadm::read(on.as_bytes())
+            .unwrap()
+            .naming
+            .instance_id_node_name
+    );
     // A gate that is not a boolean: nodeadm cannot decode the document either.
     let bad = format!(
         "{}  featureGates:\n    InstanceIdNodeName: yes-please\n",

@@ -158,6 +158,7 @@ fn plan(i: &Input, out: &mut Out) {
         certificate_authority: ca.clone(),
         node: node_name(spec, facts, md),
         instance_id: md.instance_id.clone(),
+        group: facts.autoscaling_group().map(String::from),
         sts_url: reach.sts_url(&md.region),
         imds_endpoint: reach.imds_endpoint.clone(),
         deadline_secs: deadline.as_secs(),
@@ -169,11 +170,18 @@ fn plan(i: &Input, out: &mut Out) {
     let Some(current) = facts.current_file(JOIN_JOB, "verify.join", &mut out.findings) else {
         return;
     };
+    // The proxy's credentials, new and old (a changed password or a proxy removed), are never
+    // shown in the job's diff.
+    let new_text = job.to_text();
+    for text in [Some(new_text.as_str()), current.content.as_deref()] {
+        out.secrets
+            .extend(text.map(super::proxy::credentials_in).unwrap_or_default());
+    }
     if let Some(step) = File::wanted(
         JOIN_JOB,
         "the proof's job: what the Node must show, for eks-nodeinit-launch-hook.service",
         (current.content, current.mode),
-        job.to_text(),
+        new_text,
         Mode::Exact(0o600),
     ) {
         out.steps.push(step);

@@ -110,7 +110,7 @@ pub fn render_env(p: &ProxySpec) -> String {
 }
 
 /// The credentials a file holds as `scheme://USERINFO@`, for redacting its old content.
-fn credentials_in(text: &str) -> Vec<String> {
+pub(crate) fn credentials_in(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| l.split_once("://").map(|(_, r)| r))
         .filter_map(|r| r.rsplit_once('@').map(|(u, _)| format!("{u}@")))
