@@ -278,6 +278,8 @@ fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
     };
     let (out, took) = init(&cp, &j);
     assert!(out.status.success(), "{}", stderr(&out));
+    // The identity check's token, checked once by STS (the front) for this cluster.
+    assert_eq!(sts_calls(&cp, &j), [(200, CLUSTER.to_string())]);
     let rep = report(&j);
     for c in rep["join"]["preflight"].as_array().unwrap() {
         assert_eq!(c["result"], "passed", "{c:#}");
@@ -332,6 +334,25 @@ fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
     assert_eq!(told(&cp, &j), ["CONTINUE"]);
     eprintln!("Node {}: {}", j.name, node["status"]["allocatable"]);
     assert_joined(&cp, &j);
+    assert_every_review_was_sts_checked(&cp, &j);
+}
+
+/// Each of the node's TokenReviews (the preflight's, the proof's first) was one call the STS
+/// front answered for this node's key and cluster, and the authenticator mapped it to the node.
+/// (kube-apiserver keeps a good token's answer 10 s whatever the webhook's cache TTL, and two
+/// runs signing in the same second make the same token: the count is not fixed.)
+fn assert_every_review_was_sts_checked(cp: &ControlPlane, j: &Joining) {
+    let calls = sts_calls(cp, j);
+    assert!(!calls.is_empty());
+    assert!(
+        calls.iter().all(|c| *c == (200, CLUSTER.to_string())),
+        "{calls:?}"
+    );
+    let user = format!("system:node:{}", j.name);
+    let granted = cp.eks.as_ref().unwrap().auth.reviews().into_iter().filter(|r| {
+        matches!(r, Review::Granted { username, groups } if *username == user && groups.iter().any(|g| g == "system:nodes"))
+    });
+    assert_eq!(granted.count(), calls.len(), "one review per STS call");
 }
 
 #[test]
@@ -397,16 +418,25 @@ fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_cha
     assert_eq!(v["verdict"], "preflight-failed");
 }
 
-/// A warn-mode scenario: init goes on (exit 0) and the named check failed with `cause`.
-fn warned(
+/// A warn-mode scenario's instance and the check that failed.
+pub(super) struct Warned {
+    pub check: Value,
+    pub took: Duration,
+    pub j: Joining,
+}
+
+/// A warn-mode scenario, the role mapped as `mapping`: init goes on (exit 0), the named check
+/// failed with `cause`, and the hand-off is made with the launch hook left to the proof.
+pub(super) fn warned(
     tag: &str,
     vpc: &str,
+    mapping: Mapping,
     edit: impl FnOnce(&mut Value),
     name: &str,
     cause: &str,
-) -> (Value, Duration) {
+) -> Warned {
     let cp = ControlPlane::shared();
-    let j = instance(&cp, tag, vpc, edit);
+    let j = instance_mapped(&cp, tag, vpc, mapping, edit);
     let (out, took) = init(&cp, &j);
     assert!(out.status.success(), "{}", stderr(&out));
     let rep = report(&j);
@@ -421,15 +451,23 @@ fn warned(
         "logged: {}",
         stderr(&out)
     );
+    let root = j.root.path();
     assert!(
-        j.root
-            .path()
-            .join("etc/eks/nodeadm.d/10-eks-nodeinit.json")
-            .exists(),
+        root.join("etc/eks/nodeadm.d/10-eks-nodeinit.json").exists(),
         "warn: the hand-off goes on"
     );
-    assert!(told(&cp, &j).is_empty());
-    (c, took)
+    // Where fail mode abandons (the unmapped scenario), warn mode hands the hook to the
+    // proof: its job written for complete-hook, the hook not decided by init.
+    assert!(
+        root.join("run/eks-nodeinit/join.json").exists(),
+        "the proof's job"
+    );
+    let hook = rep["join"]["hook"].as_str().unwrap_or_default();
+    assert!(
+        hook.is_empty(),
+        "init decided the hook in warn mode: {hook}"
+    );
+    Warned { check: c, took, j }
 }
 
 #[test]
@@ -441,20 +479,26 @@ fn a_ca_of_another_cluster_an_unresolvable_endpoint_and_a_dropping_port_are_name
     let other = tempfile::tempdir().unwrap();
     let (other_ca, _, _) = common::tls::certificates(other.path());
     let other_ca = control_plane::base64_encode(&std::fs::read(other_ca).unwrap());
-    let (c, _) = warned(
+    let w = warned(
         "otherca",
         VPC,
+        Mapping::Ec2Linux,
         |v| v["cluster"]["certificateAuthority"] = other_ca.into(),
         "API server",
         "tls-untrusted",
     );
     assert!(
-        !c["detail"].as_str().unwrap().contains("BEGIN"),
+        !w.check["detail"].as_str().unwrap().contains("BEGIN"),
         "the CA is never echoed"
     );
+    // An API server the node does not trust is never sent the token: no review, no STS call.
+    let id = check(&report(&w.j), "identity").clone();
+    assert_eq!(id["result"], "notRun", "{id:#}");
+    assert!(sts_calls(&ControlPlane::shared(), &w.j).is_empty());
     warned(
         "nodns",
         VPC,
+        Mapping::Ec2Linux,
         |v| v["cluster"]["apiServerEndpoint"] = "https://api.prod-eu.invalid".into(),
         "API server",
         "dns",
@@ -467,9 +511,10 @@ fn a_ca_of_another_cluster_an_unresolvable_endpoint_and_a_dropping_port_are_name
         &["-A", "INPUT", "-p", "tcp", "--dport", "6449", "-j", "DROP"],
     );
     drop(cp);
-    let (c, took) = warned(
+    let Warned { check: c, took, .. } = warned(
         "drop",
         VPC,
+        Mapping::Ec2Linux,
         |v| {
             v["cluster"]["apiServerEndpoint"] = format!("https://{NODE_IP}:6449").into();
             v["verify"]["preflightBudget"] = "1s".into();
@@ -490,6 +535,7 @@ fn a_service_cidr_that_is_the_vpcs_is_named() {
     warned(
         "vpccidr",
         control_plane::SERVICE_CIDR,
+        Mapping::Ec2Linux,
         |_| {},
         "service CIDR",
         "service-cidr",
