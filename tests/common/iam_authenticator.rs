@@ -38,6 +38,13 @@ pub enum Mapping {
     /// An `EC2_LINUX` access entry: `system:node:{{EC2PrivateDNSName}}` in
     /// `system:bootstrappers` and `system:nodes` (EC2 asked for the private DNS name).
     Ec2Linux,
+    /// `system:node:{{SessionName}}` in the same groups: the Node named by the instance id
+    /// (nodeadm's `InstanceIdNodeName`).
+    SessionName,
+    /// A node's username in `system:bootstrappers` only.
+    WithoutNodes,
+    /// A `STANDARD` access entry's default username: the assumed role's ARN; no group.
+    Standard,
     /// No entry: the authenticator refuses the role.
     Unmapped,
 }
@@ -45,8 +52,23 @@ pub enum Mapping {
 impl Mapping {
     fn entry(self, arn: &str) -> Option<Value> {
         let node_groups = ["system:bootstrappers", "system:nodes"];
-        let (user, groups) = match self {
-            Mapping::Ec2Linux => ("system:node:{{EC2PrivateDNSName}}", node_groups),
+        let (user, groups): (String, &[&str]) = match self {
+            Mapping::Ec2Linux => ("system:node:{{EC2PrivateDNSName}}".into(), &node_groups),
+            Mapping::SessionName => ("system:node:{{SessionName}}".into(), &node_groups),
+            Mapping::WithoutNodes => (
+                "system:node:{{EC2PrivateDNSName}}".into(),
+                &node_groups[..1],
+            ),
+            Mapping::Standard => {
+                let (account, role) = arn
+                    .strip_prefix("arn:aws:iam::")
+                    .and_then(|r| r.split_once(":role/"))
+                    .expect("a role ARN");
+                (
+                    format!("arn:aws:sts::{account}:assumed-role/{role}/{{{{SessionName}}}}"),
+                    &[],
+                )
+            }
             Mapping::Unmapped => return None,
         };
         Some(json!({"rolearn": arn, "username": user, "groups": groups}))

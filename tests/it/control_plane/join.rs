@@ -38,6 +38,8 @@ pub(super) struct Joining {
     pub role_arn: String,
     /// The role session's access key: what the STS front records its calls under.
     pub access_key: String,
+    /// The role's credentials as IMDS serves them.
+    pub credentials: Value,
 }
 
 /// The scenario's group (one instance, a launch hook) and the instance's private DNS name.
@@ -112,6 +114,7 @@ pub(super) fn instance_mapped(
         name,
         role_arn: role.arn,
         access_key: role.access_key,
+        credentials: role.credentials,
     }
 }
 
