@@ -7,9 +7,9 @@
 //! `sts.<region>.amazonaws.com` and `ec2.<region>.amazonaws.com` to the front's loopback
 //! address, held by a process that dies with the test process; the authenticator runs in it, and
 //! so does the agent (`Authenticator::in_names`), whose token must name the real STS host (the
-//! authenticator refuses any other). Both trust the front through its CA: the authenticator by
-//! `SSL_CERT_FILE` (its STS call is Go's own HTTP client) and `AWS_CA_BUNDLE` (its EC2 client is
-//! aws-sdk-go's), the agent by `SSL_CERT_FILE` (its platform roots).
+//! authenticator refuses any other). Both trust the front through its CA in `SSL_CERT_FILE`: Go's
+//! system roots for the authenticator (its STS call and its EC2 client), the platform's roots for
+//! the agent.
 //!
 //! The mappings: the authenticator's `DynamicFile` backend (EKS's access entries), a file it
 //! watches; each change is written in place with a new `Version`, and `map` returns once the
@@ -224,7 +224,8 @@ impl Authenticator {
             .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
             // Its Region from the environment, never from instance metadata.
             .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_CA_BUNDLE", &self.front_ca)
+            // Both its STS call (Go's own HTTP client) and its EC2 client (aws-sdk-go) trust
+            // Go's system roots, which this names; the environment's AWS_CA_BUNDLE is cleared.
             .env("SSL_CERT_FILE", &self.front_ca)
             .arg("server")
             .arg("--config")
@@ -300,8 +301,8 @@ impl Authenticator {
             .collect()
     }
 
-    /// The calls the front took, one JSON object each: `service`, `action`, `key` (the access
-    /// key), `cluster` (the x-k8s-aws-id header), `status`, `code` (STS's error code).
+    /// The calls the front took, one JSON object each: `service`, `path`, `action`, `key` (the
+    /// access key), `cluster` (the x-k8s-aws-id header), `status`, `code` (STS's error code).
     pub fn front_calls(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.join("calls.jsonl"))
             .unwrap_or_default()

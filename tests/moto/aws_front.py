@@ -15,8 +15,8 @@ both names (`sts.<region>.amazonaws.com`, `ec2.<region>.amazonaws.com`, which th
   moto reads it), its XML turned into the JSON the authenticator parses.
 * EC2: forwarded to moto as it came (moto checks no signature).
 
-Every call is one JSON line in `--calls` (service, action, access key, x-k8s-aws-id, status,
-code). The secret of each access key comes from `--secrets` (a JSON object the suite rewrites
+Every call is one JSON line in `--calls` (service, path, action, access key, x-k8s-aws-id,
+status, code). The secret of each access key comes from `--secrets` (a JSON object the suite rewrites
 as it makes roles: {"AKID": {"secret": ..., "token": ...}}), read at each call.
 
 Before listening it signs AWS's published SigV4 example (IAM ListUsers, "Create a signed AWS API
@@ -187,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
         action = dict(pairs).get("Action", "")
         key = dict(pairs).get("X-Amz-Credential", "").split("/")[0]
         headers = {k.lower(): v for k, v in self.headers.items()}
-        call = {"service": "sts", "action": action, "key": key, "cluster": headers.get("x-k8s-aws-id")}
+        call = {"service": "sts", "path": url.path, "action": action, "key": key, "cluster": headers.get("x-k8s-aws-id")}
         try:
             if url.path != "/" or action != "GetCallerIdentity":
                 raise Refused(400, "InvalidAction", f"{url.path} {action}: not GetCallerIdentity on /")
@@ -219,7 +219,7 @@ class Handler(BaseHTTPRequestHandler):
             status, ctype, out = 502, "text/plain", f"moto: {e}".encode()
         action = dict(urllib.parse.parse_qsl(body.decode(errors="replace"))).get("Action", "")
         key = (self.headers.get("Authorization") or "").partition("Credential=")[2].split("/")[0]
-        self.record(service="ec2", action=action, key=key, cluster=None, status=status, code="")
+        self.record(service="ec2", path=self.path, action=action, key=key, cluster=None, status=status, code="")
         self.reply(status, out, ctype)
 
 
