@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::control_plane::{in_netns, peers_bin, tied, wait_long, wait_until};
+use super::control_plane::{in_netns, peers_bin, tied, wait_long};
 use super::peers::Proc;
 
 /// The static credentials the authenticator calls EC2 with (the front does not check EC2's
@@ -191,14 +191,11 @@ impl Authenticator {
             .arg("--calls")
             .arg(self.dir.join("calls.jsonl"));
         let log = self.dir.join("front.log");
-        let proc = tied(c, &log);
-        let netns = self.netns.clone();
-        let a = addr.to_string();
-        let up = wait_until(Duration::from_secs(30), || {
-            super::netns::accepts(&netns, &a, 443)
+        let mut proc = tied(c, &log);
+        let what = format!("the STS front on {addr}:443");
+        serving(&mut proc, &what, &log, || {
+            super::netns::accepts(&self.netns, addr, 443)
         });
-        let said = std::fs::read_to_string(&log).unwrap_or_default();
-        assert!(up, "the STS front on {addr}:443 did not start:\n{said}");
         proc
     }
 
@@ -236,22 +233,16 @@ impl Authenticator {
             .arg(&state)
             .arg("--generate-kubeconfig")
             .arg(&self.kubeconfig);
-        let proc = tied(c, &self.log_path());
-        let netns = self.netns.clone();
-        let serving = wait_until(Duration::from_secs(30), || {
+        let mut proc = tied(c, &self.log_path());
+        serving(&mut proc, "aws-iam-authenticator", &self.log_path(), || {
             self.kubeconfig.exists()
-                && super::netns::listening(&netns, port)
+                && super::netns::listening(&self.netns, port)
                 && self.logged(|v| {
                     v["msg"]
                         .as_str()
                         .is_some_and(|m| m.starts_with("LoadDynamicFile"))
                 })
         });
-        assert!(
-            serving,
-            "aws-iam-authenticator did not start:\n{}",
-            self.log()
-        );
         proc
     }
 
@@ -396,6 +387,20 @@ impl Authenticator {
         });
         std::fs::create_dir_all(&self.dir).unwrap();
         std::fs::write(self.dir.join("mappings.json"), doc.to_string()).unwrap();
+    }
+}
+
+/// Wait until `ok` (at most 30 s); a process that exits first, or never gets there, fails the
+/// test with its log.
+fn serving(proc: &mut Proc, what: &str, log: &Path, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        let exited = proc.0.try_wait().unwrap();
+        if exited.is_some() || t.elapsed() > Duration::from_secs(30) {
+            let said = std::fs::read_to_string(log).unwrap_or_default();
+            panic!("{what} did not start ({exited:?}):\n{said}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
