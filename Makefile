@@ -63,14 +63,17 @@ e2e: peers
 	$(CARGO) test --locked --test it -- $(addsuffix ::,$(PEER_SUITES))
 
 # The control plane's peers, built from upstream's Go modules at the versions tools/peers/*/go.mod
-# pin (kubelet and kube-apiserver, containerd 2), into a cache keyed by those files and the Go
-# version; a second run builds nothing (tools/peers/README.md). Needs Go and the module proxy.
+# pin (kubelet and kube-apiserver, containerd 2, aws-iam-authenticator), into a cache keyed by
+# those files and the Go version; a second run builds nothing (tools/peers/README.md). Needs Go and
+# the module proxy.
 peers-k8s:
 	bash tools/peers/build
 
-# The agent's node proven by a real kubelet against a real kube-apiserver, etcd and containerd 2
-# on loopback in a network namespace of the suite's own (tests/it/control_plane/; root). Cargo
-# builds the tests after the peers, never beside them: one big build at a time on 2 cores.
+# The agent's node proven by a real kubelet against a real kube-apiserver, etcd and containerd 2,
+# its EKS token by the real aws-iam-authenticator (STS and EC2 moto's, behind a TLS front at their
+# real names), on loopback in a network namespace of the suite's own (tests/it/control_plane/;
+# root). Cargo builds the tests after the peers, never beside them: one big build at a time on 2
+# cores.
 control-plane: peers peers-k8s
 	$(CARGO) test --locked --test it -- --ignored --test-threads=1 control_plane::
 

@@ -99,11 +99,11 @@ fn agent_with(bin: &Path, imds: &str, moto: &str, cp: Option<&ControlPlane>) -> 
     // STARTUP_STRACE=FILE: run the agent under `strace -f -tt` to see where its time goes.
     let mut c = match std::env::var("STARTUP_STRACE") {
         Ok(out) => {
-            let mut c = Command::new("strace");
+            let mut c = launcher(cp, "strace");
             c.args(["-f", "-tt", "-o", &out]).arg(bin);
             c
         }
-        Err(_) => Command::new(bin),
+        Err(_) => launcher(cp, bin),
     };
     env(&mut c, imds);
     // STARTUP_AGENT_LOG=FILE: keep the agent's debug log (timestamps per step).
@@ -111,8 +111,11 @@ fn agent_with(bin: &Path, imds: &str, moto: &str, cp: Option<&ControlPlane>) -> 
         c.env("EKS_NODEINIT_LOG", "eks_nodeinit=debug,aws=debug")
             .stderr(std::fs::File::create(log).unwrap());
     }
-    if cp.is_some() {
-        for s in ["STS", "EC2", "ECR"] {
+    if let Some(eks) = cp.and_then(|cp| cp.eks.as_ref()) {
+        // STS by its real name (the authenticator takes no other), trusted as the platform
+        // trusts it; EC2 and ECR moto's.
+        c.env("SSL_CERT_FILE", &eks.auth.front_ca);
+        for s in ["EC2", "ECR"] {
             c.env(format!("AWS_ENDPOINT_URL_{s}"), moto);
         }
     }
@@ -151,13 +154,32 @@ fn preflight_peers() -> Option<(ControlPlane, ImdsServer)> {
         common::run_instance(&ec2).await
     });
     let dns = rt
-        .block_on(common::eks_auth::private_dns_name(&eks.moto, region, &id))
+        .block_on(common::node_identity::private_dns_name(
+            &eks.moto, region, &id,
+        ))
         .unwrap();
-    let role = common::eks_auth::node_role(eks, &cp.netns, "bench", &id);
-    let st =
-        common::eks_auth::instance_metadata(&id, &ip, &dns, region, &role, "10.0.0.0/16", None);
+    let mapping = common::iam_authenticator::Mapping::Ec2Linux;
+    let role = common::node_identity::node_role(eks, &cp.netns, "bench", &id, mapping);
+    let st = common::node_identity::instance_metadata(
+        &id,
+        &ip,
+        &dns,
+        region,
+        &role,
+        "10.0.0.0/16",
+        None,
+    );
     let imds = ImdsServer::start_with(st);
     Some((cp, imds))
+}
+
+/// `program`, with the preflight's peers where the Region's STS name is the EKS
+/// authenticator's front (an nsenter into its mount namespace).
+fn launcher(cp: Option<&ControlPlane>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match cp.and_then(|cp| cp.eks.as_ref()) {
+        Some(eks) => eks.auth.in_names(program),
+        None => Command::new(program),
+    }
 }
 
 fn shell(imds: &str, moto: &str) -> Duration {

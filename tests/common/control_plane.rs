@@ -30,7 +30,13 @@ pub fn peers_bin() -> PathBuf {
 
 /// The peers this suite needs that are not there: the built ones and Debian's etcd.
 pub fn missing() -> Vec<String> {
-    let mut m: Vec<String> = ["kubelet", "kube-apiserver", "containerd"]
+    let built = [
+        "kubelet",
+        "kube-apiserver",
+        "containerd",
+        "aws-iam-authenticator",
+    ];
+    let mut m: Vec<String> = built
         .iter()
         .filter(|b| !peers_bin().join(b).exists())
         .map(|b| format!("{b} (make peers-k8s)"))
@@ -68,17 +74,18 @@ pub struct ControlPlane {
 }
 
 /// What authenticates nodes as EKS does: moto (EC2, STS, IAM, Auto Scaling with
-/// CompleteLifecycleAction logged) and the token webhook calling it, both in the suite's
-/// network namespace.
+/// CompleteLifecycleAction logged) and aws-iam-authenticator as the token webhook, reaching
+/// moto's STS and EC2 by their real names through the STS front (`iam_authenticator.rs`), all
+/// in the suite's network namespace.
 pub struct Eks {
     pub moto: String,
-    pub auth: super::eks_auth::EksAuth,
+    pub auth: super::iam_authenticator::Authenticator,
     /// Each CompleteLifecycleAction moto took, one JSON object a line.
     pub hook_log: PathBuf,
 }
 
 /// The cluster and Region the EKS authenticator serves (a token signed for another cluster
-/// fails its signature check).
+/// fails STS's signature check: the authenticator sends its own cluster's `x-k8s-aws-id`).
 pub const CLUSTER: &str = "prod-eu";
 pub const EKS_REGION: &str = "us-east-1";
 
@@ -137,8 +144,8 @@ impl ControlPlane {
         Self::host(sans, None)
     }
 
-    /// [`ControlPlane::on_host`] with the EKS authenticator (on loopback) calling `at`'s moto,
-    /// or a moto of its own.
+    /// [`ControlPlane::on_host`] with the EKS authenticator (and its STS front on a loopback
+    /// address of this process's) calling `at`'s moto, or a moto of its own.
     #[allow(dead_code)] // the startup bench's and the VM suite's, not the host suites'
     pub fn on_host_with_eks(sans: &[&str], at: Option<EksAt>) -> ControlPlane {
         Self::host(sans, Some(at))
@@ -464,75 +471,57 @@ fn network_namespace(d: &Path) -> (Proc, PathBuf) {
     (holder, ns)
 }
 
-/// Where an authenticator finds an existing moto: its URL, the STS base the nodes sign for
-/// (moto reached by the Region's STS name), the Region and the cluster.
+/// Where an authenticator finds an existing moto: its URL, the Region (whose STS and EC2 names
+/// the front answers for) and the cluster.
 pub struct EksAt {
     pub moto: String,
-    pub sts_base: String,
     pub region: String,
     pub cluster: String,
 }
 
-/// The EKS authenticator calling `at`'s moto, or moto started in the namespace; the webhook's
-/// kubeconfig where the API server looks for it.
+/// aws-iam-authenticator and its STS front calling `at`'s moto, or moto started in the
+/// namespace; the webhook's kubeconfig where the API server looks for it.
 fn start_eks(d: &Path, netns: &Path, at: Option<EksAt>) -> (Option<Proc>, Eks) {
+    let hook_log = d.join("completed.jsonl");
     if let Some(at) = at {
-        let auth = super::eks_auth::EksAuth::start_in(
+        let auth = super::iam_authenticator::Authenticator::start(
+            d,
             netns,
-            super::eks_auth::State {
-                sts_base: at.sts_base,
-                moto_url: at.moto.clone(),
-                region: at.region,
-                cluster: at.cluster,
-                ..Default::default()
-            },
+            &at.moto,
+            &at.region,
+            &at.cluster,
         );
-        std::fs::write(d.join("authn-webhook.kubeconfig"), auth.kubeconfig()).unwrap();
-        let hook_log = d.join("completed.jsonl");
-        return (
-            None,
-            Eks {
-                moto: at.moto,
-                auth,
-                hook_log,
-            },
-        );
+        let eks = Eks {
+            moto: at.moto,
+            auth,
+            hook_log,
+        };
+        return (None, eks);
     }
     let port = super::netns::free_port(netns);
-    let hook_log = d.join("completed.jsonl");
     let script = super::manifest_dir().join("tests/moto/lifecycle_actions.py");
     let mut c = in_netns(netns, "python3");
     c.arg(script)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .env("MOTO_LIFECYCLE_LOG", &hook_log);
     let moto_proc = tied(c, &d.join("moto.log"));
+    let moto = format!("http://127.0.0.1:{port}");
+    // The front and the authenticator start while moto imports itself: neither calls it yet.
+    let t = Instant::now();
+    let auth = super::iam_authenticator::Authenticator::start(d, netns, &moto, EKS_REGION, CLUSTER);
+    let took = t.elapsed();
     wait_long("moto", Duration::from_secs(30), || {
         super::netns::listening(netns, port)
     });
-    let moto = format!("http://127.0.0.1:{port}");
-    let auth = super::eks_auth::EksAuth::start_in(
-        netns,
-        super::eks_auth::State {
-            sts_base: format!("http://127.0.0.1:{port}"),
-            moto_url: moto.clone(),
-            region: EKS_REGION.into(),
-            cluster: CLUSTER.into(),
-            ..Default::default()
-        },
-    );
-    std::fs::write(d.join("authn-webhook.kubeconfig"), auth.kubeconfig()).unwrap();
     eprintln!(
-        "control plane: moto {moto}, EKS authenticator {}",
-        auth.addr
+        "control plane: moto {moto}, aws-iam-authenticator and its STS front (started in {took:?})"
     );
-    (
-        Some(moto_proc),
-        Eks {
-            moto,
-            auth,
-            hook_log,
-        },
-    )
+    let eks = Eks {
+        moto,
+        auth,
+        hook_log,
+    };
+    (Some(moto_proc), eks)
 }
 
 fn start_etcd_and_apiserver(d: &Path, netns: &Path, etcd_port: u16, port: u16) -> (Proc, Proc) {
@@ -600,7 +589,8 @@ fn start_apiserver(d: &Path, netns: &Path, port: u16, etcd: u16) -> Proc {
         .arg("--kubelet-preferred-address-types=InternalIP,Hostname")
         .arg(format!("--cert-dir={}", f("apiserver-certs")));
     if d.join("authn-webhook.kubeconfig").exists() {
-        // Every review reaches the authenticator: a scenario's mapping change shows at once.
+        // The webhook's answers are not cached (a refusal is never cached); kube-apiserver still
+        // keeps a good token's user 10 s whatever this says (its TokenSuccessCacheTTL).
         c.arg(format!(
             "--authentication-token-webhook-config-file={}",
             f("authn-webhook.kubeconfig")

@@ -1,6 +1,6 @@
 //! Threads inside a network namespace: a thread that has joined one (`setns`) binds and dials
 //! there, and so does every thread it starts (a tokio runtime's workers). How the in-process
-//! peers (the IMDS server, the EKS authenticator) live beside the control plane.
+//! peers (the IMDS server) live beside the control plane.
 
 use std::path::Path;
 
@@ -23,8 +23,14 @@ pub fn run_in<T: Send + 'static>(netns: &Path, f: impl FnOnce() -> T + Send + 's
 
 /// Whether something listens on 127.0.0.1:`port` in `netns`.
 pub fn listening(netns: &Path, port: u16) -> bool {
+    accepts(netns, "127.0.0.1", port)
+}
+
+/// Whether something accepts connections on `addr`:`port` in `netns`.
+pub fn accepts(netns: &Path, addr: &str, port: u16) -> bool {
+    let addr = addr.to_string();
     run_in(netns, move || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        std::net::TcpStream::connect((addr.as_str(), port)).is_ok()
     })
 }
 

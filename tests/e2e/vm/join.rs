@@ -15,9 +15,10 @@
 
 use super::*;
 use crate::common::control_plane::{client_certificate, peers_bin, ControlPlane, EksAt};
-use crate::common::eks_auth::{node_role, NodeRole};
 use crate::common::handoff_models;
+use crate::common::iam_authenticator::{Mapping, Review};
 use crate::common::kubelet::{assert_allocatable, taints_but_the_kubelets};
+use crate::common::node_identity::{node_role, NodeRole};
 
 /// Where the guest reaches the API server (QEMU forwards it to the host's loopback).
 pub(super) const GUEST_API_ADDR: &str = "169.254.170.96";
@@ -101,7 +102,7 @@ pub(super) fn cluster_for(
 /// The host's side: the API server, and the Node's state as the host saw it while the VM ran.
 pub(super) struct Cluster {
     pub cp: ControlPlane,
-    /// The instance's role in moto, mapped as a node's by the API server's EKS authenticator.
+    /// The instance's role in moto, mapped as a node's by the API server's aws-iam-authenticator.
     role: NodeRole,
     pub node: String,
     ip: String,
@@ -113,17 +114,18 @@ pub(super) struct Cluster {
 
 impl Cluster {
     /// The API server for the instance `instance_id`, its node `node` (its private DNS name)
-    /// at `ip`, authenticating nodes as EKS does against the suite's moto (`moto`): a token the
-    /// guest signs for the Region's STS, called on moto.
+    /// at `ip`, authenticating nodes as EKS does: aws-iam-authenticator, reaching the Region's
+    /// STS and EC2 by name through the STS front on a loopback address of this host, which
+    /// checks the token the guest signs and answers from the suite's moto (`moto`).
     pub(super) fn start(instance_id: &str, node: &str, ip: &str, moto: &str) -> Cluster {
         let at = EksAt {
             moto: moto.to_string(),
-            sts_base: format!("https://sts.{REGION}.amazonaws.com"),
             region: REGION.into(),
             cluster: CLUSTER.into(),
         };
         let cp = ControlPlane::on_host_with_eks(&[&format!("IP:{GUEST_API_ADDR}")], Some(at));
-        let role = node_role(cp.eks.as_ref().unwrap(), &cp.netns, "e2e", instance_id);
+        let eks = cp.eks.as_ref().unwrap();
+        let role = node_role(eks, &cp.netns, "e2e", instance_id, Mapping::Ec2Linux);
         Cluster {
             cp,
             role,
@@ -140,7 +142,7 @@ impl Cluster {
     /// in `fail` mode and the hook.
     pub(super) fn unmap(&self, rt: &tokio::runtime::Runtime, ec2: &Ec2, sc: &mut Scenario) {
         let auth = &self.cp.eks.as_ref().unwrap().auth;
-        auth.state.lock().unwrap().roles.remove(&self.role.arn);
+        auth.map(&self.role.arn, Mapping::Unmapped);
         rt.block_on(group_with_hook(&ec2._moto.url, &ec2.instance_id));
         sc.config["lifecycle"] = serde_json::json!({"completeLaunchHook": HOOK});
         sc.config["verify"] = serde_json::json!({"preflight": "fail"});
@@ -449,7 +451,9 @@ fn check_verified(sc: &Scenario, report: &str, cluster: &Cluster) {
     let reviews = cluster.cp.eks.as_ref().unwrap().auth.reviews();
     let want = format!("system:node:{}", cluster.node);
     assert!(
-        reviews.iter().any(|r| r.as_deref() == Ok(want.as_str())),
+        reviews
+            .iter()
+            .any(|r| matches!(r, Review::Granted { username, .. } if *username == want)),
         "the authenticator mapped the node's token: {reviews:?}"
     );
     eprintln!("[{}] the join as the node recorded it:\n{join:#}", sc.name);

@@ -1,9 +1,10 @@
 //! Verified join against the real control plane (docs/join.md): kube-apiserver authenticating
-//! nodes through the suite's EKS authenticator (`common::eks_auth`: the token's presigned STS
-//! URL checked and called on moto, the role mapped to `system:node:{{EC2PrivateDNSName}}`), the
-//! Node authorizer and NodeRestriction. Each scenario is an instance of a moto Auto Scaling
-//! group with a launch hook, its role's credentials served by the strict IMDSv2 server in the
-//! suite's network namespace, and the agent run there: `init` (the preflight), then
+//! nodes through the real aws-iam-authenticator (`common::iam_authenticator`), which reaches
+//! STS and EC2 by their real names through a front checking each token's signature as STS does
+//! and answering from moto; the Node authorizer and NodeRestriction. Each scenario is an
+//! instance of a moto Auto Scaling group with a launch hook, its role's credentials served by the
+//! strict IMDSv2 server in the suite's network namespace, its role mapped as the scenario says,
+//! and the agent run there, where STS's name is the front's: `init` (the preflight), then
 //! `complete-hook` (the proof) with kubelet.service active on a bus stand-in. Each asserts the
 //! cause, the time to the verdict and what moto's Auto Scaling was told.
 
@@ -15,25 +16,30 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common;
-use common::control_plane::{self, in_netns, ControlPlane, CLUSTER, EKS_REGION, NODE_IP};
+use common::control_plane::{self, ControlPlane, CLUSTER, EKS_REGION, NODE_IP};
 use common::dbus::{serve_unit_states, start_bus};
-use common::eks_auth::{instance_metadata, node_role};
+use common::iam_authenticator::{Mapping, Review};
 use common::imds_server::ImdsServer;
 use common::kubelet::Kubelet;
+use common::node_identity::{instance_metadata, node_role, private_dns_name};
 use common::*;
 
 const HOOK: &str = "eks-node-ready";
-const VPC: &str = "10.0.0.0/16";
+pub(super) const VPC: &str = "10.0.0.0/16";
 
-/// One instance of its own group, with its role mapped as a node's.
-struct Joining {
+/// One instance of its own group, with its role mapped as the scenario says.
+pub(super) struct Joining {
     root: tempfile::TempDir,
     cfg: PathBuf,
     _imds: ImdsServer,
     imds_url: String,
-    instance: String,
-    name: String,
-    role_arn: String,
+    pub instance: String,
+    pub name: String,
+    pub role_arn: String,
+    /// The role session's access key: what the STS front records its calls under.
+    pub access_key: String,
+    /// The role's credentials as IMDS serves them.
+    pub credentials: Value,
 }
 
 /// The scenario's group (one instance, a launch hook) and the instance's private DNS name.
@@ -56,19 +62,29 @@ fn group(cp: &ControlPlane, tag: &str) -> (String, String) {
                 .instance_id()
                 .unwrap()
                 .to_string();
-            let dns = common::eks_auth::private_dns_name(&moto, EKS_REGION, &id)
-                .await
-                .unwrap();
+            let dns = private_dns_name(&moto, EKS_REGION, &id).await.unwrap();
             (id, dns)
         })
     })
 }
 
-/// An instance joining the suite's cluster: the group, the role, IMDS in the namespace, an
-/// AL2023 sample root and the config (the hook, the preflight in `mode`), edited by `edit`.
+/// An instance joining the suite's cluster, its role mapped as a node's (`EC2_LINUX`).
 fn instance(cp: &ControlPlane, tag: &str, vpc: &str, edit: impl FnOnce(&mut Value)) -> Joining {
+    instance_mapped(cp, tag, vpc, Mapping::Ec2Linux, edit)
+}
+
+/// An instance joining the suite's cluster: the group, the role mapped as `mapping`, IMDS in
+/// the namespace, an AL2023 sample root and the config (the hook, the preflight in `warn`),
+/// edited by `edit`.
+pub(super) fn instance_mapped(
+    cp: &ControlPlane,
+    tag: &str,
+    vpc: &str,
+    mapping: Mapping,
+    edit: impl FnOnce(&mut Value),
+) -> Joining {
     let (instance, name) = group(cp, tag);
-    let role = node_role(cp.eks.as_ref().unwrap(), &cp.netns, tag, &instance);
+    let role = node_role(cp.eks.as_ref().unwrap(), &cp.netns, tag, &instance, mapping);
     let group = format!("asg-{tag}");
     let st = instance_metadata(
         &instance,
@@ -97,24 +113,29 @@ fn instance(cp: &ControlPlane, tag: &str, vpc: &str, edit: impl FnOnce(&mut Valu
         instance,
         name,
         role_arn: role.arn,
+        access_key: role.access_key,
+        credentials: role.credentials,
     }
 }
 
-/// The agent in the suite's namespace, IMDS and AWS (moto) as on the instance.
+/// The agent in the suite's namespace, IMDS and AWS as on the instance: STS by its real name
+/// (the front, trusted as the platform's roots trust STS), no `AWS_ENDPOINT_URL_STS` (a token
+/// for any other host is refused); EC2, ECR and Auto Scaling moto's.
 fn agent(cp: &ControlPlane, j: &Joining, args: &[&str]) -> Command {
-    let moto = &cp.eks.as_ref().unwrap().moto;
-    let mut c = with_clean_env(in_netns(&cp.netns, bin()));
+    let eks = cp.eks.as_ref().unwrap();
+    let mut c = with_clean_env(eks.auth.in_names(bin()));
     c.env_remove("AWS_EC2_METADATA_DISABLED")
         .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", &j.imds_url)
-        .env("AWS_REGION", EKS_REGION);
-    for s in ["STS", "EC2", "ECR", "AUTO_SCALING"] {
-        c.env(format!("AWS_ENDPOINT_URL_{s}"), moto);
+        .env("AWS_REGION", EKS_REGION)
+        .env("SSL_CERT_FILE", &eks.auth.front_ca);
+    for s in ["EC2", "ECR", "AUTO_SCALING"] {
+        c.env(format!("AWS_ENDPOINT_URL_{s}"), &eks.moto);
     }
     c.args(args);
     c
 }
 
-fn init(cp: &ControlPlane, j: &Joining) -> (Output, Duration) {
+pub(super) fn init(cp: &ControlPlane, j: &Joining) -> (Output, Duration) {
     let t = Instant::now();
     let out = run(agent(cp, j, &["init", "--config"])
         .arg(&j.cfg)
@@ -141,7 +162,7 @@ fn complete_hook(cp: &ControlPlane, j: &Joining, bus: &str) -> (Output, Duration
     (out, t.elapsed())
 }
 
-fn report(j: &Joining) -> Value {
+pub(super) fn report(j: &Joining) -> Value {
     serde_json::from_slice(
         &std::fs::read(j.root.path().join("var/lib/eks-nodeinit/report.json")).unwrap(),
     )
@@ -149,7 +170,7 @@ fn report(j: &Joining) -> Value {
 }
 
 /// What moto's Auto Scaling was told for this instance.
-fn told(cp: &ControlPlane, j: &Joining) -> Vec<String> {
+pub(super) fn told(cp: &ControlPlane, j: &Joining) -> Vec<String> {
     let log = std::fs::read_to_string(&cp.eks.as_ref().unwrap().hook_log).unwrap_or_default();
     log.lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -164,7 +185,7 @@ fn told(cp: &ControlPlane, j: &Joining) -> Vec<String> {
 }
 
 /// The preflight's result for the check named `check` (its `check` text starts so).
-fn check<'a>(rep: &'a Value, check: &str) -> &'a Value {
+pub(super) fn check<'a>(rep: &'a Value, check: &str) -> &'a Value {
     rep["join"]["preflight"]
         .as_array()
         .unwrap()
@@ -189,19 +210,31 @@ fn ready() -> bool {
     super::ready()
 }
 
-/// The suite's control plane and the instance `tag` joining it, when this host can run the
-/// suite.
+/// The suite's control plane and the instance `tag` joining it, its role mapped as `mapping`,
+/// when this host can run the suite.
 fn joining(
     tag: &str,
-    vpc: &str,
+    mapping: Mapping,
     edit: impl FnOnce(&mut Value),
 ) -> Option<(std::sync::MutexGuard<'static, ControlPlane>, Joining)> {
     if !ready() {
         return None;
     }
     let cp = ControlPlane::shared();
-    let j = instance(&cp, tag, vpc, edit);
+    let j = instance_mapped(&cp, tag, VPC, mapping, edit);
     Some((cp, j))
+}
+
+/// The STS front's calls for this node's access key: (status, x-k8s-aws-id) each.
+pub(super) fn sts_calls(cp: &ControlPlane, j: &Joining) -> Vec<(u64, String)> {
+    let auth = &cp.eks.as_ref().unwrap().auth;
+    auth.sts_calls(&j.access_key)
+        .iter()
+        .map(|c| {
+            let cluster = c["cluster"].as_str().unwrap_or_default().to_string();
+            (c["status"].as_u64().unwrap_or_default(), cluster)
+        })
+        .collect()
 }
 
 /// The node's record after a good join: the verdict, the hook, every phase, the Node as
@@ -243,11 +276,13 @@ fn assert_joined(cp: &ControlPlane, j: &Joining) {
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
-    let Some((cp, j)) = joining("good", VPC, |_| {}) else {
+    let Some((cp, j)) = joining("good", Mapping::Ec2Linux, |_| {}) else {
         return;
     };
     let (out, took) = init(&cp, &j);
     assert!(out.status.success(), "{}", stderr(&out));
+    // The identity check's token, checked once by STS (the front) for this cluster.
+    assert_eq!(sts_calls(&cp, &j), [(200, CLUSTER.to_string())]);
     let rep = report(&j);
     for c in rep["join"]["preflight"].as_array().unwrap() {
         assert_eq!(c["result"], "passed", "{c:#}");
@@ -302,19 +337,36 @@ fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
     assert_eq!(told(&cp, &j), ["CONTINUE"]);
     eprintln!("Node {}: {}", j.name, node["status"]["allocatable"]);
     assert_joined(&cp, &j);
+    assert_every_review_was_sts_checked(&cp, &j);
+}
+
+/// Each of the node's TokenReviews (the preflight's, the proof's first) was one call the STS
+/// front answered for this node's key and cluster, and the authenticator mapped it to the node.
+/// (kube-apiserver keeps a good token's answer 10 s whatever the webhook's cache TTL, and two
+/// runs signing in the same second make the same token: the count is not fixed.)
+fn assert_every_review_was_sts_checked(cp: &ControlPlane, j: &Joining) {
+    let calls = sts_calls(cp, j);
+    assert!(!calls.is_empty());
+    assert!(
+        calls.iter().all(|c| *c == (200, CLUSTER.to_string())),
+        "{calls:?}"
+    );
+    let user = format!("system:node:{}", j.name);
+    let granted = cp.eks.as_ref().unwrap().auth.reviews().into_iter().filter(|r| {
+        matches!(r, Review::Granted { username, groups } if *username == user && groups.iter().any(|g| g == "system:nodes"))
+    });
+    assert_eq!(granted.count(), calls.len(), "one review per STS call");
 }
 
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_change() {
-    let Some((cp, j)) = joining("unmapped", VPC, |v| {
+    let Some((cp, j)) = joining("unmapped", Mapping::Unmapped, |v| {
         v["verify"]["preflight"] = "fail".into()
     }) else {
         return;
     };
-    let auth = &cp.eks.as_ref().unwrap().auth;
-    auth.state.lock().unwrap().roles.remove(&j.role_arn);
-    assert!(!auth.maps(&j.role_arn));
+    assert!(!cp.eks.as_ref().unwrap().auth.maps(&j.role_arn));
     let (out, took) = init(&cp, &j);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let e = stderr(&out);
@@ -341,15 +393,20 @@ fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_cha
             .exists(),
         "no hand-off"
     );
-    let refused = cp
-        .eks
-        .as_ref()
-        .unwrap()
-        .auth
-        .reviews()
-        .iter()
-        .any(|r| matches!(r, Err(w) if w.contains(&j.role_arn)));
-    assert!(refused, "the authenticator refused the role");
+    // STS knew the role (the token is good); the authenticator found no mapping for it.
+    assert_eq!(sts_calls(&cp, &j), [(200, CLUSTER.to_string())]);
+    let auth = &cp.eks.as_ref().unwrap().auth;
+    let refused = auth.reviews().into_iter().any(|r| {
+        r == Review::Denied {
+            error: "Identity is not mapped".into(),
+            arn: Some(j.role_arn.clone()),
+        }
+    });
+    assert!(
+        refused,
+        "the authenticator refused the role:\n{}",
+        auth.log()
+    );
     assert!(took < Duration::from_secs(10), "{took:?}");
     let status = run(agent(&cp, &j, &["status", "--root"]).arg(j.root.path()));
     assert_eq!(status.status.code(), Some(1));
@@ -364,16 +421,25 @@ fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_cha
     assert_eq!(v["verdict"], "preflight-failed");
 }
 
-/// A warn-mode scenario: init goes on (exit 0) and the named check failed with `cause`.
-fn warned(
+/// A warn-mode scenario's instance and the check that failed.
+pub(super) struct Warned {
+    pub check: Value,
+    pub took: Duration,
+    pub j: Joining,
+}
+
+/// A warn-mode scenario, the role mapped as `mapping`: init goes on (exit 0), the named check
+/// failed with `cause`, and the hand-off is made with the launch hook left to the proof.
+pub(super) fn warned(
     tag: &str,
     vpc: &str,
+    mapping: Mapping,
     edit: impl FnOnce(&mut Value),
     name: &str,
     cause: &str,
-) -> (Value, Duration) {
+) -> Warned {
     let cp = ControlPlane::shared();
-    let j = instance(&cp, tag, vpc, edit);
+    let j = instance_mapped(&cp, tag, vpc, mapping, edit);
     let (out, took) = init(&cp, &j);
     assert!(out.status.success(), "{}", stderr(&out));
     let rep = report(&j);
@@ -388,15 +454,23 @@ fn warned(
         "logged: {}",
         stderr(&out)
     );
+    let root = j.root.path();
     assert!(
-        j.root
-            .path()
-            .join("etc/eks/nodeadm.d/10-eks-nodeinit.json")
-            .exists(),
+        root.join("etc/eks/nodeadm.d/10-eks-nodeinit.json").exists(),
         "warn: the hand-off goes on"
     );
-    assert!(told(&cp, &j).is_empty());
-    (c, took)
+    // Where fail mode abandons (the unmapped scenario), warn mode hands the hook to the
+    // proof: its job written for complete-hook, the hook not decided by init.
+    assert!(
+        root.join("run/eks-nodeinit/join.json").exists(),
+        "the proof's job"
+    );
+    let hook = rep["join"]["hook"].as_str().unwrap_or_default();
+    assert!(
+        hook.is_empty(),
+        "init decided the hook in warn mode: {hook}"
+    );
+    Warned { check: c, took, j }
 }
 
 #[test]
@@ -408,20 +482,26 @@ fn a_ca_of_another_cluster_an_unresolvable_endpoint_and_a_dropping_port_are_name
     let other = tempfile::tempdir().unwrap();
     let (other_ca, _, _) = common::tls::certificates(other.path());
     let other_ca = control_plane::base64_encode(&std::fs::read(other_ca).unwrap());
-    let (c, _) = warned(
+    let w = warned(
         "otherca",
         VPC,
+        Mapping::Ec2Linux,
         |v| v["cluster"]["certificateAuthority"] = other_ca.into(),
         "API server",
         "tls-untrusted",
     );
     assert!(
-        !c["detail"].as_str().unwrap().contains("BEGIN"),
+        !w.check["detail"].as_str().unwrap().contains("BEGIN"),
         "the CA is never echoed"
     );
+    // An API server the node does not trust is never sent the token: no review, no STS call.
+    let id = check(&report(&w.j), "identity").clone();
+    assert_eq!(id["result"], "notRun", "{id:#}");
+    assert!(sts_calls(&ControlPlane::shared(), &w.j).is_empty());
     warned(
         "nodns",
         VPC,
+        Mapping::Ec2Linux,
         |v| v["cluster"]["apiServerEndpoint"] = "https://api.prod-eu.invalid".into(),
         "API server",
         "dns",
@@ -434,9 +514,10 @@ fn a_ca_of_another_cluster_an_unresolvable_endpoint_and_a_dropping_port_are_name
         &["-A", "INPUT", "-p", "tcp", "--dport", "6449", "-j", "DROP"],
     );
     drop(cp);
-    let (c, took) = warned(
+    let Warned { check: c, took, .. } = warned(
         "drop",
         VPC,
+        Mapping::Ec2Linux,
         |v| {
             v["cluster"]["apiServerEndpoint"] = format!("https://{NODE_IP}:6449").into();
             v["verify"]["preflightBudget"] = "1s".into();
@@ -457,6 +538,7 @@ fn a_service_cidr_that_is_the_vpcs_is_named() {
     warned(
         "vpccidr",
         control_plane::SERVICE_CIDR,
+        Mapping::Ec2Linux,
         |_| {},
         "service CIDR",
         "service-cidr",
@@ -466,8 +548,9 @@ fn a_service_cidr_that_is_the_vpcs_is_named() {
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn a_kubelet_that_never_registers_meets_the_deadline_and_the_hook_is_abandoned() {
-    let Some((cp, j)) = joining("noreg", VPC, |v| v["verify"]["joinDeadline"] = "10s".into())
-    else {
+    let Some((cp, j)) = joining("noreg", Mapping::Ec2Linux, |v| {
+        v["verify"]["joinDeadline"] = "10s".into()
+    }) else {
         return;
     };
     let (out, _) = init(&cp, &j);
@@ -505,30 +588,16 @@ fn sts_unreachable_through_the_proxy_is_named_with_the_proxys_answer() {
     }
     let cp = ControlPlane::shared();
     let dir = tempfile::tempdir().unwrap();
-    // The proxy allows CONNECT to 443 only, as a proxy allow-listing the AWS endpoints would;
-    // STS is on another port here (moto's, by the node's address, which NO_PROXY does not name:
-    // the VPC is another block), so the proxy refuses it.
-    let (_proxy, port, log) =
-        common::tinyproxy::start_in(Some(&cp.netns), dir.path(), "ConnectPort 443\n", None);
-    let moto_port = cp
-        .eks
-        .as_ref()
-        .unwrap()
-        .moto
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_string();
+    // A proxy whose filter refuses STS by name (NO_PROXY does not name it), as a proxy
+    // allow-listing the AWS endpoints a node needs to join might.
+    let filter = dir.path().join("filter");
+    std::fs::write(&filter, "^sts\\.\n").unwrap();
+    let conf = format!("Filter \"{}\"\n", filter.display());
+    let (_proxy, port, log) = common::tinyproxy::start_in(Some(&cp.netns), dir.path(), &conf, None);
     let j = instance(&cp, "proxied", "10.1.0.0/16", |v| {
         v["proxy"] = json!({"https": format!("http://127.0.0.1:{port}")});
     });
-    // https, as STS is: through the proxy with CONNECT, which the proxy refuses first.
-    let sts = format!("https://{NODE_IP}:{moto_port}");
-    let out = run(agent(&cp, &j, &["init", "--config"])
-        .env("AWS_ENDPOINT_URL_STS", &sts)
-        .arg(&j.cfg)
-        .arg("--root")
-        .arg(j.root.path()));
+    let (out, _) = init(&cp, &j);
     assert!(out.status.success(), "{}", stderr(&out));
     let rep = report(&j);
     let c = check(&rep, "STS");
@@ -537,10 +606,11 @@ fn sts_unreachable_through_the_proxy_is_named_with_the_proxys_answer() {
         (Some("failed"), Some("proxy")),
         "{c:#}"
     );
+    let sts = format!("sts.{EKS_REGION}.amazonaws.com:443");
     let detail = c["detail"].as_str().unwrap();
     assert!(
         detail.contains(&format!(
-            "answered CONNECT {NODE_IP}:{moto_port} with `HTTP/1.1 403 Access violation`"
+            "answered CONNECT {sts} with `HTTP/1.1 403 Filtered`"
         )),
         "{detail}"
     );
@@ -552,10 +622,14 @@ fn sts_unreachable_through_the_proxy_is_named_with_the_proxys_answer() {
     assert!(
         connects
             .iter()
-            .any(|l| l.starts_with(&format!("CONNECT {NODE_IP}:{moto_port}"))),
+            .any(|l| l.starts_with(&format!("CONNECT {sts}"))),
         "{connects:?}"
     );
-    // The API server (127.0.0.1, always direct) and EC2 (moto on loopback) are reached directly.
-    assert_eq!(check(&rep, "API server")["result"], "passed");
-    assert_eq!(check(&rep, "EC2")["result"], "passed");
+    // The API server (127.0.0.1, always direct) and EC2 (moto on loopback) are reached
+    // directly; the identity is proven all the same: STS is called by the control plane's
+    // authenticator, not by the node.
+    for name in ["API server", "EC2", "identity"] {
+        assert_eq!(check(&rep, name)["result"], "passed", "{name}");
+    }
+    assert_eq!(sts_calls(&cp, &j), [(200, CLUSTER.to_string())]);
 }
