@@ -23,15 +23,18 @@ use common::imds_server::ImdsServer;
 use common::kubelet::Kubelet;
 use common::node_identity::{instance_metadata, node_role, private_dns_name};
 use common::*;
+use eks_nodeinit::instance::lifecycle::LAUNCH_HOOK_DONE;
+use eks_nodeinit::verify::proof::JOIN_JOB;
 
 const HOOK: &str = "eks-node-ready";
 pub(super) const VPC: &str = "10.0.0.0/16";
 
 /// One instance of its own group, with its role mapped as the scenario says.
 pub(super) struct Joining {
-    root: tempfile::TempDir,
+    pub root: tempfile::TempDir,
     cfg: PathBuf,
-    _imds: ImdsServer,
+    /// The instance's IMDS: a scenario may change what it serves.
+    pub imds: ImdsServer,
     imds_url: String,
     pub instance: String,
     pub name: String,
@@ -107,7 +110,7 @@ pub(super) fn instance_mapped(
     });
     Joining {
         imds_url: imds.url(),
-        _imds: imds,
+        imds,
         root,
         cfg,
         instance,
@@ -121,7 +124,7 @@ pub(super) fn instance_mapped(
 /// The agent in the suite's namespace, IMDS and AWS as on the instance: STS by its real name
 /// (the front, trusted as the platform's roots trust STS), no `AWS_ENDPOINT_URL_STS` (a token
 /// for any other host is refused); EC2, ECR and Auto Scaling moto's.
-fn agent(cp: &ControlPlane, j: &Joining, args: &[&str]) -> Command {
+pub(super) fn agent(cp: &ControlPlane, j: &Joining, args: &[&str]) -> Command {
     let eks = cp.eks.as_ref().unwrap();
     let mut c = with_clean_env(eks.auth.in_names(bin()));
     c.env_remove("AWS_EC2_METADATA_DISABLED")
@@ -194,7 +197,7 @@ pub(super) fn check<'a>(rep: &'a Value, check: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no check {check}: {rep:#}"))
 }
 
-fn bus_with_kubelet_active() -> Option<common::dbus::Bus> {
+pub(super) fn bus_with_kubelet_active() -> Option<common::dbus::Bus> {
     let bus = start_bus()?;
     serve_unit_states(
         &bus.address,
@@ -328,7 +331,7 @@ fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
         told(&cp, &j).is_empty(),
         "nothing told before the Node exists"
     );
-    let start = super::al2023_start(j.root.path(), None);
+    let start = super::al2023_start_of(j.root.path(), None, &j.instance);
     let mut kubelet = Kubelet::start(&cp, &j.name, &start);
     let node = kubelet.node(&cp);
     cp.set_addresses(&j.name, NODE_IP);
@@ -547,7 +550,7 @@ fn a_service_cidr_that_is_the_vpcs_is_named() {
 
 #[test]
 #[ignore = "a real control plane: make control-plane"]
-fn a_kubelet_that_never_registers_meets_the_deadline_and_the_hook_is_abandoned() {
+fn a_kubelet_that_never_registers_meets_the_deadline_and_the_launch_goes_on_named() {
     let Some((cp, j)) = joining("noreg", Mapping::Ec2Linux, |v| {
         v["verify"]["joinDeadline"] = "10s".into()
     }) else {
@@ -560,24 +563,42 @@ fn a_kubelet_that_never_registers_meets_the_deadline_and_the_hook_is_abandoned()
     };
     let (out, took) = complete_hook(&cp, &j, &bus.address);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(e.contains("did not join (verdict deadline)"), "{e}");
     assert!(
-        stderr(&out).contains("did not join (verdict deadline)"),
-        "{}",
-        stderr(&out)
+        e.contains(&format!("no Node {} registered yet", j.name)),
+        "{e}"
     );
+    // No other instance of its group joined (its group is this one instance): nothing tells
+    // this node's cause from the group's, and a replacement would meet it too.
     assert!(
-        stderr(&out).contains(&format!("no Node {} registered yet", j.name)),
-        "{}",
-        stderr(&out)
+        e.contains("no other running instance of its group has joined"),
+        "{e}"
     );
     assert!(
         (Duration::from_secs(10)..Duration::from_secs(20)).contains(&took),
         "{took:?}"
     );
-    assert_eq!(told(&cp, &j), ["ABANDON"]);
+    assert_eq!(told(&cp, &j), ["CONTINUE"]);
     let rep = report(&j);
     assert_eq!(rep["join"]["verdict"], "deadline");
-    assert_eq!(rep["join"]["hook"], format!("ABANDON ({HOOK})"));
+    assert_eq!(rep["join"]["blame"], "cluster");
+    assert_eq!(rep["join"]["hook"], format!("CONTINUE ({HOOK})"));
+    // strict: the same node is abandoned.
+    let text = std::fs::read_to_string(j.root.path().join(&JOIN_JOB[1..])).unwrap();
+    let mut job: Value = serde_json::from_str(&text).unwrap();
+    job["strict"] = true.into();
+    std::fs::write(j.root.path().join(&JOIN_JOB[1..]), job.to_string()).unwrap();
+    let hook_done = j.root.path().join(&LAUNCH_HOOK_DONE[1..]);
+    std::fs::remove_file(&hook_done).unwrap();
+    let (out, _) = complete_hook(&cp, &j, &bus.address);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // Auto Scaling had taken the CONTINUE: the strict run's ABANDON finds no launch waiting.
+    let rep = report(&j);
+    assert_eq!(rep["join"]["blame"], "cluster");
+    let hook = rep["join"]["hook"].as_str().unwrap();
+    assert!(hook.starts_with("ABANDON not taken"), "{hook}");
+    assert_eq!(told(&cp, &j), ["CONTINUE"]);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 mod identity;
 mod join;
 mod matrix;
+mod names;
 mod resources;
 
 use serde_json::{json, Value};
@@ -90,10 +91,16 @@ fn al2_start(root: &std::path::Path) -> Start {
 
 /// AL2023: the user data's NodeConfig (if any) and the agent's drop-in, merged as nodeadm does.
 fn al2023_start(root: &std::path::Path, user_data: Option<Value>) -> Start {
+    al2023_start_of(root, user_data, INSTANCE.id)
+}
+
+/// [`al2023_start`] for the instance `id` (its Node's providerID names it).
+fn al2023_start_of(root: &std::path::Path, user_data: Option<Value>, id: &str) -> Start {
     let dropin = root.join("etc/eks/nodeadm.d/10-eks-nodeinit.json");
     let dropin: Value = serde_json::from_slice(&std::fs::read(dropin).unwrap()).unwrap();
     let docs: Vec<Value> = user_data.into_iter().chain([dropin]).collect();
-    handoff_models::al2023_nodeadm(&handoff_models::nodeadm_merge(&docs), &INSTANCE)
+    let inst = Instance { id, ..INSTANCE };
+    handoff_models::al2023_nodeadm(&handoff_models::nodeadm_merge(&docs), &inst)
 }
 
 /// What the plan promises, checked against the stored Node and the kubelet's `/configz`.
