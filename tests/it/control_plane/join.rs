@@ -586,7 +586,11 @@ fn a_kubelet_that_never_registers_meets_the_deadline_and_the_launch_goes_on_name
     assert_eq!(rep["join"]["hook"], format!("CONTINUE ({HOOK})"));
     let status = run(agent(&cp, &j, &["status", "--root"]).arg(j.root.path()));
     assert_eq!(status.status.code(), Some(1));
-    assert!(stdout(&status).contains("blame: cluster"), "{}", stdout(&status));
+    assert!(
+        stdout(&status).contains("blame: cluster"),
+        "{}",
+        stdout(&status)
+    );
     // strict: the same node is abandoned.
     let text = std::fs::read_to_string(j.root.path().join(&JOIN_JOB[1..])).unwrap();
     let mut job: Value = serde_json::from_str(&text).unwrap();
