@@ -66,16 +66,20 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The CA bundles the node trusts beside the platform's roots (`trust.caBundles`).
+    pub fn ca_bundles(&self) -> Vec<String> {
+        self.trust
+            .as_ref()
+            .map(|t| t.bundles.clone())
+            .unwrap_or_default()
+    }
+
     /// How the agent's own AWS calls in `region` reach AWS: the config's proxy and CA bundles;
     /// `None` with neither (the SDK's defaults).
     pub fn agent_transport(&self, region: &str) -> Option<crate::aws::http::Transport> {
         let cidr = self.cluster.cidr.as_ref().map(|c| c.text.as_str());
         let proxy = self.proxy.as_ref().map(|p| p.for_agent(region, cidr));
-        let ca_bundles = self
-            .trust
-            .as_ref()
-            .map(|t| t.bundles.clone())
-            .unwrap_or_default();
+        let ca_bundles = self.ca_bundles();
         (proxy.is_some() || !ca_bundles.is_empty())
             .then_some(crate::aws::http::Transport { proxy, ca_bundles })
     }

@@ -274,6 +274,8 @@ mod tests {
             "Thu, 28 Foo 2026 20:26:40 GMT",
             "Thu, 28 May 2026 25:00:00 GMT",
             "x 99999999999999999999 May 2026 1:2:3",
+            "x 1 May 18446744073709551615 0:0:0",
+            "x 31 Dec 10000 23:59:59",
         ] {
             assert_eq!(http_date(bad), None, "{bad}");
         }
@@ -295,36 +297,5 @@ mod tests {
             c.detail.contains("`eks-node`") && c.detail.contains("`prod`"),
             "{c:?}"
         );
-        let now = httpdate_now();
-        assert_eq!(refused(&ctx, "r", Some(&now)).code, "unauthenticated");
-    }
-
-    /// Now as an HTTP date.
-    fn httpdate_now() -> String {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let (days, rem) = (secs / 86_400, secs % 86_400);
-        // Civil from days (the inverse of `http_date`'s arithmetic).
-        let z = days + 719_468;
-        let era = z / 146_097;
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let d = doy - (153 * mp + 2) / 5 + 1;
-        let m = if mp < 10 { mp + 3 } else { mp - 9 };
-        let y = yoe + era * 400 + u64::from(m <= 2);
-        const M: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        format!(
-            "Xxx, {d:02} {} {y} {:02}:{:02}:{:02} GMT",
-            M[(m - 1) as usize],
-            rem / 3600,
-            rem / 60 % 60,
-            rem % 60
-        )
     }
 }

@@ -125,11 +125,7 @@ pub(crate) fn node_transport(
             })
             .join(","),
     });
-    let ca_bundles = spec
-        .trust
-        .as_ref()
-        .map(|t| t.bundles.clone())
-        .unwrap_or_default();
+    let ca_bundles = spec.ca_bundles();
     (proxy.is_some() || !ca_bundles.is_empty())
         .then_some(crate::aws::Transport { proxy, ca_bundles })
 }

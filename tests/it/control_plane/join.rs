@@ -147,21 +147,27 @@ pub(super) fn init(cp: &ControlPlane, j: &Joining) -> (Output, Duration) {
     (out, t.elapsed())
 }
 
+/// `complete-hook` as the scenarios run it: kubelet.service's state on the bus `bus`, the
+/// Auto Scaling calls within 20 s, the Node read every half second.
+pub(super) fn complete_hook_command(cp: &ControlPlane, j: &Joining, bus: &str) -> Command {
+    let mut c = agent(cp, j, &["complete-hook", "--root"]);
+    c.arg(j.root.path()).args([
+        "--system-bus-address",
+        bus,
+        "--deadline-sec",
+        "20",
+        "--poll-ms",
+        "500",
+        "--kubelet-wait-sec",
+        "5",
+    ]);
+    c
+}
+
 /// `complete-hook`, kubelet.service active on the bus.
 fn complete_hook(cp: &ControlPlane, j: &Joining, bus: &str) -> (Output, Duration) {
     let t = Instant::now();
-    let out = run(agent(cp, j, &["complete-hook", "--root"])
-        .arg(j.root.path())
-        .args([
-            "--system-bus-address",
-            bus,
-            "--deadline-sec",
-            "20",
-            "--poll-ms",
-            "500",
-            "--kubelet-wait-sec",
-            "5",
-        ]));
+    let out = run(&mut complete_hook_command(cp, j, bus));
     (out, t.elapsed())
 }
 
@@ -313,17 +319,7 @@ fn a_good_node_is_continued_only_after_its_node_is_ready_as_planned() {
     };
     // The proof starts before the kubelet: nothing is told while no Node is Ready.
     let proof = {
-        let mut c = agent(&cp, &j, &["complete-hook", "--root"]);
-        c.arg(j.root.path()).args([
-            "--system-bus-address",
-            &bus.address,
-            "--deadline-sec",
-            "20",
-            "--poll-ms",
-            "500",
-            "--kubelet-wait-sec",
-            "5",
-        ]);
+        let mut c = complete_hook_command(&cp, &j, &bus.address);
         std::thread::spawn(move || run(&mut c))
     };
     std::thread::sleep(Duration::from_secs(3));

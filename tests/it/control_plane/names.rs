@@ -8,7 +8,8 @@
 use serde_json::Value;
 
 use super::join::{
-    agent, bus_with_kubelet_active, init, instance_mapped, report, told, Joining, VPC,
+    agent, bus_with_kubelet_active, complete_hook_command, init, instance_mapped, report, told,
+    Joining, VPC,
 };
 use crate::common;
 use common::control_plane::{ControlPlane, CLUSTER, EKS_REGION, NODE_IP};
@@ -28,17 +29,7 @@ fn proven(
     user_data: Option<Value>,
 ) -> std::process::Output {
     let bus = bus_with_kubelet_active().expect("a bus");
-    let mut c = agent(cp, j, &["complete-hook", "--root"]);
-    c.arg(j.root.path()).args([
-        "--system-bus-address",
-        &bus.address,
-        "--deadline-sec",
-        "20",
-        "--poll-ms",
-        "500",
-        "--kubelet-wait-sec",
-        "5",
-    ]);
+    let mut c = complete_hook_command(cp, j, &bus.address);
     let proof = std::thread::spawn(move || run(&mut c));
     let start = super::al2023_start_of(j.root.path(), user_data, &j.instance);
     let mut kubelet = Kubelet::start(cp, node, &start);
@@ -69,6 +60,25 @@ fn tag(cp: &ControlPlane, instance: &str, key: &str) -> Option<String> {
     xml_tag(&xml, "value")
 }
 
+/// `init`, and its identity check passed with `field` of the check naming `needle`.
+fn identity_passes(cp: &ControlPlane, j: &Joining, field: &str, needle: &str) {
+    let (out, _) = init(cp, j);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = report(j);
+    let id = super::join::check(&rep, "identity");
+    assert_eq!(id["result"], "passed", "{id:#}");
+    assert!(id[field].as_str().unwrap().contains(needle), "{id:#}");
+}
+
+/// The proof of Node `node` ends `joined`, the hook continued.
+fn joined(cp: &ControlPlane, j: &Joining, node: &str) {
+    let proof = proven(cp, j, node, None);
+    assert!(proof.status.success(), "{}", stderr(&proof));
+    assert_eq!(told(cp, j), ["CONTINUE"]);
+    let rep = report(j);
+    assert_eq!(rep["join"]["verdict"], "joined", "{:#}", rep["join"]);
+}
+
 fn joining(
     tag: &str,
     mapping: Mapping,
@@ -96,23 +106,9 @@ fn a_custom_dhcp_domain_name_does_not_rename_the_node() {
         .unwrap()
         .data
         .insert("local-hostname".into(), local.into());
-    let (out, _) = init(&cp, &j);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rep = report(&j);
-    let id = super::join::check(&rep, "identity");
-    assert_eq!(id["result"], "passed", "{id:#}");
-    assert!(
-        id["check"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("PrivateDnsName of {}", j.instance)),
-        "{id:#}"
-    );
-    let proof = proven(&cp, &j, &j.name, None);
-    assert!(proof.status.success(), "{}", stderr(&proof));
-    assert_eq!(told(&cp, &j), ["CONTINUE"]);
-    let rep = report(&j);
-    assert_eq!(rep["join"]["verdict"], "joined", "{:#}", rep["join"]);
+    let name = format!("PrivateDnsName of {}", j.instance);
+    identity_passes(&cp, &j, "check", &name);
+    joined(&cp, &j, &j.name);
     // Marked joined, for the verdicts of the group's other nodes.
     assert_eq!(
         tag(&cp, &j.instance, "eks-nodeinit/joined").as_deref(),
@@ -136,22 +132,9 @@ fn a_node_named_by_its_instance_id_is_proven_joined() {
         "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: application/node.eks.aws\n\n{nodeconfig}--//--\n"
     );
     j.imds.state.lock().unwrap().user_data = Some(ud.into_bytes());
-    let (out, _) = init(&cp, &j);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rep = report(&j);
-    let id = super::join::check(&rep, "identity");
-    assert_eq!(id["result"], "passed", "{id:#}");
-    assert!(
-        id["detail"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("system:node:{} in [", j.instance)),
-        "{id:#}"
-    );
-    let proof = proven(&cp, &j, &j.instance, None);
-    assert!(proof.status.success(), "{}", stderr(&proof));
-    assert_eq!(told(&cp, &j), ["CONTINUE"]);
-    assert_eq!(report(&j)["join"]["verdict"], "joined");
+    let user = format!("system:node:{} in [", j.instance);
+    identity_passes(&cp, &j, "detail", &user);
+    joined(&cp, &j, &j.instance);
 }
 
 #[test]
