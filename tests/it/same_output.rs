@@ -7,8 +7,8 @@
 //! Compared: `--version`, `validate` (a valid and an invalid config), the dry-run plans of the
 //! golden cases, and real `init` runs on the same temp path with the same inputs — exit code,
 //! standard output, standard error (in the journal's form, which has no timestamps), every
-//! file under the root (times in milliseconds since the epoch masked), the recorded
-//! bootstrap.sh argv.
+//! file under the root (times in milliseconds since the epoch masked, and the checks'
+//! durations), the recorded bootstrap.sh argv.
 
 use crate::common;
 
@@ -181,7 +181,7 @@ fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     }
     for bytes in m.values_mut() {
         if let Ok(text) = std::str::from_utf8(bytes) {
-            *bytes = mask_unix_ms(text).into_bytes();
+            *bytes = mask_durations(&mask_unix_ms(text)).into_bytes();
         }
     }
     m
@@ -203,6 +203,32 @@ fn mask_process(marker: &[u8]) -> Vec<u8> {
         v[key] = format!("<{key}>").into();
     }
     serde_json::to_vec(&v).unwrap()
+}
+
+/// The checks' durations masked (`ms=3` in a log line, `"ms": 3` in the report): how long a
+/// check took is the machine's, not the build's (an emulated binary takes a millisecond more).
+fn mask_durations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        // The next `ms=` that is a whole key (at the start or after a space), or `"ms": `.
+        let field = rest
+            .match_indices("ms=")
+            .find(|(i, _)| *i == 0 || rest[..*i].ends_with(' '))
+            .map(|(i, _)| i + 3);
+        let json = rest.find("\"ms\": ").map(|i| i + 6);
+        let Some(at) = field.into_iter().chain(json).min() else {
+            break;
+        };
+        out.push_str(&rest[..at]);
+        let digits = rest[at..].bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 {
+            out.push_str("<ms>");
+        }
+        rest = &rest[at + digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn mask_unix_ms(text: &str) -> String {
@@ -257,8 +283,9 @@ fn real_init(sample: &str, role: &str) {
             .arg(&cfg)
             .arg("--root")
             .arg(&root);
-        let out = ran(c, d.path(), None);
+        let mut out = ran(c, d.path(), None);
         assert_eq!(out.code, Some(0), "{which}: {out:#?}");
+        out.stderr = mask_durations(&out.stderr);
         results.push((out, files(&root)));
     }
     let (t, tf) = results.pop().unwrap();
@@ -275,6 +302,14 @@ fn real_init(sample: &str, role: &str) {
     assert_eq!(
         tf.keys().collect::<Vec<_>>(),
         rff.keys().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn durations_are_masked_and_nothing_else() {
+    assert_eq!(
+        mask_durations("a ms=12 b \"ms\": 0, c ms=x items=3"),
+        "a ms=<ms> b \"ms\": <ms>, c ms=x items=3"
     );
 }
 
