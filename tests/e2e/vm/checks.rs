@@ -139,24 +139,25 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
         "the agent read back what logind took: {report:#}"
     );
 
-    // The Name tag, set once.
+    // The Name tag, set once; and where the proof found the node joined, the joined mark
+    // (one CreateTags of its own, after the verdict).
     let want = format!("{group}-{}", ec2.private_ip.replace('.', "x"));
-    assert_eq!(
-        ec2.tags(rt).unwrap().get("Name"),
-        Some(&want),
-        "[{}] Name tag",
-        sc.name
-    );
+    let tags = ec2.tags(rt).unwrap();
+    assert_eq!(tags.get("Name"), Some(&want), "[{}] Name tag", sc.name);
+    let marked = usize::from(tags.contains_key("eks-nodeinit/joined"));
+    if report["join"]["verdict"] == "joined" {
+        assert_eq!(marked, 1, "[{}] a joined node is marked: {tags:?}", sc.name);
+    }
     assert_eq!(
         run.create_tags_after_boot1,
-        1,
+        1 + marked,
         "[{}] CreateTags calls during the first boot; moto saw {:?}",
         sc.name,
         ec2.actions()
     );
     assert_eq!(
         ec2.count("CreateTags"),
-        1,
+        1 + marked,
         "[{}] no CreateTags after the reboot: {:?}",
         sc.name,
         ec2.actions()
