@@ -22,6 +22,7 @@ mod logging;
 mod logind_dbus;
 mod moto;
 mod node;
+mod node_unwritable;
 mod plan;
 mod pod_capacity;
 mod props;
