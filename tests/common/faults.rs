@@ -60,12 +60,13 @@ pub fn mask(root: &Path, rel: &Path, bytes: Vec<u8>) -> Vec<u8> {
     }
 }
 
-/// Every `*UnixMs` field set to 0.
+/// Every `*UnixMs` field, and every check's duration (`ms`), set to 0.
 pub fn mask_times(v: &mut Value) {
     match v {
         Value::Object(m) => {
             for (k, x) in m.iter_mut() {
-                if k.ends_with("UnixMs") {
+                // A time, or a check's duration (`ms`): the machine's, not the run's.
+                if k.ends_with("UnixMs") || (k == "ms" && x.is_u64()) {
                     *x = Value::from(0);
                 } else {
                     mask_times(x);
