@@ -22,9 +22,27 @@ fn urls_with_credentials_a_port_ipv6_and_a_trailing_slash() {
     assert_eq!(s.secrets(), ["svc:p%40ss"]);
 }
 
+/// Each case is refused, names its field and says why, and echoes no piece of any password:
+/// `secret`, or a cut one after its user (`svc:sec…`).
+fn refused(cases: &[(&str, &str, &str)]) {
+    for &(json, field, needle) in cases {
+        let (s, f) = run(json);
+        assert!(s.is_none(), "{json}");
+        assert!(
+            f.iter().any(|x| x.starts_with(field) && x.contains(needle)),
+            "{json}: want {field} / {needle}, got {f:?}"
+        );
+        assert!(
+            f.iter()
+                .all(|x| !x.contains("secret") && !x.contains(":sec") && !x.contains("ret@")),
+            "echoed: {f:?}"
+        );
+    }
+}
+
 #[test]
-fn bad_urls_and_entries_are_named_errors_that_never_echo_credentials() {
-    for (json, field, needle) in [
+fn bad_urls_are_named_errors_that_never_echo_credentials() {
+    refused(&[
         (
             r#"{"https": "http://proxy.corp:3128/path"}"#,
             "proxy.https",
@@ -57,6 +75,17 @@ fn bad_urls_and_entries_are_named_errors_that_never_echo_credentials() {
             "does not name a host",
         ),
         (
+            r#"{"https": "ftp://svc:secret@proxy.corp"}"#,
+            "proxy.https",
+            "scheme `ftp`",
+        ),
+    ]);
+}
+
+#[test]
+fn bad_credentials_are_named_errors_that_never_echo_them() {
+    refused(&[
+        (
             r#"{"https": "http://u:sec ret@proxy.corp"}"#,
             "proxy.https",
             "credentials",
@@ -70,21 +99,6 @@ fn bad_urls_and_entries_are_named_errors_that_never_echo_credentials() {
             r#"{"https": "http://@proxy.corp"}"#,
             "proxy.https",
             "credentials",
-        ),
-        (
-            r#"{"https": "http://p.corp", "noProxy": ["a b"]}"#,
-            "proxy.noProxy[0]",
-            "not a NO_PROXY entry",
-        ),
-        (
-            r#"{"https": "http://p.corp", "noProxy": ["a,b"]}"#,
-            "proxy.noProxy[0]",
-            "not a NO_PROXY entry",
-        ),
-        (
-            r#"{"https": "http://p.corp", "noProxy": [""]}"#,
-            "proxy.noProxy[0]",
-            "not a NO_PROXY entry",
         ),
         (
             r#"{"https": "http://svc:sec/ret@proxy.corp:3128"}"#,
@@ -106,10 +120,26 @@ fn bad_urls_and_entries_are_named_errors_that_never_echo_credentials() {
             "proxy.https",
             "credentials",
         ),
+    ]);
+}
+
+#[test]
+fn bad_no_proxy_entries_and_a_list_without_a_proxy_are_named_errors() {
+    refused(&[
         (
-            r#"{"https": "ftp://svc:secret@proxy.corp"}"#,
-            "proxy.https",
-            "scheme `ftp`",
+            r#"{"https": "http://p.corp", "noProxy": ["a b"]}"#,
+            "proxy.noProxy[0]",
+            "not a NO_PROXY entry",
+        ),
+        (
+            r#"{"https": "http://p.corp", "noProxy": ["a,b"]}"#,
+            "proxy.noProxy[0]",
+            "not a NO_PROXY entry",
+        ),
+        (
+            r#"{"https": "http://p.corp", "noProxy": [""]}"#,
+            "proxy.noProxy[0]",
+            "not a NO_PROXY entry",
         ),
         (
             r#"{"https": "http://p.corp", "noProxy": ["[fd00::1]"]}"#,
@@ -127,20 +157,7 @@ fn bad_urls_and_entries_are_named_errors_that_never_echo_credentials() {
             "leading `*.`",
         ),
         (r#"{"noProxy": [".corp"]}"#, "proxy", "give `https`"),
-    ] {
-        let (s, f) = run(json);
-        assert!(s.is_none(), "{json}");
-        assert!(
-            f.iter().any(|x| x.starts_with(field) && x.contains(needle)),
-            "{json}: want {field} / {needle}, got {f:?}"
-        );
-        // No piece of any password: `secret`, or a cut one after its user (`svc:sec…`).
-        assert!(
-            f.iter()
-                .all(|x| !x.contains("secret") && !x.contains(":sec") && !x.contains("ret@")),
-            "echoed: {f:?}"
-        );
-    }
+    ]);
 }
 
 #[test]
