@@ -63,6 +63,26 @@ pub fn start_moto_at(host: &str, args: &[&str], env: &[(&str, &str)]) -> Option<
     })
 }
 
+/// The form body of each request moto recorded so far (`MOTO_RECORDER_FILEPATH`), base64 in the
+/// recording decoded; none before the first request.
+pub fn recorded_bodies(log: &std::path::Path) -> Vec<String> {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| {
+            let body = v["body"].as_str().unwrap_or_default();
+            match v["body_encoded"] == true {
+                true => base64::engine::general_purpose::STANDARD
+                    .decode(body)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default(),
+                false => body.to_string(),
+            }
+        })
+        .collect()
+}
+
 /// SDK settings for a local endpoint (moto) with its test credentials.
 pub async fn moto_sdk_config(url: &str, region: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())

@@ -70,24 +70,8 @@ fn describe_instance_types_answers_what_the_table_lacks_once() {
         "{m}"
     );
 
-    // Each request moto served, its form body decoded.
-    let calls: Vec<String> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let body = v["body"].as_str().unwrap_or_default();
-            if v["body_encoded"] == true {
-                use base64::Engine as _;
-                let b = base64::engine::general_purpose::STANDARD
-                    .decode(body)
-                    .unwrap();
-                String::from_utf8(b).unwrap()
-            } else {
-                body.to_string()
-            }
-        })
-        .collect();
+    // Each request moto served.
+    let calls = recorded_bodies(&log);
     assert_eq!(calls.len(), 2, "{calls:#?}");
     assert!(
         calls

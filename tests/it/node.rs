@@ -39,7 +39,16 @@ fn apply_al2_then_second_run_plans_nothing() {
     assert!(out.status.success());
     let r = root.path();
 
-    // live sysctls
+    applied_sysctls(r);
+    let k = patched_kubelet_config(r, &original_kubelet);
+    applied_logind_drop_in(r);
+    let ca = report_without_the_ca(r, &cfg, &out);
+    bootstrap_sh_argv(&argv_file, &ca, &k);
+    nothing_planned_again(r, &cfg);
+}
+
+/// The live sysctls, and the persisted ones: one file, rewritten whole.
+fn applied_sysctls(r: &std::path::Path) {
     assert_eq!(
         std::fs::read_to_string(r.join("proc/sys/fs/inotify/max_user_watches")).unwrap(),
         "524288\n"
@@ -60,7 +69,10 @@ fn apply_al2_then_second_run_plans_nothing() {
             "vm.max_map_count = 262144"
         ]
     );
-    // kubelet config: keys added, everything else kept, one-time backup
+}
+
+/// The kubelet config: keys added, everything else kept, a one-time backup.
+fn patched_kubelet_config(r: &std::path::Path, original_kubelet: &str) -> Value {
     let k: Value = serde_json::from_str(
         &std::fs::read_to_string(r.join("etc/kubernetes/kubelet/kubelet-config.json")).unwrap(),
     )
@@ -75,7 +87,11 @@ fn apply_al2_then_second_run_plans_nothing() {
         std::fs::read_to_string(r.join("etc/kubernetes/kubelet/kubelet-config.json.orig")).unwrap(),
         original_kubelet
     );
-    // logind drop-in
+    k
+}
+
+/// The logind drop-in.
+fn applied_logind_drop_in(r: &std::path::Path) {
     assert_eq!(
         std::fs::read_to_string(r.join("etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf"))
             .unwrap()
@@ -84,7 +100,15 @@ fn apply_al2_then_second_run_plans_nothing() {
             .collect::<Vec<_>>(),
         ["[Login]", "InhibitDelayMaxSec=90"]
     );
-    // the report
+}
+
+/// The report: the instance, the family, the steps a test root skips, and never the cluster's
+/// CA (nor on the agent's output). Returns the CA.
+fn report_without_the_ca(
+    r: &std::path::Path,
+    cfg: &std::path::Path,
+    out: &std::process::Output,
+) -> String {
     let rep = report(r);
     assert_eq!(rep["instanceId"], "i-0a1b2c3d4e5f67890");
     assert_eq!(rep["family"], "al2");
@@ -99,7 +123,7 @@ fn apply_al2_then_second_run_plans_nothing() {
         "{outcomes:?}"
     );
     let report_text = std::fs::read_to_string(r.join("var/lib/eks-nodeinit/report.json")).unwrap();
-    let ca = serde_json::from_str::<Value>(&std::fs::read_to_string(&cfg).unwrap()).unwrap()
+    let ca = serde_json::from_str::<Value>(&std::fs::read_to_string(cfg).unwrap()).unwrap()
         ["cluster"]["certificateAuthority"]
         .as_str()
         .unwrap()
@@ -109,16 +133,20 @@ fn apply_al2_then_second_run_plans_nothing() {
         "the CA must never land in the report"
     );
     assert!(
-        !stdout(&out).contains(&ca) && !stderr(&out).contains(&ca),
+        !stdout(out).contains(&ca) && !stderr(out).contains(&ca),
         "the CA must never be printed"
     );
 
-    // the hand-off: bootstrap.sh got exactly these words
-    let argv = std::fs::read_to_string(&argv_file).unwrap();
+    ca
+}
+
+/// The hand-off: bootstrap.sh got exactly these words, and its own keys were left to it.
+fn bootstrap_sh_argv(argv_file: &std::path::Path, ca: &str, k: &Value) {
+    let argv = std::fs::read_to_string(argv_file).unwrap();
     let words: Vec<&str> = argv.lines().collect();
     assert_eq!(words, [
         "prod-eu",
-        "--b64-cluster-ca", ca.as_str(),
+        "--b64-cluster-ca", ca,
         "--apiserver-endpoint", "https://0123456789ABCDEF0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com",
         "--service-ipv4-cidr", "172.20.0.0/16",
         "--container-runtime", "containerd",
@@ -132,9 +160,13 @@ fn apply_al2_then_second_run_plans_nothing() {
         k.get("maxPods").is_none() && k.get("kubeReserved").is_none(),
         "bootstrap.sh's keys are left to it"
     );
+}
 
+/// A second run in the same boot plans nothing, not even the hand-off (bootstrap.sh ran once);
+/// after a reboot only the hand-off and the proof's per-boot job.
+fn nothing_planned_again(r: &std::path::Path, cfg: &std::path::Path) {
     // second run in the same boot: nothing, not even the hand-off (bootstrap.sh ran once)
-    let out = init(r, &cfg, &["--dry-run", "--output", "json"]);
+    let out = init(r, cfg, &["--dry-run", "--output", "json"]);
     assert!(out.status.success());
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(plan["changes"], 0, "{plan:#}");
@@ -150,7 +182,7 @@ fn apply_al2_then_second_run_plans_nothing() {
     // proof's per-boot job and the start of the unit that proves the join: no change to the
     // node's configuration
     std::fs::remove_dir_all(r.join("run/eks-nodeinit")).unwrap();
-    let out = init(r, &cfg, &["--dry-run", "--output", "json"]);
+    let out = init(r, cfg, &["--dry-run", "--output", "json"]);
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(plan["changes"], 0, "{plan:#}");
     assert_eq!(

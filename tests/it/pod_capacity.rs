@@ -325,24 +325,11 @@ fn only_a_computed_max_pods_asks_ec2_for_a_type_the_table_lacks() {
         .to_string(),
     )
     .unwrap();
-    // Requests moto served whose form body (base64 in the recording) is DescribeInstanceTypes.
+    // Requests moto served that are DescribeInstanceTypes.
     let calls = || {
-        use base64::Engine as _;
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let body = v["body"].as_str().unwrap_or_default();
-                let body = match v["body_encoded"] == true {
-                    true => base64::engine::general_purpose::STANDARD
-                        .decode(body)
-                        .map(|b| String::from_utf8_lossy(&b).into_owned())
-                        .unwrap_or_default(),
-                    false => body.to_string(),
-                };
-                body.contains("Action=DescribeInstanceTypes")
-            })
+        common::recorded_bodies(&log)
+            .iter()
+            .filter(|b| b.contains("Action=DescribeInstanceTypes"))
             .count()
     };
     for (max_pods, want_calls) in [(serde_json::json!(20), 0), (serde_json::json!({}), 1)] {

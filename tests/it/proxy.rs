@@ -115,15 +115,7 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ec2 = rt.block_on(ec2_client(&moto.url, REGION));
     let (id, ip) = rt.block_on(run_instance(&ec2));
-    let pem = std::fs::read(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap();
-    let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pem);
-    rt.block_on(put_cluster_parameters(
-        &moto.url,
-        &format!("/eks/{CLUSTER}"),
-        "https://k.example",
-        &ca,
-        "172.20.0.0/16",
-    ));
+    rt.block_on(put_cluster(&moto.url));
     let imds = imds(&id, &ip);
     let calls = serve_manager(&bus.address, &[], &[]);
 
@@ -136,16 +128,75 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
         v["tagging"] = json!({"ec2Endpoint": moto.url, "syncBudgetMs": 10000});
         v["proxy"] = json!({"http": url, "https": url, "noProxy": [".corp.example"]});
     });
-    let secrets = [PASSWORD, "s3cr3t%2Dpw"];
-    // The plan shows every file and the NO_PROXY, never the credentials, as text and as JSON.
+    let node = Node {
+        root: root.path(),
+        cfg: &cfg,
+        imds: &imds,
+        bus: &bus.address,
+    };
+    dry_runs_show_no_credentials(&node);
+    let before = common::tinyproxy::proxied(&log).len();
+    let out = node.init(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // Every AWS call went through the proxy to moto, one request per call the report counts;
+    // the credential chain's IMDS calls did not.
+    let moto_host = moto.url.trim_start_matches("http://");
+    aws_calls_went_through_the_proxy(root.path(), &log, before, moto_host);
+    imds_read_directly(&imds, &log);
+    let tags = rt.block_on(instance_tags(&ec2, &id)).unwrap();
+    assert_eq!(
+        tags.get("Name"),
+        Some(&format!("scaler-{}", ip.replace('.', "x")))
+    );
+
+    units_get_the_proxy(root.path(), &url);
+    assert_eq!(reloads(&calls), 1, "{:?}", calls.lock().unwrap());
+    assert_unprinted(&out, root.path(), &SECRETS);
+
+    // A rerun plans nothing.
+    let out = node.init(&["--dry-run", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["changes"], 0, "{plan}");
+    assert_unprinted(&out, root.path(), &SECRETS);
+}
+
+/// The password as the proxy sees it and as the config spells it.
+const SECRETS: [&str; 2] = [PASSWORD, "s3cr3t%2Dpw"];
+
+/// A node of the proxied case: its root, config, IMDS and bus.
+struct Node<'a> {
+    root: &'a Path,
+    cfg: &'a Path,
+    imds: &'a ImdsServer,
+    bus: &'a str,
+}
+
+impl Node<'_> {
+    fn init(&self, extra: &[&str]) -> Output {
+        run_init(self.root, self.cfg, self.imds, self.bus, extra)
+    }
+}
+
+/// The cluster's endpoint, CA (the fixture) and service CIDR in moto's Parameter Store.
+async fn put_cluster(moto: &str) {
+    let pem = std::fs::read(manifest_dir().join("tests/fixtures/cluster-ca.pem")).unwrap();
+    let ca = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pem);
+    put_cluster_parameters(
+        moto,
+        &format!("/eks/{CLUSTER}"),
+        "https://k.example",
+        &ca,
+        "172.20.0.0/16",
+    )
+    .await;
+}
+
+/// The plan shows every file and the NO_PROXY, never the credentials, as text and as JSON.
+fn dry_runs_show_no_credentials(node: &Node) {
     for output in ["text", "json"] {
-        let out = run_init(
-            root.path(),
-            &cfg,
-            &imds,
-            &bus.address,
-            &["--dry-run", "--output", output],
-        );
+        let out = node.init(&["--dry-run", "--output", output]);
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(
             stdout(&out).contains("/etc/eks-nodeinit/proxy.env"),
@@ -153,15 +204,14 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             stdout(&out)
         );
         assert!(stdout(&out).contains("<redacted"), "{}", stdout(&out));
-        assert_unprinted(&out, root.path(), &secrets);
+        assert_unprinted(&out, node.root, &SECRETS);
     }
-    let before = common::tinyproxy::proxied(&log).len();
-    let out = run_init(root.path(), &cfg, &imds, &bus.address, &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
+}
 
-    // Every AWS call went through the proxy to moto, one request per call the report counts;
-    // the credential chain's IMDS calls did not.
-    let rep = report(root.path());
+/// The report's discovery and tagging calls, each one proxied request to moto (after the
+/// `before` requests the proxy's log held), and the preflight's CONNECTs.
+fn aws_calls_went_through_the_proxy(root: &Path, log: &Path, before: usize, moto_host: &str) {
+    let rep = report(root);
     let sum = |v: &Value| -> u64 {
         v.as_object()
             .unwrap()
@@ -177,7 +227,7 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
     // GetParametersByPath; CreateTags (the tags were read before planning: one DescribeTags,
     // IMDS tags being off).
     assert_eq!((discovery, tagging), (1, 1), "{rep}");
-    let all: Vec<String> = common::tinyproxy::proxied(&log)
+    let all: Vec<String> = common::tinyproxy::proxied(log)
         .into_iter()
         .skip(before)
         .collect();
@@ -200,7 +250,6 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
         ],
         "{connects:?}"
     );
-    let moto_host = moto.url.trim_start_matches("http://");
     assert_eq!(
         requests.len() as u64,
         discovery + 1 + tagging,
@@ -212,7 +261,11 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             .all(|r| r.starts_with(&format!("POST http://{moto_host}/"))),
         "{requests:?}"
     );
-    // Read directly: the VPC's blocks, and the role (the SDK's credential chain).
+}
+
+/// Read directly: the VPC's blocks, and the role (the SDK's credential chain); IMDS never
+/// through the proxy.
+fn imds_read_directly(imds: &ImdsServer, log: &Path) {
     let imds_paths = imds.state.lock().unwrap().paths.clone();
     for read in [
         "vpc-ipv4-cidr-blocks".to_string(),
@@ -224,20 +277,17 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             "{read}: {imds_paths:?}"
         );
     }
-    let all = std::fs::read_to_string(&log).unwrap();
+    let all = std::fs::read_to_string(log).unwrap();
     assert!(
         !all.contains(&imds.addr.to_string()),
         "IMDS never through the proxy: {all}"
     );
-    let tags = rt.block_on(instance_tags(&ec2, &id)).unwrap();
-    assert_eq!(
-        tags.get("Name"),
-        Some(&format!("scaler-{}", ip.replace('.', "x")))
-    );
+}
 
-    // The credentials in one 0600 file; each unit's drop-in names it and holds the NO_PROXY with
-    // the VPC's blocks and the discovered service CIDR; then one reload.
-    let env = root.path().join("etc/eks-nodeinit/proxy.env");
+/// The credentials in one 0600 file; each unit's drop-in names it and holds the NO_PROXY with
+/// the VPC's blocks and the discovered service CIDR.
+fn units_get_the_proxy(root: &Path, url: &str) {
+    let env = root.join("etc/eks-nodeinit/proxy.env");
     assert_eq!(mode(&env), 0o600);
     let env_text = std::fs::read_to_string(&env).unwrap();
     assert!(
@@ -247,7 +297,7 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
     );
     let no_proxy = "localhost,127.0.0.1,::1,169.254.169.254,fd00:ec2::254,10.0.0.0/16,10.1.0.0/16,2600:1f14:abc:de00::/56,172.20.0.0/16,.internal,.eu-west-1.compute.internal,.corp.example";
     for unit in ["containerd", "kubelet", "nodeadm-config", "nodeadm-run"] {
-        let p = root.path().join(format!(
+        let p = root.join(format!(
             "etc/systemd/system/{unit}.service.d/60-eks-nodeinit-proxy.conf"
         ));
         let text = std::fs::read_to_string(&p).unwrap();
@@ -266,21 +316,6 @@ fn the_agents_aws_calls_go_through_the_proxy_imds_does_not_and_each_unit_gets_it
             "no credentials where systemd shows them: {text}"
         );
     }
-    assert_eq!(reloads(&calls), 1, "{:?}", calls.lock().unwrap());
-    assert_unprinted(&out, root.path(), &secrets);
-
-    // A rerun plans nothing.
-    let out = run_init(
-        root.path(),
-        &cfg,
-        &imds,
-        &bus.address,
-        &["--dry-run", "--output", "json"],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(plan["changes"], 0, "{plan}");
-    assert_unprinted(&out, root.path(), &secrets);
 }
 
 /// An AL2 or AL2023 root with a proxy (no credentials) and no tagging, its metadata with the VPC.

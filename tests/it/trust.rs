@@ -61,6 +61,61 @@ fn debian_store(root: &Path) {
     std::fs::copy(TOOL, root.join(&TOOL[1..])).unwrap();
 }
 
+/// The cluster's endpoint, service CIDR and CA in Parameter Store, put over TLS trusting `ca_pem`.
+fn put_discovery_parameters(url: &str, ca_pem: &str) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use aws_sdk_ssm::types::ParameterType::{SecureString, String as Plain};
+        let ssm = aws_sdk_ssm::Client::new(&tls_sdk_config(url, ca_pem.as_bytes()).await);
+        let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca_pem);
+        for (name, value, kind) in [
+            ("APISERVER_ENDPOINT", "https://k.example", Plain),
+            ("SERVICE_CIDR", "172.20.0.0/16", Plain),
+            ("B64_CLUSTER_CA", b64.as_str(), SecureString),
+        ] {
+            ssm.put_parameter()
+                .name(format!("/eks/{CLUSTER}/{name}"))
+                .value(value)
+                .r#type(kind)
+                .send()
+                .await
+                .unwrap();
+        }
+    });
+}
+
+/// The anchor and the rebuilt bundle under `root` hold the CA (openssl verifies the server's
+/// certificate `srv` against the bundle), the rebuild done and the tool recorded.
+fn store_holds_the_ca(root: &Path, rep: &Value, ca_pem: &str, srv: &Path) {
+    let anchor = under(root, anchor(DEBIAN, 0));
+    assert_eq!(
+        std::fs::read_to_string(&anchor).unwrap().trim_end(),
+        ca_pem.trim_end()
+    );
+    let bundle = root.join("etc/ssl/certs/ca-certificates.crt");
+    let body = ca_pem.lines().nth(1).unwrap();
+    assert!(
+        std::fs::read_to_string(&bundle).unwrap().contains(body),
+        "the rebuilt bundle holds the CA"
+    );
+    let verified = sh(Command::new("openssl")
+        .arg("verify")
+        .arg("-CAfile")
+        .arg(&bundle)
+        .arg(srv));
+    assert!(verified.contains(": OK"), "{verified}");
+    assert_eq!(
+        report_outcome(rep, "rebuild the trust store"),
+        Some(json!("done")),
+        "{rep}"
+    );
+    let record = std::fs::read_to_string(under(root, RECORD)).unwrap();
+    assert!(
+        record.contains("update-ca-certificates sha256:"),
+        "{record}"
+    );
+}
+
 #[test]
 fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
     if !have_tools() {
@@ -84,30 +139,7 @@ fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
     };
     let url = moto.url.replace("http://", "https://");
     let ca_pem = std::fs::read_to_string(&ca).unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let ssm = aws_sdk_ssm::Client::new(&tls_sdk_config(&url, ca_pem.as_bytes()).await);
-        for (name, value) in [
-            ("APISERVER_ENDPOINT", "https://k.example"),
-            ("SERVICE_CIDR", "172.20.0.0/16"),
-        ] {
-            ssm.put_parameter()
-                .name(format!("/eks/{CLUSTER}/{name}"))
-                .value(value)
-                .r#type(aws_sdk_ssm::types::ParameterType::String)
-                .send()
-                .await
-                .unwrap();
-        }
-        let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &ca_pem);
-        ssm.put_parameter()
-            .name(format!("/eks/{CLUSTER}/B64_CLUSTER_CA"))
-            .value(b64)
-            .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
-            .send()
-            .await
-            .unwrap();
-    });
+    put_discovery_parameters(&url, &ca_pem);
     let root = sample_root("al2023-root");
     debian_store(root.path());
     let config = |trust: bool| {
@@ -143,33 +175,7 @@ fn the_node_store_and_the_agents_own_calls_trust_the_configured_ca() {
     assert!(out.status.success(), "{}", stderr(&out));
     let rep = report(root.path());
     assert_eq!(rep["discovery"]["calls"]["getParametersByPath"], 1, "{rep}");
-    let anchor = under(root.path(), anchor(DEBIAN, 0));
-    assert_eq!(
-        std::fs::read_to_string(&anchor).unwrap().trim_end(),
-        ca_pem.trim_end()
-    );
-    let bundle = root.path().join("etc/ssl/certs/ca-certificates.crt");
-    let body = ca_pem.lines().nth(1).unwrap();
-    assert!(
-        std::fs::read_to_string(&bundle).unwrap().contains(body),
-        "the rebuilt bundle holds the CA"
-    );
-    let verified = sh(Command::new("openssl")
-        .arg("verify")
-        .arg("-CAfile")
-        .arg(&bundle)
-        .arg(&srv));
-    assert!(verified.contains(": OK"), "{verified}");
-    assert_eq!(
-        report_outcome(&rep, "rebuild the trust store"),
-        Some(json!("done")),
-        "{rep}"
-    );
-    let record = std::fs::read_to_string(under(root.path(), RECORD)).unwrap();
-    assert!(
-        record.contains("update-ca-certificates sha256:"),
-        "{record}"
-    );
+    store_holds_the_ca(root.path(), &rep, &ca_pem, &srv);
 
     // A rerun (the discovery cache answers) plans nothing.
     let out = init(

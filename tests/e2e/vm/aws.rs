@@ -61,21 +61,9 @@ impl Ec2 {
 
     /// The EC2 actions moto served so far (from its request recording).
     pub(super) fn actions(&self) -> Vec<String> {
-        let text = std::fs::read_to_string(&self.recording).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|e| {
-                let body = e["body"].as_str().unwrap_or("");
-                let body = if e["body_encoded"] == true {
-                    String::from_utf8_lossy(
-                        &base64::engine::general_purpose::STANDARD
-                            .decode(body)
-                            .unwrap_or_default(),
-                    )
-                    .into_owned()
-                } else {
-                    body.to_string()
-                };
+        recorded_bodies(&self.recording)
+            .iter()
+            .filter_map(|body| {
                 body.split('&')
                     .find_map(|kv| kv.strip_prefix("Action="))
                     .map(str::to_string)
