@@ -128,71 +128,80 @@ async fn handle(
         }
     }
     let req: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let param = |name: &str, value: &str| json!({"Name": name, "Type": "SecureString", "Value": value, "Version": 1, "ARN": format!("arn:aws:ssm:us-east-1:123456789012:parameter{name}")});
-    let ok = |v: Value| {
-        Ok(reply(
-            200,
-            &[(
-                "content-type",
-                if ssm {
-                    "application/x-amz-json-1.1"
-                } else {
-                    "application/json"
-                },
-            )],
-            v,
-        ))
-    };
-    match op.as_str() {
-        "GetParametersByPath" => {
-            let p = req["Path"].as_str().unwrap_or("").trim_end_matches('/');
-            let list: Vec<Value> = s
-                .parameters
-                .iter()
-                .filter(|(n, _)| {
-                    n.strip_prefix(p)
-                        .and_then(|r| r.strip_prefix('/'))
-                        .is_some_and(|leaf| !leaf.contains('/'))
-                })
-                .map(|(n, v)| param(n, v))
-                .collect();
-            ok(json!({"Parameters": list}))
-        }
-        "GetParameters" => {
-            let mut found = Vec::new();
-            let mut invalid = Vec::new();
-            for n in req["Names"].as_array().into_iter().flatten() {
-                let n = n.as_str().unwrap_or("");
-                match s.parameters.get(n) {
-                    Some(v) => found.push(param(n, v)),
-                    None => invalid.push(json!(n)),
-                }
-            }
-            ok(json!({"Parameters": found, "InvalidParameters": invalid}))
-        }
+    Ok(match op.as_str() {
+        "GetParametersByPath" => ok(true, parameters_by_path(&s, &req)),
+        "GetParameters" => ok(true, parameters(&s, &req)),
         "DescribeCluster" => {
             let name = path.trim_start_matches("/clusters/");
             match s.clusters.get(name) {
-                None => Ok(error(false, 404, "ResourceNotFoundException")),
-                Some(c) => {
-                    let mut net = json!({"ipFamily": c.ip_family});
-                    let key = if c.ip_family == "ipv6" {
-                        "serviceIpv6Cidr"
-                    } else {
-                        "serviceIpv4Cidr"
-                    };
-                    net[key] = json!(c.cidr);
-                    ok(json!({"cluster": {
-                        "name": name,
-                        "arn": format!("arn:aws:eks:us-east-1:123456789012:cluster/{name}"),
-                        "endpoint": c.endpoint,
-                        "certificateAuthority": {"data": c.ca},
-                        "kubernetesNetworkConfig": net,
-                        "status": "ACTIVE",
-                    }}))
-                }
+                None => error(false, 404, "ResourceNotFoundException"),
+                Some(c) => ok(false, cluster(name, c)),
             }
         }
-        _ => Ok(error(ssm, 400, "UnknownOperationException")),
+        _ => error(ssm, 400, "UnknownOperationException"),
+    })
+}
+
+/// 200 with `v` in the protocol's content type.
+fn ok(ssm: bool, v: Value) -> Response<Full<Bytes>> {
+    let content_type = if ssm {
+        "application/x-amz-json-1.1"
+    } else {
+        "application/json"
+    };
+    reply(200, &[("content-type", content_type)], v)
+}
+
+/// One parameter as Parameter Store answers it.
+fn param(name: &str, value: &str) -> Value {
+    json!({"Name": name, "Type": "SecureString", "Value": value, "Version": 1, "ARN": format!("arn:aws:ssm:us-east-1:123456789012:parameter{name}")})
+}
+
+/// GetParametersByPath: the parameters directly under the request's `Path`.
+fn parameters_by_path(s: &DiscoveryState, req: &Value) -> Value {
+    let p = req["Path"].as_str().unwrap_or("").trim_end_matches('/');
+    let list: Vec<Value> = s
+        .parameters
+        .iter()
+        .filter(|(n, _)| {
+            n.strip_prefix(p)
+                .and_then(|r| r.strip_prefix('/'))
+                .is_some_and(|leaf| !leaf.contains('/'))
+        })
+        .map(|(n, v)| param(n, v))
+        .collect();
+    json!({"Parameters": list})
+}
+
+/// GetParameters: the named ones found, the others invalid.
+fn parameters(s: &DiscoveryState, req: &Value) -> Value {
+    let mut found = Vec::new();
+    let mut invalid = Vec::new();
+    for n in req["Names"].as_array().into_iter().flatten() {
+        let n = n.as_str().unwrap_or("");
+        match s.parameters.get(n) {
+            Some(v) => found.push(param(n, v)),
+            None => invalid.push(json!(n)),
+        }
     }
+    json!({"Parameters": found, "InvalidParameters": invalid})
+}
+
+/// DescribeCluster's answer for `c`.
+fn cluster(name: &str, c: &Cluster) -> Value {
+    let mut net = json!({"ipFamily": c.ip_family});
+    let key = if c.ip_family == "ipv6" {
+        "serviceIpv6Cidr"
+    } else {
+        "serviceIpv4Cidr"
+    };
+    net[key] = json!(c.cidr);
+    json!({"cluster": {
+        "name": name,
+        "arn": format!("arn:aws:eks:us-east-1:123456789012:cluster/{name}"),
+        "endpoint": c.endpoint,
+        "certificateAuthority": {"data": c.ca},
+        "kubernetesNetworkConfig": net,
+        "status": "ACTIVE",
+    }})
 }

@@ -118,33 +118,47 @@ async fn handle(
     let mut s = state.lock().unwrap();
     let path = versioned(req.uri().path());
     if path == "/latest/api/token" {
-        if req.method() != hyper::Method::PUT {
-            return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, ""));
-        }
-        let ttl = req
-            .headers()
-            .get("x-aws-ec2-metadata-token-ttl-seconds")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if let Some(code) = s.refuse_token_with {
-            return Ok(reply(StatusCode::from_u16(code).unwrap(), ""));
-        }
-        let Some(ttl) = ttl.filter(|t| (1..=21600).contains(t)) else {
-            return Ok(reply(StatusCode::BAD_REQUEST, "bad ttl"));
-        };
-        s.puts += 1;
-        let token = format!("token-{}", s.puts);
-        s.tokens
-            .insert(token.clone(), Instant::now() + Duration::from_secs(ttl));
-        // The real service echoes the TTL; aws-config's IMDS client refuses a token without it.
-        let mut r = reply(StatusCode::OK, &token);
-        r.headers_mut()
-            .insert("x-aws-ec2-metadata-token-ttl-seconds", ttl.into());
-        return Ok(r);
+        return Ok(token(&mut s, &req));
     }
     if req.method() != hyper::Method::GET {
         return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, ""));
     }
+    if !authorized(&mut s, &req) {
+        return Ok(reply(StatusCode::UNAUTHORIZED, ""));
+    }
+    Ok(get(&s, &path))
+}
+
+/// A token PUT: a TTL of 1..=21600 seconds echoed, as the real service does.
+fn token(s: &mut State, req: &Request<()>) -> Response<Full<Bytes>> {
+    if req.method() != hyper::Method::PUT {
+        return reply(StatusCode::METHOD_NOT_ALLOWED, "");
+    }
+    let ttl = req
+        .headers()
+        .get("x-aws-ec2-metadata-token-ttl-seconds")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(code) = s.refuse_token_with {
+        return reply(StatusCode::from_u16(code).unwrap(), "");
+    }
+    let Some(ttl) = ttl.filter(|t| (1..=21600).contains(t)) else {
+        return reply(StatusCode::BAD_REQUEST, "bad ttl");
+    };
+    s.puts += 1;
+    let token = format!("token-{}", s.puts);
+    s.tokens
+        .insert(token.clone(), Instant::now() + Duration::from_secs(ttl));
+    // The real service echoes the TTL; aws-config's IMDS client refuses a token without it.
+    let mut r = reply(StatusCode::OK, &token);
+    r.headers_mut()
+        .insert("x-aws-ec2-metadata-token-ttl-seconds", ttl.into());
+    r
+}
+
+/// Whether a GET may be served (a valid token, or none where IMDSv1 is allowed), counted; a
+/// served GET may expire every token (`expire_tokens_after_gets`).
+fn authorized(s: &mut State, req: &Request<()>) -> bool {
     let valid = req
         .headers()
         .get("x-aws-ec2-metadata-token")
@@ -152,52 +166,61 @@ async fn handle(
         .and_then(|t| s.tokens.get(t))
         .is_some_and(|exp| *exp > Instant::now());
     let tokenless = req.headers().get("x-aws-ec2-metadata-token").is_none();
-    let authorized = valid || (s.v1_allowed && tokenless);
-    if !authorized {
+    if !(valid || (s.v1_allowed && tokenless)) {
         s.unauthorized += 1;
-        return Ok(reply(StatusCode::UNAUTHORIZED, ""));
+        return false;
     }
     s.gets += 1;
     if s.expire_tokens_after_gets == Some(s.gets) {
         s.tokens.clear();
         s.expire_tokens_after_gets = None;
     }
+    true
+}
+
+/// An authorized GET of `path`: user data, the dynamic tree, or instance metadata.
+fn get(s: &State, path: &str) -> Response<Full<Bytes>> {
     if path == "/latest/user-data" {
-        return Ok(match &s.user_data {
+        return match &s.user_data {
             Some(u) => Response::builder()
                 .status(StatusCode::OK)
                 .header("content-type", "application/octet-stream")
                 .body(Full::new(Bytes::from(u.clone())))
                 .unwrap(),
             None => reply(StatusCode::NOT_FOUND, ""),
-        });
+        };
     }
     if let Some(rest) = path.strip_prefix("/latest/dynamic/") {
-        return Ok(match lookup(&s.dynamic, rest) {
-            Some(v) => reply(StatusCode::OK, &v),
-            None => reply(StatusCode::NOT_FOUND, ""),
-        });
+        return found(lookup(&s.dynamic, rest));
     }
-    let Some(rest) = path.strip_prefix("/latest/meta-data/") else {
-        return Ok(reply(StatusCode::NOT_FOUND, ""));
-    };
+    match path.strip_prefix("/latest/meta-data/") {
+        Some(rest) => meta_data(s, rest),
+        None => reply(StatusCode::NOT_FOUND, ""),
+    }
+}
+
+/// 200 with the value, or 404.
+fn found(v: Option<String>) -> Response<Full<Bytes>> {
+    match v {
+        Some(v) => reply(StatusCode::OK, &v),
+        None => reply(StatusCode::NOT_FOUND, ""),
+    }
+}
+
+/// Instance metadata under /latest/meta-data/: the tags only when they are on.
+fn meta_data(s: &State, rest: &str) -> Response<Full<Bytes>> {
     if rest == "tags/" && s.tags.is_some() {
-        return Ok(reply(StatusCode::OK, "instance"));
+        return reply(StatusCode::OK, "instance");
     }
     if rest == "tags/instance" {
-        return Ok(match &s.tags {
-            Some(t) => reply(
-                StatusCode::OK,
-                &t.keys().cloned().collect::<Vec<_>>().join("\n"),
-            ),
-            None => reply(StatusCode::NOT_FOUND, ""),
-        });
+        return found(
+            s.tags
+                .as_ref()
+                .map(|t| t.keys().cloned().collect::<Vec<_>>().join("\n")),
+        );
     }
     if let Some(k) = rest.strip_prefix("tags/instance/") {
-        return Ok(match s.tags.as_ref().and_then(|t| t.get(k)) {
-            Some(v) => reply(StatusCode::OK, v),
-            None => reply(StatusCode::NOT_FOUND, ""),
-        });
+        return found(s.tags.as_ref().and_then(|t| t.get(k)).cloned());
     }
     let mut listing = lookup(&s.data, rest);
     if rest.is_empty() && s.tags.is_some() {
@@ -207,10 +230,7 @@ async fn handle(
         entries.sort_unstable();
         listing = Some(entries.join("\n"));
     }
-    Ok(match listing {
-        Some(v) => reply(StatusCode::OK, &v),
-        None => reply(StatusCode::NOT_FOUND, ""),
-    })
+    found(listing)
 }
 
 /// IMDS serves every API version (`/2009-04-04/…`, `/2021-03-23/…`) beside `/latest/`; this
