@@ -43,11 +43,43 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
     if sc.warm.is_some() {
         return warm::check(sc, run);
     }
-    let ctx = run.debug(1);
-    let cfg = &sc.config;
-    let group = cfg["nodeGroup"]["name"].as_str().unwrap();
+    let report = check_report(sc, run, ec2);
+    let configured = check_sysctls(sc, run);
+    check_logind(sc, run, &report);
+    check_tags(sc, run, ec2, rt, &report);
+    // The hand-off, recorded by the stand-ins.
+    let owned = run.handoff_records(2);
+    let records: Vec<&str> = owned.iter().map(String::as_str).collect();
+    match sc.flavour {
+        Flavour::Al2 => check_bootstrap(sc, &records, run),
+        Flavour::Al2023 => check_nodeadm(sc, &records, run),
+    }
+    check_unit(sc, run, ec2);
+    check_nothing_redone(sc, run, configured);
+    // The AL2 kubelet config carries the settings; the CA reached nothing the guest printed.
+    if sc.flavour == Flavour::Al2 {
+        let k: serde_json::Value = serde_json::from_str(&run.file(1, &kubelet_config())).unwrap();
+        for key in ["shutdownGracePeriod", "shutdownGracePeriodCriticalPods"] {
+            assert_eq!(k[key], sc.config["kubelet"][key], "{key}");
+        }
+    }
+    check_logs(sc, run);
+    let (_, ca, _) = sc.cluster();
+    for name in ["journal", "cloud-init-output", "second-run"] {
+        if ca.is_empty() {
+            break;
+        }
+        assert!(
+            !run.must(1, name).contains(&ca),
+            "[{}] the CA appears in the guest's {name}",
+            sc.name
+        );
+    }
+}
 
-    // The agent ran, in the unit or in cloud-final, and recorded success.
+/// The agent ran, in the unit or in cloud-final, and recorded success: its report, read.
+fn check_report(sc: &Scenario, run: &Run, ec2: &Ec2) -> serde_json::Value {
+    let ctx = run.debug(1);
     let report: serde_json::Value = serde_json::from_str(&run.file(1, REPORT_PATH))
         .unwrap_or_else(|e| panic!("[{}] report.json: {e}\n{ctx}", sc.name));
     assert_eq!(report["instanceId"], ec2.instance_id.as_str(), "{report:#}");
@@ -80,8 +112,13 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
         sc.name
     );
 
-    // Sysctls: live in the kernel on both boots (the second from /etc/sysctl.d via
-    // systemd-sysctl), and persisted.
+    report
+}
+
+/// Sysctls: live in the kernel on both boots (the second from /etc/sysctl.d via
+/// systemd-sysctl), and persisted. Whether the scenario sets any.
+fn check_sysctls(sc: &Scenario, run: &Run) -> bool {
+    let cfg = &sc.config;
     // Every example but the proxied one sets sysctls.
     let configured = cfg["sysctls"].as_object();
     assert!(
@@ -108,8 +145,13 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
         );
     }
 
-    // logind took the drop-in: its InhibitDelayMaxUSec over D-Bus equals the drop-in's value,
-    // and covers the grace period. Again after the reboot.
+    configured.is_some()
+}
+
+/// logind took the drop-in: its InhibitDelayMaxUSec over D-Bus equals the drop-in's value,
+/// and covers the grace period. Again after the reboot.
+fn check_logind(sc: &Scenario, run: &Run, report: &serde_json::Value) {
+    let cfg = &sc.config;
     let grace = eks_nodeinit::base::duration::parse(
         cfg["kubelet"]["shutdownGracePeriod"].as_str().unwrap(),
     )
@@ -138,9 +180,18 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
         (delay * 1e6) as u64,
         "the agent read back what logind took: {report:#}"
     );
+}
 
-    // The Name tag, set once; and where the proof found the node joined, the joined mark
-    // (one CreateTags of its own, after the verdict).
+/// The Name tag, set once; and where the proof found the node joined, the joined mark
+/// (one CreateTags of its own, after the verdict).
+fn check_tags(
+    sc: &Scenario,
+    run: &Run,
+    ec2: &Ec2,
+    rt: &tokio::runtime::Runtime,
+    report: &serde_json::Value,
+) {
+    let group = sc.config["nodeGroup"]["name"].as_str().unwrap();
     let want = format!("{group}-{}", ec2.private_ip.replace('.', "x"));
     let tags = ec2.tags(rt).unwrap();
     assert_eq!(tags.get("Name"), Some(&want), "[{}] Name tag", sc.name);
@@ -162,19 +213,13 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
         sc.name,
         ec2.actions()
     );
+}
 
-    // The hand-off, recorded by the stand-ins.
-    let owned = run.handoff_records(2);
-    let records: Vec<&str> = owned.iter().map(String::as_str).collect();
-    match sc.flavour {
-        Flavour::Al2 => check_bootstrap(sc, &records, run),
-        Flavour::Al2023 => check_nodeadm(sc, &records, run),
-    }
-
-    // The packaged unit runs on the first boot in every scenario. With the config in the user
-    // data it runs the agent, before nodeadm's config phase; with a user-data script (no config
-    // for the unit) it exits 4, which the unit counts as success, and the script runs the agent.
-    // After the reboot it does not run again, and systemd reports no failure.
+/// The packaged unit runs on the first boot in every scenario. With the config in the user
+/// data it runs the agent, before nodeadm's config phase; with a user-data script (no config
+/// for the unit) it exits 4, which the unit counts as success, and the script runs the agent.
+/// After the reboot it does not run again, and systemd reports no failure.
+fn check_unit(sc: &Scenario, run: &Run, ec2: &Ec2) {
     let u1 = run.unit(1, "eks-nodeinit.service");
     let u2 = run.unit(2, "eks-nodeinit.service");
     assert_eq!(u1["ConditionResult"], "yes", "{u1:?}");
@@ -210,11 +255,13 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
         "[{}] Parameter Store lookups",
         sc.name
     );
+}
 
-    // The reboot redid nothing: the agent's files are the same inodes with the same mtimes,
-    // and a dry run on the configured node plans no change, on both boots.
+/// The reboot redid nothing: the agent's files are the same inodes with the same mtimes,
+/// and a dry run on the configured node plans no change, on both boots.
+fn check_nothing_redone(sc: &Scenario, run: &Run, configured: bool) {
     let mut written = vec![logind::DROPIN_PATH.to_string(), REPORT_PATH.to_string()];
-    if configured.is_some() {
+    if configured {
         written.push(sysctls::PERSIST_PATH.into());
     }
     written.push(match sc.flavour {
@@ -228,26 +275,6 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, rt: &tokio::runtime::Ru
         let plan: serde_json::Value = serde_json::from_str(&run.must(boot, "second-run"))
             .unwrap_or_else(|e| panic!("boot {boot}: second-run plan: {e}\n{}", run.debug(boot)));
         assert_eq!(plan["changes"], 0, "[{}] boot {boot}: {plan:#}", sc.name);
-    }
-
-    // The AL2 kubelet config carries the settings; the CA reached nothing the guest printed.
-    if sc.flavour == Flavour::Al2 {
-        let k: serde_json::Value = serde_json::from_str(&run.file(1, &kubelet_config())).unwrap();
-        for key in ["shutdownGracePeriod", "shutdownGracePeriodCriticalPods"] {
-            assert_eq!(k[key], cfg["kubelet"][key], "{key}");
-        }
-    }
-    check_logs(sc, run);
-    let (_, ca, _) = sc.cluster();
-    for name in ["journal", "cloud-init-output", "second-run"] {
-        if ca.is_empty() {
-            break;
-        }
-        assert!(
-            !run.must(1, name).contains(&ca),
-            "[{}] the CA appears in the guest's {name}",
-            sc.name
-        );
     }
 }
 
@@ -392,6 +419,12 @@ pub(super) fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
             .all(|f| f.starts_with("--") && !f.contains('=')),
         "{argv:?}"
     );
+    check_bootstrap_planned_again(run, &argv);
+}
+
+/// In the boot that handed off, a later run sees the per-boot marker and plans no second exec
+/// of bootstrap.sh; after the reboot the plan shows the `argv` bootstrap.sh got.
+fn check_bootstrap_planned_again(run: &Run, argv: &[&str]) {
     // In the boot that handed off, a later run sees the per-boot marker and plans no second
     // exec of bootstrap.sh.
     let again: serde_json::Value = serde_json::from_str(&run.must(1, "second-run")).unwrap();
@@ -425,7 +458,7 @@ pub(super) fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
         .skip(1)
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
-    for (p, a) in planned.iter().zip(&argv) {
+    for (p, a) in planned.iter().zip(argv) {
         if !p.starts_with("<redacted") {
             assert_eq!(p, a);
         }

@@ -117,21 +117,45 @@ pub(super) fn disk(
         .args(["-a", "--reflink=auto"])
         .arg(image.join("rootfs"))
         .arg(&root));
+    install_reporter(sc, &root);
+    match net {
+        // The CA comes from the agent (trust.caBundles); the AWS endpoints through the proxy.
+        Some(net) => net.prepare(&root),
+        None => trust_and_name_aws(&root, ca),
+    }
+    install_deb(&root, deb);
+    install_handoff(sc, &root, cluster);
+    let img = work.join("disk.img");
+    sh(Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-L", "root", "-d"])
+        .arg(&root)
+        .arg(&img)
+        .arg("3G"));
+    sh(Command::new("rm").arg("-rf").arg(&root));
+    img
+}
+
+/// A file of the guest's (tests/e2e/vm/guest/) at `to` under `root`.
+fn copy_guest(root: &Path, from: &str, to: &str, mode: u32) {
     let guest = e2e_dir().join("guest");
-    let copy = |from: &str, to: &str, mode: u32| {
-        write(
-            &root.join(to),
-            &std::fs::read_to_string(guest.join(from)).unwrap(),
-            mode,
-        )
-    };
-    copy("e2e-report", "usr/local/sbin/e2e-report", 0o755);
-    copy(
+    write(
+        &root.join(to),
+        &std::fs::read_to_string(guest.join(from)).unwrap(),
+        mode,
+    )
+}
+
+/// The reporter and what it reads: the sysctls' keys, where the hand-off records, the
+/// warm-pool flag, the config for its second-run dry run.
+fn install_reporter(sc: &Scenario, root: &Path) {
+    copy_guest(root, "e2e-report", "usr/local/sbin/e2e-report", 0o755);
+    copy_guest(
+        root,
         "e2e-report.service",
         "etc/systemd/system/e2e-report.service",
         0o644,
     );
-    enable(&root, "e2e-report.service", "cloud-init.target");
+    enable(root, "e2e-report.service", "cloud-init.target");
     let keys: Vec<&str> = sc.config["sysctls"]
         .as_object()
         .into_iter()
@@ -156,14 +180,14 @@ pub(super) fn disk(
             0o600,
         );
     }
-    match net {
-        // The CA comes from the agent (trust.caBundles); the AWS endpoints through the proxy.
-        Some(net) => net.prepare(&root),
-        None => trust_and_name_aws(&root, ca),
-    }
+}
+
+/// The DEB installed with dpkg in a chroot (its postinst enables the unit), and cloud-init's
+/// unit as Amazon Linux renders it.
+fn install_deb(root: &Path, deb: &Path) {
     std::fs::copy(deb, root.join("tmp/eks-nodeinit.deb")).unwrap();
     sh(Command::new("chroot")
-        .arg(&root)
+        .arg(root)
         .args(["dpkg", "-i", "/tmp/eks-nodeinit.deb"]));
     std::fs::remove_file(root.join("tmp/eks-nodeinit.deb")).unwrap();
     assert!(
@@ -183,6 +207,11 @@ pub(super) fn disk(
         &unit.replace("\nBefore=sysinit.target\n", "\n"),
         0o644,
     );
+}
+
+/// The flavour's recording hand-off: bootstrap.sh's stand-in and the kubelet config, or
+/// nodeadm's stand-in, its units and (for a joining scenario) the cluster's parts.
+fn install_handoff(sc: &Scenario, root: &Path, cluster: Option<&join::Cluster>) {
     match sc.flavour {
         Flavour::Al2 => {
             // A recording stand-in with the real script's option grammar, which fails as the
@@ -193,41 +222,35 @@ pub(super) fn disk(
                 0o755,
             );
             write(
-                &under(&root, kubelet_config()),
+                &under(root, kubelet_config()),
                 &read_example("al2-root/etc/kubernetes/kubelet/kubelet-config.json"),
                 0o644,
             );
         }
         Flavour::Al2023 => {
-            copy("nodeadm", "usr/bin/nodeadm", 0o755);
-            copy(
+            copy_guest(root, "nodeadm", "usr/bin/nodeadm", 0o755);
+            copy_guest(
+                root,
                 "nodeadm-config.service",
                 "etc/systemd/system/nodeadm-config.service",
                 0o644,
             );
-            copy(
+            copy_guest(
+                root,
                 "nodeadm-run.service",
                 "etc/systemd/system/nodeadm-run.service",
                 0o644,
             );
-            enable(&root, "nodeadm-config.service", "multi-user.target");
+            enable(root, "nodeadm-config.service", "multi-user.target");
             // The AMI's build creates the drop-in directory (templates/al2023/provisioners/
             // install-nodeadm.sh); nodeadm refuses a missing one but passes over an empty one.
             std::fs::create_dir_all(root.join("etc/eks/nodeadm.d")).unwrap();
-            enable(&root, "nodeadm-run.service", "cloud-init.target");
+            enable(root, "nodeadm-run.service", "cloud-init.target");
             if let Some(c) = cluster {
-                c.prepare(&root);
+                c.prepare(root);
             }
         }
     }
-    let img = work.join("disk.img");
-    sh(Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-L", "root", "-d"])
-        .arg(&root)
-        .arg(&img)
-        .arg("3G"));
-    sh(Command::new("rm").arg("-rf").arg(&root));
-    img
 }
 
 /// The host's CA trusted by the guest's store, and the AWS endpoints' names pointed at the
@@ -287,45 +310,10 @@ pub(super) fn boot(sc: &Scenario, image: &Path, disk: &Path, work: &Path, host: 
     } = host;
     let console = work.join("console.log");
     let report = work.join("report.log");
-    let imds_port = imds.addr.port();
-    let mut netdev = format!(
-        "user,id=n0,net=169.254.0.0/16,\
-         guestfwd=tcp:169.254.169.254:80-cmd:socat - TCP:127.0.0.1:{imds_port},\
-         guestfwd=tcp:{GUEST_EC2_ADDR}:443-cmd:socat - TCP:127.0.0.1:{}",
-        ec2.tls_port
-    );
-    for (guest, port) in forwards.iter() {
-        netdev += &format!(",guestfwd=tcp:{guest}-cmd:socat - TCP:127.0.0.1:{port}");
-    }
+    let netdev = netdev(imds, ec2, forwards);
     let t = Instant::now();
     let mut child = Proc(
-        Command::new("qemu-system-x86_64")
-            // The kubelet and containerd want room beside cloud-init.
-            .args(["-accel", accel(image), "-smp", "1", "-m"])
-            .arg(if cluster.is_some() { "1536" } else { "1024" })
-            .args(["-nodefaults", "-display", "none"])
-            .arg("-kernel")
-            .arg(image.join("vmlinuz"))
-            .arg("-initrd")
-            .arg(image.join("initrd.img"))
-            .args([
-                "-append",
-                "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.show_status=1",
-            ])
-            .arg("-drive")
-            .arg(format!("file={},format=raw,if=virtio", disk.display()))
-            .args(["-netdev", &netdev, "-device"])
-            .arg(format!("virtio-net-pci,netdev=n0,mac={GUEST_MAC}"))
-            .args([
-                "-smbios",
-                &format!(
-                    "type=1,manufacturer=Amazon EC2,product=m6i.large,uuid={DMI_UUID},serial={DMI_UUID}"
-                ),
-            ])
-            .arg("-serial")
-            .arg(format!("file:{}", console.display()))
-            .arg("-serial")
-            .arg(format!("file:{}", report.display()))
+        qemu(image, disk, &netdev, [&console, &report], cluster.is_some())
             .stdin(Stdio::null())
             .spawn()
             .unwrap(),
@@ -371,4 +359,54 @@ pub(super) fn boot(sc: &Scenario, image: &Path, disk: &Path, work: &Path, host: 
         boot1_secs,
         total_secs: total,
     }
+}
+
+/// The guest's user network: IMDS and EC2 (TLS) forwarded to the host's servers, and the
+/// scenario's other forwards.
+fn netdev(imds: &ImdsServer, ec2: &Ec2, forwards: &[(String, u16)]) -> String {
+    let imds_port = imds.addr.port();
+    let mut netdev = format!(
+        "user,id=n0,net=169.254.0.0/16,\
+         guestfwd=tcp:169.254.169.254:80-cmd:socat - TCP:127.0.0.1:{imds_port},\
+         guestfwd=tcp:{GUEST_EC2_ADDR}:443-cmd:socat - TCP:127.0.0.1:{}",
+        ec2.tls_port
+    );
+    for (guest, port) in forwards {
+        netdev += &format!(",guestfwd=tcp:{guest}-cmd:socat - TCP:127.0.0.1:{port}");
+    }
+    netdev
+}
+
+/// QEMU with the image's kernel, the disk, the network, two serial ports (the console, the
+/// reports) and the instance's DMI; more memory for a node that joins (the kubelet and
+/// containerd want room beside cloud-init).
+fn qemu(image: &Path, disk: &Path, netdev: &str, serial: [&Path; 2], joins: bool) -> Command {
+    let [console, report] = serial;
+    let mut c = Command::new("qemu-system-x86_64");
+    c.args(["-accel", accel(image), "-smp", "1", "-m"])
+        .arg(if joins { "1536" } else { "1024" })
+        .args(["-nodefaults", "-display", "none"])
+        .arg("-kernel")
+        .arg(image.join("vmlinuz"))
+        .arg("-initrd")
+        .arg(image.join("initrd.img"))
+        .args([
+            "-append",
+            "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.show_status=1",
+        ])
+        .arg("-drive")
+        .arg(format!("file={},format=raw,if=virtio", disk.display()))
+        .args(["-netdev", netdev, "-device"])
+        .arg(format!("virtio-net-pci,netdev=n0,mac={GUEST_MAC}"))
+        .args([
+            "-smbios",
+            &format!(
+                "type=1,manufacturer=Amazon EC2,product=m6i.large,uuid={DMI_UUID},serial={DMI_UUID}"
+            ),
+        ])
+        .arg("-serial")
+        .arg(format!("file:{}", console.display()))
+        .arg("-serial")
+        .arg(format!("file:{}", report.display()));
+    c
 }

@@ -432,13 +432,24 @@ impl Run {
     }
 }
 
-fn e2e(name: &'static str) {
-    let ready = match (private::is_private(name), join::needs_cluster(name)) {
+/// What the scenario needs on the host: the DEB, and a private network's or a cluster's tools.
+fn ready(name: &str) -> Result<PathBuf, String> {
+    match (private::is_private(name), join::needs_cluster(name)) {
         (true, _) => prerequisites().and_then(|deb| private::prerequisites().map(|()| deb)),
         (_, true) => prerequisites().and_then(|deb| join::prerequisites().map(|()| deb)),
         _ => prerequisites(),
-    };
-    let deb = match ready {
+    }
+}
+
+/// The name-only scenarios' values, in moto before the boot (the CA a SecureString).
+async fn put_discovered(sc: &Scenario, ec2: &Ec2) {
+    let prefix = format!("/eks/{CLUSTER}");
+    let (endpoint, ca, cidr) = sc.cluster();
+    put_cluster_parameters(&ec2._moto.url, &prefix, &endpoint, &ca, &cidr).await;
+}
+
+fn e2e(name: &'static str) {
+    let deb = match ready(name) {
         Ok(d) => d,
         Err(why) => return skip(&why),
     };
@@ -459,16 +470,7 @@ fn e2e(name: &'static str) {
     let unmapped = join::is_unmapped(name);
     let cluster = join::cluster_for(&mut sc, &ec2, &rt);
     if sc.discovered {
-        // The name-only scenarios' values, in moto before the boot (the CA a SecureString).
-        let prefix = format!("/eks/{CLUSTER}");
-        let (endpoint, ca, cidr) = sc.cluster();
-        rt.block_on(put_cluster_parameters(
-            &ec2._moto.url,
-            &prefix,
-            &endpoint,
-            &ca,
-            &cidr,
-        ));
+        rt.block_on(put_discovered(&sc, &ec2));
     }
     let imds = imds(&ec2, &sc);
     if let Some(c) = &cluster {
