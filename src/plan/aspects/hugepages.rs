@@ -161,3 +161,67 @@ fn gigantic(i: &Input, want: u64, out: &mut Out) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{findings, run, spec, Facts};
+    use super::*;
+    use crate::plan::step::File;
+
+    /// 8,000,000 KiB of memory: at most 3,906 pages of 2 MiB.
+    const MEMINFO_8G: &str = "MemTotal:        8000000 kB\nHugepagesize:       2048 kB\n";
+
+    fn node() -> Facts {
+        Facts::builder(Family::Al2023)
+            .file(MEMINFO, MEMINFO_8G)
+            .sysctl(KEY, Ok("0"))
+            .absent([PERSIST_PATH])
+            .build()
+    }
+
+    #[test]
+    fn a_count_is_set_live_then_persisted() {
+        let s = spec(r#"{"cluster":{"name":"c"},"host":{"hugepages":{"2Mi":16}}}"#);
+        let out = run(&ASPECT, &s, &node());
+        assert!(findings(&out).is_empty(), "{:?}", out.findings);
+        assert!(
+            matches!(&out.steps[0], Step::Live(Live { key, old, new, .. })
+            if key == KEY && old == "0" && new == "16"),
+            "{:?}",
+            out.steps
+        );
+        assert!(
+            matches!(&out.steps[1], Step::File(File { path, new, .. })
+            if path == Path::new(PERSIST_PATH) && new.ends_with("vm.nr_hugepages = 16\n")),
+            "{:?}",
+            out.steps
+        );
+    }
+
+    #[test]
+    fn pages_the_memory_cannot_hold_are_a_finding_and_no_step() {
+        let s = spec(r#"{"cluster":{"name":"c"},"host":{"hugepages":{"2Mi":4000}}}"#);
+        let out = run(&ASPECT, &s, &node());
+        assert!(out.steps.is_empty(), "{:?}", out.steps);
+        let f = findings(&out);
+        assert!(
+            f[0].starts_with("host.hugepages.2Mi: 4000 pages (8000 MiB)")
+                && f[0].ends_with("leave nothing of the node's 7812 MiB"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn missing_gigantic_pages_are_a_warning_naming_the_kernel_argument() {
+        let s = spec(r#"{"cluster":{"name":"c"},"host":{"hugepages":{"1Gi":2}}}"#);
+        let facts = Facts::builder(Family::Al2023).file(GIGANTIC, "0\n").build();
+        let out = run(&ASPECT, &s, &facts);
+        assert!(out.steps.is_empty(), "{:?}", out.steps);
+        assert!(
+            out.warnings[0].contains("has 0 of the 2 1 GiB pages")
+                && out.warnings[0].contains("`hugepagesz=1G hugepages=2`"),
+            "{:?}",
+            out.warnings
+        );
+    }
+}

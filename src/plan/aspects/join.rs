@@ -195,3 +195,45 @@ fn plan(i: &Input, out: &mut Out) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{complete, instance, run, spec};
+    use super::*;
+
+    #[test]
+    fn the_proofs_job_is_written_0600_and_its_unit_started_the_ca_a_secret() {
+        let s = spec(&complete(r#""labels":{"team":"a"}"#));
+        let mut facts = instance(&s, None);
+        facts.files.insert(
+            JOIN_JOB.into(),
+            crate::os::fsutil::FileFact {
+                content: Ok(None),
+                mode: None,
+                link: None,
+            },
+        );
+        let out = run(&ASPECT, &s, &facts);
+        let [Step::File(f), Step::Unit(u)] = &out.steps[..] else {
+            panic!("{:?}", out.steps)
+        };
+        assert_eq!(
+            (f.path.as_path(), f.mode),
+            (std::path::Path::new(JOIN_JOB), 0o600)
+        );
+        let job: serde_json::Value = serde_json::from_str(&f.new).unwrap();
+        assert_eq!(job["endpoint"], "https://k.example", "{job:#}");
+        assert_eq!(job["instanceId"], "i-1", "{job:#}");
+        assert!(
+            matches!(&u.job, UnitJob::Start { unit } if unit == super::super::launch_hook::UNIT),
+            "{u:?}"
+        );
+        assert_eq!(out.secrets, ["Q0E="]);
+    }
+
+    #[test]
+    fn join_off_plans_nothing() {
+        let s = spec(&complete(r#""verify":{"join":"off"}"#));
+        assert!(run(&ASPECT, &s, &instance(&s, None)).steps.is_empty());
+    }
+}

@@ -148,4 +148,37 @@ pub(crate) mod testing {
     pub fn findings(out: &Out) -> Vec<String> {
         out.findings.0.iter().map(ToString::to_string).collect()
     }
+
+    /// A config with a complete cluster (endpoint, CA, service CIDR) and `extra` top-level keys
+    /// (JSON members, `""` for none).
+    pub fn complete(extra: &str) -> String {
+        let sep = if extra.is_empty() { "" } else { "," };
+        format!(
+            r#"{{"cluster":{{"name":"prod","apiServerEndpoint":"https://k.example","certificateAuthority":"Q0E=","cidr":"172.20.0.0/16"}}{sep}{extra}}}"#
+        )
+    }
+
+    /// An AL2023 instance in eu-west-1 (VPC 10.0.0.0/16) with `spec`'s cluster values, its
+    /// metadata from IMDS or (`metadata_file`) from a file, no endpoint overridden.
+    pub fn instance(spec: &Spec, metadata_file: Option<&str>) -> Facts {
+        let md = crate::instance::metadata::Metadata {
+            instance_id: "i-1".into(),
+            private_ipv4: Some("10.0.12.34".into()),
+            instance_type: "m6i.large".into(),
+            region: "eu-west-1".into(),
+            availability_zone: "eu-west-1a".into(),
+            vpc_cidr_blocks: Some(vec!["10.0.0.0/16".into()]),
+            ..Default::default()
+        };
+        let mut f = Facts::builder(crate::facts::Family::Al2023)
+            .instance(md)
+            .cluster(crate::discovery::ClusterFact::from_spec(&spec.cluster))
+            .build();
+        f.reach = Some(crate::facts::Reach {
+            imds_endpoint: "http://169.254.169.254".into(),
+            metadata_file: metadata_file.map(Into::into),
+            overrides: Default::default(),
+        });
+        f
+    }
 }

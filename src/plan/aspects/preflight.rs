@@ -145,3 +145,75 @@ fn plan(i: &Input, out: &mut Out) {
         }));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{complete, instance, run, spec};
+    use super::*;
+
+    /// Each check planned: its probe and why it is skipped.
+    fn checks(steps: &[Step]) -> Vec<(Probe, Option<String>)> {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Check(c) => (c.probe.clone(), c.skip.clone()),
+                other => panic!("not a check: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_metadata_file_skips_the_network_checks_and_runs_the_cidr_ones() {
+        let s = spec(&complete(""));
+        let out = run(&ASPECT, &s, &instance(&s, Some("/tmp/md.json")));
+        let checks = checks(&out.steps);
+        let skip = "--metadata /tmp/md.json: not an instance (no role credentials; the cluster need not be reachable from here)";
+        let endpoint = |service: &str, url: &str| Probe::AwsEndpoint {
+            service: service.into(),
+            url: url.into(),
+        };
+        let network = [
+            Probe::Credentials {
+                imds: "http://169.254.169.254".into(),
+            },
+            Probe::ApiServer {
+                endpoint: "https://k.example".into(),
+            },
+            Probe::Identity {
+                expect: "system:node:<PrivateDnsName of i-1> in system:nodes".into(),
+            },
+            endpoint("STS", "https://sts.eu-west-1.amazonaws.com"),
+            endpoint("EC2", "https://ec2.eu-west-1.amazonaws.com"),
+            endpoint("ECR API", "https://api.ecr.eu-west-1.amazonaws.com"),
+            endpoint(
+                "ECR registry",
+                "https://602401143452.dkr.ecr.eu-west-1.amazonaws.com",
+            ),
+        ];
+        let cidr = [
+            Probe::ServiceCidr {
+                cidr: "172.20.0.0/16".into(),
+                vpc: vec!["10.0.0.0/16".into()],
+            },
+            Probe::ClusterDns {
+                address: "172.20.0.10".into(),
+                cidr: "172.20.0.0/16".into(),
+            },
+        ];
+        let want: Vec<(Probe, Option<String>)> = network
+            .into_iter()
+            .map(|p| (p, Some(skip.to_string())))
+            .chain(cidr.into_iter().map(|p| (p, None)))
+            .collect();
+        assert_eq!(checks, want);
+    }
+
+    #[test]
+    fn off_or_without_the_cluster_s_endpoint_plans_no_check() {
+        let off = spec(&complete(r#""verify":{"preflight":"off"}"#));
+        assert!(run(&ASPECT, &off, &instance(&off, None)).steps.is_empty());
+        let name_only = spec(r#"{"cluster":{"name":"prod"}}"#);
+        let out = run(&ASPECT, &name_only, &instance(&name_only, None));
+        assert!(out.steps.is_empty(), "{:?}", out.steps);
+    }
+}

@@ -218,3 +218,59 @@ fn memory_text(b: u128) -> String {
         _ => b.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::aspects::testing::{instance, spec};
+
+    /// What the managers contribute for `config` on an instance with `cpus` online.
+    fn contributed(config: &str, cpus: &str) -> (KubeletIntent, Vec<String>) {
+        let s = spec(config);
+        let mut facts = instance(&s, None);
+        facts.files.insert(
+            node::CPU_ONLINE.into(),
+            crate::os::fsutil::FileFact {
+                content: Ok(Some(cpus.into())),
+                mode: Some(0o444),
+                link: None,
+            },
+        );
+        let (mut k, mut f) = (KubeletIntent::default(), Findings::default());
+        contribute(&s, &facts, &mut k, &mut f);
+        (k, f.0.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn the_static_cpu_policy_reserves_the_whole_cpus_of_the_hand_offs_reservation() {
+        let c = r#"{"cluster":{"name":"c"},"kubelet":{"cpuManager":{"policy":"static"}}}"#;
+        let (k, f) = contributed(c, "0-3\n");
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(
+            k.config,
+            [
+                ("cpuManagerPolicy", json!("static")),
+                ("reservedSystemCPUs", json!("0")),
+                ("kubeReservedCgroup", json!("")),
+                ("systemReservedCgroup", json!("")),
+            ]
+        );
+        let d = k.pod_capacity.unwrap().reserved_system_cpus.unwrap();
+        assert_eq!(
+            d.from,
+            "ceil(the hand-off's kube-reserved cpu 80m for 4 vCPUs) = 1 whole CPU, the lowest-numbered online (online: 0-3)"
+        );
+    }
+
+    #[test]
+    fn the_static_memory_policy_without_a_known_reservation_is_a_finding() {
+        let c = r#"{"cluster":{"name":"c"},"kubelet":{"memoryManager":{"policy":"Static"}}}"#;
+        let (k, f) = contributed(c, "0-3\n");
+        assert!(k.config.is_empty(), "{:?}", k.config);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].starts_with("kubelet.memoryManager: the Static policy's reservedMemory must equal the memory reservation"),
+            "{f:?}"
+        );
+    }
+}
