@@ -2,7 +2,6 @@
 //! `reads`), the instance (IMDS or `--metadata`), its tags and the cluster's values — each read
 //! once, into one [`Facts`] value, before planning.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,27 +9,27 @@ use crate::aws::ec2::Ec2;
 use crate::aws::Transport;
 use crate::base::podcap::{self, TypeFact, TypeSource};
 use crate::base::retry::RetryPolicy;
-use crate::config::HandoffMode;
 use crate::discovery::{self, ClusterFact};
-use crate::facts::{
-    read_file, ExecLimits, Facts, Family, FamilyError, FamilyFact, FileFact, InstanceTags, Space,
-};
+use crate::facts::{Answer, Facts, FileFact, InstanceTags, Read};
 use crate::instance::imds;
 use crate::instance::metadata::{self, Metadata, UserData};
-use crate::instance::userdata::UserDataFact;
-use crate::os::fsutil::under;
-use crate::os::marker::{self, HandoffState};
-use crate::os::procsys;
-use crate::plan::aspects::{Reads, REGISTRY};
 use crate::spec::pod_capacity::MaxPodsSpec;
 use crate::spec::Spec;
+
+mod node;
+use node::NodeRead;
+pub use node::OUTPUT_TIMEOUT;
 
 /// The facts, complete, each read once: the node under `root` as the registry asks; the
 /// instance, its tags and the cluster's values as [`instance`] read them; the instance type's
 /// numbers when `kubelet.maxPods` needs them ([`type_fact`]).
 pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
     let node = NodeRead::of(root, spec);
-    let cache = node.files.get(Path::new(podcap::cache::CACHE));
+    let cache = node.answers.get(&Read::File(podcap::cache::CACHE.into()));
+    let cache = match cache {
+        Some(Answer::File(f)) => Some(f),
+        _ => None,
+    };
     let type_info = type_fact(spec, &instance, cache).await;
     let Instance {
         metadata,
@@ -150,107 +149,6 @@ pub async fn beyond_table(
     }
 }
 
-/// The node under `root` as the registry asks it read: every fact but the instance's.
-struct NodeRead {
-    root: PathBuf,
-    family: Result<FamilyFact, FamilyError>,
-    sysctls: BTreeMap<String, Result<String, String>>,
-    files: BTreeMap<PathBuf, FileFact>,
-    dirs: BTreeMap<PathBuf, Vec<String>>,
-    exists: BTreeMap<PathBuf, bool>,
-    executable: BTreeMap<PathBuf, bool>,
-    spaces: BTreeMap<PathBuf, Space>,
-    handoff: HandoffState,
-}
-
-impl NodeRead {
-    /// Read what every aspect and kubelet contributor asks for from the node under `root`.
-    fn of(root: &Path, spec: &Spec) -> NodeRead {
-        let family = detect_family(root, spec);
-        let fam = family.as_ref().ok().map(|f| f.family);
-        let mut reads = Reads::default();
-        for a in REGISTRY {
-            (a.reads)(spec, fam, &mut reads);
-        }
-        crate::plan::kubelet::reads(spec, &mut reads);
-        let mut files = BTreeMap::new();
-        let mut dirs = BTreeMap::new();
-        for d in &reads.conf_dirs {
-            let names = conf_names(&under(root, d));
-            reads.files.extend(names.iter().map(|n| d.join(n)));
-            dirs.insert(d.clone(), names);
-        }
-        for p in reads.files {
-            files
-                .entry(p.clone())
-                .or_insert_with(|| read_file(root, &p));
-        }
-        let all = |paths: &[PathBuf], f: &dyn Fn(&Path) -> bool| {
-            paths
-                .iter()
-                .map(|p| (p.clone(), f(&under(root, p))))
-                .collect()
-        };
-        NodeRead {
-            root: root.to_path_buf(),
-            family,
-            sysctls: reads
-                .sysctls
-                .iter()
-                .map(|k| {
-                    let live = procsys::read_live(root, k).map_err(|e| e.to_string());
-                    (k.clone(), live)
-                })
-                .collect(),
-            files,
-            dirs,
-            exists: all(&reads.exists, &Path::exists),
-            executable: all(&reads.executables, &is_executable),
-            spaces: reads
-                .spaces
-                .iter()
-                .map(|p| (p.clone(), space(&under(root, p))))
-                .collect(),
-            handoff: if reads.handoff_marker {
-                marker::read_state(root)
-            } else {
-                HandoffState::None
-            },
-        }
-    }
-
-    /// The facts: the node's, with the instance's (`None`: checking a config alone).
-    fn facts(
-        self,
-        instance: Option<Metadata>,
-        tags: InstanceTags,
-        cluster: ClusterFact,
-        type_info: Option<TypeFact>,
-    ) -> Facts {
-        Facts {
-            root: self.root,
-            sysctls: self.sysctls,
-            exists: self.exists,
-            executable: self.executable,
-            spaces: self.spaces,
-            exec_limits: exec_limits(),
-            // The user data parsed once, here, as nodeadm reads it.
-            user_data: instance
-                .as_ref()
-                .map_or(UserDataFact::Unknown, |m| m.user_data.fact()),
-            cluster,
-            handoff: self.handoff,
-            type_info,
-            files: self.files,
-            dirs: self.dirs,
-            family: self.family,
-            instance,
-            tags,
-            reach: None,
-        }
-    }
-}
-
 /// The instance type's numbers from the embedded table, else why not.
 fn in_table(instance_type: &str) -> TypeFact {
     match podcap::table::lookup(instance_type) {
@@ -263,81 +161,6 @@ fn in_table(instance_type: &str) -> TypeFact {
             crate::base::text::printable(instance_type),
             podcap::table::len()
         )),
-    }
-}
-
-/// What `execve` accepts here, and what this process's environment takes of it.
-fn exec_limits() -> ExecLimits {
-    use nix::unistd::{sysconf, SysconfVar};
-    let var = |v| {
-        sysconf(v)
-            .ok()
-            .flatten()
-            .and_then(|n| usize::try_from(n).ok())
-    };
-    let ptr = std::mem::size_of::<usize>();
-    let env_bytes = std::env::vars_os().fold(0usize, |n, (k, v)| {
-        // `KEY=VALUE`, its NUL and its pointer.
-        n.saturating_add(k.len() + v.len() + 2 + ptr)
-    });
-    ExecLimits {
-        arg_max: var(SysconfVar::ARG_MAX),
-        max_arg_strlen: var(SysconfVar::PAGE_SIZE).and_then(|p| p.checked_mul(32)),
-        env_bytes,
-    }
-}
-
-fn is_executable(p: &Path) -> bool {
-    p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
-}
-
-fn conf_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".conf"))
-        .collect();
-    names.sort();
-    names
-}
-
-/// The AL2023 bootstrap.sh is a stub that points at nodeadm.
-fn is_al2023_stub(text: &str) -> bool {
-    text.contains("nodeadm")
-}
-
-/// Pick the family, saying why; a failure says what to set.
-fn detect_family(root: &Path, spec: &Spec) -> Result<FamilyFact, FamilyError> {
-    let nodeadm_path = &spec.nodeconfig.nodeadm_path;
-    let bootstrap_path = &spec.bootstrap.path;
-    let (nodeadm, bootstrap) = (under(root, nodeadm_path), under(root, bootstrap_path));
-    let fact = |family, reason: String| Ok(FamilyFact { family, reason });
-    match spec.mode {
-        HandoffMode::Al2 if !bootstrap.is_file() => Err(FamilyError::NoBootstrap { bootstrap }),
-        HandoffMode::Al2 => fact(Family::Al2, "handoff.mode is \"al2\"".into()),
-        HandoffMode::Al2023 => fact(Family::Al2023, "handoff.mode is \"al2023\"".into()),
-        HandoffMode::Auto if nodeadm.is_file() => fact(
-            Family::Al2023,
-            format!("auto: found nodeadm at {}", nodeadm_path.display()),
-        ),
-        HandoffMode::Auto => match std::fs::read_to_string(&bootstrap) {
-            Ok(t) if is_al2023_stub(&t) => Err(FamilyError::Al2023Stub { bootstrap, nodeadm }),
-            Ok(_) => fact(
-                Family::Al2,
-                format!(
-                    "auto: no nodeadm; found bootstrap.sh at {}",
-                    bootstrap_path.display()
-                ),
-            ),
-            Err(e) => Err(FamilyError::Unknown {
-                root: root.to_path_buf(),
-                nodeadm,
-                bootstrap,
-                cause: e.to_string(),
-            }),
-        },
     }
 }
 
@@ -472,26 +295,6 @@ async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>
             InstanceTags::Unknown
         }
     }
-}
-
-/// The size of the file at `full` and the room on the filesystem of its nearest existing
-/// directory.
-fn space(full: &Path) -> Space {
-    let size = std::fs::symlink_metadata(full).ok().map(|m| m.len());
-    let dir = full.ancestors().skip(1).find(|d| d.is_dir());
-    let free = match dir {
-        Some(d) => nix::sys::statvfs::statvfs(d)
-            .map(|s| free_bytes(s.blocks_available(), s.fragment_size()))
-            .map_err(|e| format!("statvfs {}: {e}", d.display())),
-        None => Err(format!("no directory above {}", full.display())),
-    };
-    Space { size, free }
-}
-
-/// Blocks times their size, whatever width the target's `fsblkcnt_t` and `c_ulong` have.
-#[allow(clippy::useless_conversion)]
-fn free_bytes(blocks: nix::libc::fsblkcnt_t, size: nix::libc::c_ulong) -> u64 {
-    u64::from(blocks).saturating_mul(u64::from(size))
 }
 
 #[cfg(test)]
