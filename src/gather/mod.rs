@@ -1,36 +1,29 @@
 //! Gathering the facts: the node's files and live values every aspect asks for (the registry's
-//! `reads`), the instance (IMDS or `--metadata`), its tags and the cluster's values — each read
-//! once, into one [`Facts`] value, before planning.
+//! `reads`, answered in [`node`]), the instance (IMDS or `--metadata`), its tags and the
+//! cluster's values, and the instance type's numbers ([`instance_type`], a remote provider as
+//! [`crate::discovery`] is) — each read once, into one [`Facts`] value, before planning.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::aws::ec2::Ec2;
 use crate::aws::Transport;
-use crate::base::podcap::{self, TypeFact, TypeSource};
+use crate::base::podcap;
 use crate::base::retry::RetryPolicy;
 use crate::discovery::{self, ClusterFact};
-use crate::facts::{Answer, Facts, FileFact, InstanceTags, Read};
+use crate::facts::{Facts, InstanceTags};
 use crate::instance::imds;
 use crate::instance::metadata::{self, Metadata, UserData};
-use crate::spec::pod_capacity::MaxPodsSpec;
 use crate::spec::Spec;
 
+pub mod instance_type;
 mod node;
 use node::NodeRead;
 pub use node::OUTPUT_TIMEOUT;
 
 /// The facts, complete, each read once: the node under `root` as the registry asks; the
 /// instance, its tags and the cluster's values as [`instance`] read them; the instance type's
-/// numbers when `kubelet.maxPods` needs them ([`type_fact`]).
+/// numbers when `kubelet.maxPods` needs them ([`instance_type`]).
 pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
-    let node = NodeRead::of(root, spec);
-    let cache = node.answers.get(&Read::File(podcap::cache::CACHE.into()));
-    let cache = match cache {
-        Some(Answer::File(f)) => Some(f),
-        _ => None,
-    };
-    let type_info = type_fact(spec, &instance, cache).await;
     let Instance {
         metadata,
         tags,
@@ -41,8 +34,13 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
         MetadataSource::File(f) => Some(f),
         MetadataSource::Imds => None,
     };
+    let mut facts = NodeRead::of(root, spec).facts(Some(metadata), tags, cluster, None);
+    if let Some(md) = &facts.instance {
+        let cache = facts.file(podcap::cache::CACHE);
+        let fact = instance_type::type_fact(spec, md, file.as_deref(), cache).await;
+        facts.type_info = fact;
+    }
     let imds = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
-    let mut facts = node.facts(Some(metadata), tags, cluster, type_info);
     facts.reach = Some(crate::facts::Reach::from_env(imds, file));
     facts
 }
@@ -51,117 +49,11 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
 /// config gives them, the instance type's numbers (when asked for) from the embedded table only.
 /// For checking a config without an instance, and for tests.
 pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: InstanceTags) -> Facts {
-    let type_info = instance.as_ref().and_then(|m| {
-        spec.kubelet.pod_capacity.max_pods?;
-        Some(in_table(&m.instance_type))
-    });
+    let type_info = instance
+        .as_ref()
+        .and_then(|m| instance_type::table_only(spec, m));
     let cluster = ClusterFact::from_spec(&spec.cluster);
     NodeRead::of(root, spec).facts(instance, tags, cluster, type_info)
-}
-
-/// The instance type's numbers, when `kubelet.maxPods` is set. A name no EC2 type can have is
-/// refused by its grammar, before any call; else the embedded table's; for a computed max pods,
-/// a type the table lacks is looked up beyond it ([`beyond_table`]). A fixed max pods needs
-/// them only for a warning: never a call for that.
-async fn type_fact(spec: &Spec, i: &Instance, cache: Option<&FileFact>) -> Option<TypeFact> {
-    let max_pods = spec.kubelet.pod_capacity.max_pods?;
-    let (md, t) = (&i.metadata, &i.metadata.instance_type);
-    if !podcap::table::well_formed(t) {
-        return Some(TypeFact::Unknown(format!(
-            "{} is `{}`, which no EC2 instance type can be (a family of lowercase letters, digits and hyphens, a dot, a size: m6i.large): nothing was asked of EC2; correct the metadata",
-            i.source.instance_type_field(),
-            crate::base::text::printable(t)
-        )));
-    }
-    Some(match (max_pods, in_table(t)) {
-        (MaxPodsSpec::Computed(_), TypeFact::Unknown(why)) => {
-            beyond_table(&TypeLookup::of(spec, md), t, cache, &why).await
-        }
-        (_, fact) => fact,
-    })
-}
-
-/// How long DescribeInstanceTypes may take, retries included. Its own deadline: the type's
-/// numbers are needed before anything is planned, while tagging's budget bounds a call made
-/// beside the local steps.
-pub const TYPE_LOOKUP_DEADLINE: Duration = Duration::from_secs(10);
-
-/// How a type the embedded table lacks is asked of EC2 (DescribeInstanceTypes).
-#[derive(Debug, Clone)]
-pub struct TypeLookup {
-    pub region: String,
-    /// `None`: the SDK's (`AWS_ENDPOINT_URL_EC2`, else EC2's own in the region).
-    pub endpoint: Option<String>,
-    pub deadline: Duration,
-    /// How the call reaches AWS (the config's `proxy` and `trust`).
-    pub transport: Option<Transport>,
-}
-
-impl TypeLookup {
-    /// For this instance: its region, the SDK's endpoint, [`TYPE_LOOKUP_DEADLINE`], the
-    /// config's transport.
-    pub fn of(spec: &Spec, md: &Metadata) -> TypeLookup {
-        TypeLookup {
-            region: md.region.clone(),
-            endpoint: None,
-            deadline: TYPE_LOOKUP_DEADLINE,
-            transport: spec.agent_transport(&md.region),
-        }
-    }
-}
-
-/// A type the embedded table lacks: the cached DescribeInstanceTypes answer for it, else
-/// DescribeInstanceTypes as `how` says, under the agent's retry policy; when neither answers,
-/// why, and what to do.
-pub async fn beyond_table(
-    how: &TypeLookup,
-    instance_type: &str,
-    cache: Option<&FileFact>,
-    not_in_table: &str,
-) -> TypeFact {
-    let text = cache
-        .and_then(|c| c.content.as_ref().ok())
-        .and_then(Option::as_deref);
-    if let Some(info) = text.and_then(|x| podcap::cache::cached(x, instance_type)) {
-        return TypeFact::Known {
-            info,
-            source: TypeSource::Cache,
-        };
-    }
-    let deadline = tokio::time::Instant::now() + how.deadline;
-    let endpoint = how.endpoint.as_deref();
-    let mut ec2 = Ec2::new(&how.region, endpoint, how.transport.as_ref()).await;
-    let shown = crate::base::text::printable(instance_type);
-    match ec2
-        .describe_instance_type(instance_type, RetryPolicy::default(), deadline)
-        .await
-    {
-        Ok(Some(info)) => TypeFact::Known {
-            info,
-            source: TypeSource::Ec2,
-        },
-        Ok(None) => TypeFact::Unknown(format!(
-            "{not_in_table}; EC2 does not know {shown} either (DescribeInstanceTypes): check the instance type"
-        )),
-        Err(e) => TypeFact::Unknown(format!(
-            "{not_in_table}; asking EC2 failed: {e}"
-        )),
-    }
-}
-
-/// The instance type's numbers from the embedded table, else why not.
-fn in_table(instance_type: &str) -> TypeFact {
-    match podcap::table::lookup(instance_type) {
-        Some(info) => TypeFact::Known {
-            info,
-            source: TypeSource::Table,
-        },
-        None => TypeFact::Unknown(format!(
-            "{} is not in the embedded instance-type table ({} types)",
-            crate::base::text::printable(instance_type),
-            podcap::table::len()
-        )),
-    }
 }
 
 /// What was read of the instance before the config existed (the config was in the user data):
@@ -195,19 +87,6 @@ pub enum MetadataSource {
     /// A `--metadata` file.
     File(PathBuf),
     Imds,
-}
-
-impl MetadataSource {
-    /// The instance type's field, as this source names it.
-    fn instance_type_field(&self) -> String {
-        match self {
-            MetadataSource::File(p) => format!(
-                "instanceType in the metadata file {}",
-                crate::base::text::printable(&p.display().to_string())
-            ),
-            MetadataSource::Imds => format!("IMDS {}", imds::md("instance-type")),
-        }
-    }
 }
 
 /// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
@@ -294,50 +173,5 @@ async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>
             tracing::warn!("cannot read the instance's tags: {e}");
             InstanceTags::Unknown
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn describe_instance_types_has_its_own_deadline_and_not_taggings_endpoint() {
-        let text = r#"{"cluster":{"name":"c"},"tagging":{"ec2Endpoint":"http://127.0.0.1:9","syncBudgetMs":1}}"#;
-        let c = crate::config::parse(text, "t.json").unwrap();
-        let spec = crate::spec::from_config(&c).unwrap();
-        let md = Metadata {
-            region: "eu-west-1".into(),
-            ..Metadata::default()
-        };
-        let how = TypeLookup::of(&spec, &md);
-        assert_eq!(
-            how.endpoint, None,
-            "the SDK's: AWS_ENDPOINT_URL_EC2, else EC2's"
-        );
-        assert_eq!(how.deadline, TYPE_LOOKUP_DEADLINE);
-        assert_eq!(how.region, "eu-west-1");
-    }
-
-    #[tokio::test]
-    async fn an_instance_type_no_ec2_type_can_be_is_refused_naming_the_imds_path() {
-        let text = r#"{"cluster":{"name":"c"},"kubelet":{"maxPods":{}}}"#;
-        let c = crate::config::parse(text, "t.json").unwrap();
-        let spec = crate::spec::from_config(&c).unwrap();
-        let instance = Instance {
-            metadata: Metadata {
-                instance_type: "m6i.large\u{1b}[2J".into(),
-                region: "eu-west-1".into(),
-                ..Metadata::default()
-            },
-            tags: InstanceTags::Unknown,
-            cluster: ClusterFact::from_spec(&spec.cluster),
-            source: MetadataSource::Imds,
-        };
-        let Some(TypeFact::Unknown(why)) = type_fact(&spec, &instance, None).await else {
-            panic!("a type")
-        };
-        let want = "IMDS /latest/meta-data/instance-type is `m6i.large\\u{1b}[2J`, which no EC2";
-        assert!(why.starts_with(want), "{why}");
     }
 }
