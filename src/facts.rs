@@ -102,28 +102,77 @@ impl InstanceTags {
     }
 }
 
-/// What the aspects and kubelet contributors ask to be read from the node (node paths, without the root).
-#[derive(Debug, Default)]
-pub(crate) struct Reads {
-    /// Files whose content (or absence) the plan compares against.
-    pub files: Vec<PathBuf>,
-    /// Files only asked about: does it exist?
-    pub exists: Vec<PathBuf>,
-    /// Directories whose `*.conf` files are read too.
-    pub conf_dirs: Vec<PathBuf>,
-    /// Live sysctl values (keys already checked by the spec).
-    pub sysctls: Vec<String>,
-    /// Files only asked about: may this process execute it?
-    pub executables: Vec<PathBuf>,
-    /// Files asked about for their size and the room on their filesystem ([`Space`]).
-    pub spaces: Vec<PathBuf>,
+/// One fact asked of the node, by value (node paths and program paths without the root: each is
+/// read under `--root`). Gathering answers each distinct read once, by one `match`
+/// ([`crate::gather`]), into [`Facts`]' one map of answers.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Read {
+    /// A file's content (or absence) and mode, which the plan compares against.
+    File(PathBuf),
+    /// The names in a directory ending in `suffix`, sorted; each named file is read too.
+    Dir { path: PathBuf, suffix: String },
+    /// A live kernel value (a key the spec checked), under `<root>/proc/sys`.
+    Sysctl(String),
+    /// Does the path exist?
+    Exists(PathBuf),
+    /// May this process execute it (a regular file and `access(X_OK)`)?
+    Executable(PathBuf),
+    /// A file's size and the room on its filesystem ([`Space`]).
+    Space(PathBuf),
+    /// A program's standard output: `argv[0]` a node path, run with `argv` (no shell) under a
+    /// short timeout; a failure to start, a timeout or a failed exit is the answer, never a panic.
+    Output { argv: Vec<String> },
     /// The AL2 hand-off's per-boot marker and what it proves ([`crate::os::marker`]).
-    pub handoff_marker: bool,
+    HandoffMarker,
+}
+
+impl Read {
+    /// A directory's `*.conf` files (a systemd drop-in directory).
+    pub fn conf_dir(path: impl Into<PathBuf>) -> Read {
+        Read::Dir {
+            path: path.into(),
+            suffix: ".conf".into(),
+        }
+    }
+}
+
+/// What a [`Read`] found: one arm per kind of read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    File(FileFact),
+    Dir(Vec<String>),
+    Sysctl(Result<String, String>),
+    Exists(bool),
+    Executable(bool),
+    Space(Space),
+    /// The program's standard output when it exited 0; else why not.
+    Output(Result<String, String>),
+    HandoffMarker(HandoffState),
+}
+
+/// What the aspects and kubelet contributors ask to be read from the node, in the order asked
+/// (a read asked twice is still read once).
+#[derive(Debug, Default)]
+pub(crate) struct Reads(Vec<Read>);
+
+impl Extend<Read> for Reads {
+    fn extend<I: IntoIterator<Item = Read>>(&mut self, reads: I) {
+        self.0.extend(reads);
+    }
 }
 
 impl Reads {
+    pub fn ask(&mut self, read: Read) {
+        self.0.push(read);
+    }
+
+    /// A file's content, the read asked most.
     pub fn file(&mut self, p: impl Into<PathBuf>) {
-        self.files.push(p.into());
+        self.ask(Read::File(p.into()));
+    }
+
+    pub fn into_vec(self) -> Vec<Read> {
+        self.0
     }
 }
 
@@ -162,23 +211,15 @@ pub struct Facts {
     pub instance: Option<Metadata>,
     pub tags: InstanceTags,
     pub family: Result<FamilyFact, FamilyError>,
-    pub sysctls: BTreeMap<String, Result<String, String>>,
-    pub files: BTreeMap<PathBuf, FileFact>,
-    /// `*.conf` names in each directory asked for.
-    pub dirs: BTreeMap<PathBuf, Vec<String>>,
-    pub exists: BTreeMap<PathBuf, bool>,
-    /// Whether this process may execute each path asked for (`access(X_OK)` on a regular file).
-    pub executable: BTreeMap<PathBuf, bool>,
-    /// Each path asked about for its size and room.
-    pub spaces: BTreeMap<PathBuf, Space>,
+    /// What the node answered to every [`Read`] asked; read them through the accessors
+    /// ([`Facts::file`], [`Facts::sysctl`], …), set them in tests through the setters.
+    pub answers: BTreeMap<Read, Answer>,
     pub exec_limits: ExecLimits,
     /// The cluster's values: the config's, with what discovery found (its outcome `NotAsked`
     /// when it was not configured or not run).
     pub cluster: ClusterFact,
     /// The instance's user data as nodeadm reads it (`Unknown` without an instance).
     pub user_data: UserDataFact,
-    /// Whether bootstrap.sh was handed the node in this boot (AL2; `None` elsewhere).
-    pub handoff: HandoffState,
     /// The instance type's ENIs and IPv4 addresses per ENI, when pod capacity needs them.
     pub type_info: Option<TypeFact>,
     /// What the join checks reach and how (`None` without an instance).
@@ -228,7 +269,7 @@ impl Facts {
     /// The text of a file read from the node: `None` when absent, an error (saying which)
     /// when unreadable or not read.
     pub fn file_text(&self, path: &str) -> Result<Option<String>, String> {
-        match self.files.get(Path::new(path)) {
+        match self.file(path) {
             Some(ff) => ff
                 .content
                 .clone()
@@ -250,7 +291,7 @@ impl Facts {
         field: &str,
         f: &mut Findings,
     ) -> Option<Current> {
-        current_of(self.files.get(Path::new(path)), path, field, f)
+        current_of(self.file(path), path, field, f)
     }
 
     /// The instance's Auto Scaling group: as the metadata file names it, else its
@@ -261,13 +302,110 @@ impl Facts {
             .as_deref()
             .or_else(|| self.tags.value(ASG_TAG))
     }
+}
+
+/// The answers by kind: `None` (or `false`, or nothing) for what was not asked.
+impl Facts {
+    /// A file as read.
+    pub fn file(&self, p: impl AsRef<Path>) -> Option<&FileFact> {
+        match self.answers.get(&Read::File(p.as_ref().into())) {
+            Some(Answer::File(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The names ending in `suffix` in the directory at `p`, sorted.
+    pub fn dir(&self, p: impl AsRef<Path>, suffix: &str) -> &[String] {
+        let read = Read::Dir {
+            path: p.as_ref().into(),
+            suffix: suffix.into(),
+        };
+        match self.answers.get(&read) {
+            Some(Answer::Dir(names)) => names,
+            _ => &[],
+        }
+    }
+
+    /// A live kernel value, or why it could not be read.
+    pub fn sysctl(&self, key: &str) -> Option<&Result<String, String>> {
+        match self.answers.get(&Read::Sysctl(key.into())) {
+            Some(Answer::Sysctl(v)) => Some(v),
+            _ => None,
+        }
+    }
 
     pub fn exists(&self, p: &Path) -> bool {
-        self.exists.get(p).copied().unwrap_or(false)
+        matches!(
+            self.answers.get(&Read::Exists(p.into())),
+            Some(Answer::Exists(true))
+        )
     }
 
     pub fn executable(&self, p: &Path) -> bool {
-        self.executable.get(p).copied().unwrap_or(false)
+        let read = Read::Executable(p.into());
+        matches!(self.answers.get(&read), Some(Answer::Executable(true)))
+    }
+
+    pub fn space(&self, p: &Path) -> Option<&Space> {
+        match self.answers.get(&Read::Space(p.into())) {
+            Some(Answer::Space(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A program's standard output (it exited 0), or why there is none.
+    pub fn output<S: AsRef<str>>(&self, argv: &[S]) -> Option<&Result<String, String>> {
+        let argv = argv.iter().map(|a| a.as_ref().to_string()).collect();
+        match self.answers.get(&Read::Output { argv }) {
+            Some(Answer::Output(o)) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// Whether bootstrap.sh was handed the node in this boot (AL2; `None` when not asked).
+    pub fn handoff(&self) -> &HandoffState {
+        static NOT_ASKED: HandoffState = HandoffState::None;
+        match self.answers.get(&Read::HandoffMarker) {
+            Some(Answer::HandoffMarker(h)) => h,
+            _ => &NOT_ASKED,
+        }
+    }
+}
+
+/// The answers set by hand, for tests: each replaces what was there.
+impl Facts {
+    pub fn set_file(&mut self, p: impl Into<PathBuf>, f: FileFact) {
+        self.answers.insert(Read::File(p.into()), Answer::File(f));
+    }
+    pub fn set_dir(&mut self, p: impl Into<PathBuf>, suffix: &str, names: Vec<String>) {
+        let (path, suffix) = (p.into(), suffix.into());
+        let read = Read::Dir { path, suffix };
+        self.answers.insert(read, Answer::Dir(names));
+    }
+    pub fn set_sysctl(&mut self, key: &str, live: Result<String, String>) {
+        self.answers
+            .insert(Read::Sysctl(key.into()), Answer::Sysctl(live));
+    }
+    pub fn set_exists(&mut self, p: impl Into<PathBuf>, exists: bool) {
+        self.answers
+            .insert(Read::Exists(p.into()), Answer::Exists(exists));
+    }
+    pub fn set_executable(&mut self, p: impl Into<PathBuf>, executable: bool) {
+        let answer = Answer::Executable(executable);
+        self.answers.insert(Read::Executable(p.into()), answer);
+    }
+    pub fn set_space(&mut self, p: impl Into<PathBuf>, space: Space) {
+        self.answers
+            .insert(Read::Space(p.into()), Answer::Space(space));
+    }
+    pub fn set_output(&mut self, argv: &[&str], out: Result<String, String>) {
+        let argv = argv.iter().map(|a| a.to_string()).collect();
+        self.answers
+            .insert(Read::Output { argv }, Answer::Output(out));
+    }
+    pub fn set_handoff(&mut self, state: HandoffState) {
+        let answer = Answer::HandoffMarker(state);
+        self.answers.insert(Read::HandoffMarker, answer);
     }
 }
 
@@ -332,12 +470,7 @@ impl Facts {
                 family,
                 reason: "given".into(),
             }),
-            sysctls: BTreeMap::new(),
-            files: BTreeMap::new(),
-            dirs: BTreeMap::new(),
-            exists: BTreeMap::new(),
-            executable: BTreeMap::new(),
-            spaces: BTreeMap::new(),
+            answers: BTreeMap::new(),
             exec_limits: ExecLimits {
                 arg_max: Some(2_097_152),
                 max_arg_strlen: Some(131_072),
@@ -354,7 +487,6 @@ impl Facts {
                 cache_file: None,
             },
             user_data: UserDataFact::Unknown,
-            handoff: HandoffState::None,
             type_info: None,
             reach: None,
         })
@@ -399,20 +531,20 @@ impl FactsBuilder {
         self
     }
     pub(crate) fn file_fact(mut self, path: impl Into<PathBuf>, f: FileFact) -> Self {
-        self.0.files.insert(path.into(), f);
+        self.0.set_file(path, f);
         self
     }
     pub fn sysctl(mut self, key: &str, live: Result<&str, &str>) -> Self {
         let v = live.map(String::from).map_err(String::from);
-        self.0.sysctls.insert(key.into(), v);
+        self.0.set_sysctl(key, v);
         self
     }
     pub fn exists(mut self, path: impl Into<PathBuf>, exists: bool) -> Self {
-        self.0.exists.insert(path.into(), exists);
+        self.0.set_exists(path, exists);
         self
     }
     pub fn executable(mut self, path: impl Into<PathBuf>, executable: bool) -> Self {
-        self.0.executable.insert(path.into(), executable);
+        self.0.set_executable(path, executable);
         self
     }
     pub fn user_data(mut self, u: UserDataFact) -> Self {
@@ -428,7 +560,7 @@ impl FactsBuilder {
         self
     }
     pub fn handoff(mut self, state: HandoffState) -> Self {
-        self.0.handoff = state;
+        self.0.set_handoff(state);
         self
     }
     pub fn build(self) -> Facts {

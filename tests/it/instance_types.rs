@@ -8,7 +8,7 @@ use crate::common;
 
 use common::*;
 use eks_nodeinit::base::podcap::{cache, TypeFact, TypeInfo, TypeSource};
-use eks_nodeinit::gather::{beyond_table, TypeLookup, TYPE_LOOKUP_DEADLINE};
+use eks_nodeinit::gather::instance_type::{beyond_table, TypeLookup, TYPE_LOOKUP_DEADLINE};
 use eks_nodeinit::os::fsutil::FileFact;
 
 #[test]

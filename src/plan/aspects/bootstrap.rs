@@ -26,6 +26,7 @@ pub use crate::base::bootstrap_sh::{Grammar, NEWEST_OPTIONS};
 pub use crate::spec::bootstrap::FLAGS_OWNED;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "bootstrap",
@@ -40,9 +41,9 @@ pub use crate::os::marker::MARKER;
 
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2) {
-        r.handoff_marker = true;
+        r.ask(Read::HandoffMarker);
         r.file(spec.bootstrap.path.clone());
-        r.executables.push(spec.bootstrap.path.clone());
+        r.ask(Read::Executable(spec.bootstrap.path.clone()));
     }
 }
 
@@ -68,7 +69,7 @@ fn plan(i: &Input, out: &mut Out) {
 
 /// Whether this run hands off, from what the per-boot marker shows; says why in `out`.
 fn hand_off_in_this_boot(facts: &Facts, out: &mut Out) -> bool {
-    match &facts.handoff {
+    match facts.handoff() {
         HandoffState::None => true,
         HandoffState::OtherBoot { recorded } => {
             out.warnings.push(format!(
@@ -114,7 +115,7 @@ fn node_grammar(spec: &Spec, facts: &Facts, f: &mut Findings) -> Option<Grammar>
     const FIELD: &str = "handoff.bootstrapPath";
     let path = &spec.bootstrap.path;
     let shown = under(&facts.root, path).display().to_string();
-    let text = match facts.files.get(path).map(|x| &x.content) {
+    let text = match facts.file(path).map(|x| &x.content) {
         Some(Ok(Some(t))) => t,
         Some(Ok(None)) | None => {
             f.push(FIELD, format!("{shown} does not exist: nothing to hand the node to; check handoff.bootstrapPath or use handoff.mode \"al2023\""));
@@ -130,8 +131,7 @@ fn node_grammar(spec: &Spec, facts: &Facts, f: &mut Findings) -> Option<Grammar>
     };
     if !facts.executable(path) {
         let mode = facts
-            .files
-            .get(path)
+            .file(path)
             .and_then(|x| x.mode)
             .map_or(String::new(), |m| format!(" (mode {m:04o})"));
         f.push(FIELD, format!(

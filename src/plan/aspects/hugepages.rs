@@ -18,6 +18,7 @@ use crate::spec::pod_capacity::milli_value;
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "hugepages",
@@ -35,7 +36,7 @@ const FIELD: &str = "host.hugepages.2Mi";
 fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     let Some(h) = &spec.host else { return };
     if h.hugepages_2mi.is_some() {
-        r.sysctls.push(KEY.into());
+        r.ask(Read::Sysctl(KEY.into()));
         r.file(MEMINFO);
         r.file(PERSIST_PATH);
     }
@@ -132,7 +133,7 @@ fn fits(i: &Input, n: u64, total_kib: u64, out: &mut Out) -> bool {
 }
 
 fn live(i: &Input, n: u64, out: &mut Out) {
-    match i.facts.sysctls.get(KEY) {
+    match i.facts.sysctl(KEY) {
         Some(Ok(old)) if old.trim() == n.to_string() => {}
         Some(Ok(old)) => out.steps.push(Step::Live(Live {
             key: KEY.into(),

@@ -205,8 +205,8 @@ mod tests {
     fn the_proofs_job_is_written_0600_and_its_unit_started_the_ca_a_secret() {
         let s = spec(&complete(r#""labels":{"team":"a"}"#));
         let mut facts = instance(&s, None);
-        facts.files.insert(
-            JOIN_JOB.into(),
+        facts.set_file(
+            JOIN_JOB,
             crate::os::fsutil::FileFact {
                 content: Ok(None),
                 mode: None,

@@ -13,6 +13,7 @@ use crate::spec::kernel::normalized;
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "kernel modules",
@@ -34,10 +35,9 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     let Some(k) = &spec.kernel else { return };
     r.file(CONF);
     r.file(PROC_MODULES);
-    r.sysctls.push(RELEASE.into());
-    r.exists.extend(MODPROBE.iter().map(Into::into));
-    r.exists
-        .extend(k.modules.iter().map(|m| sys_module(m).into()));
+    r.ask(Read::Sysctl(RELEASE.into()));
+    r.extend(MODPROBE.iter().map(|p| Read::Exists(p.into())));
+    r.extend(k.modules.iter().map(|m| Read::Exists(sys_module(m).into())));
 }
 
 /// The `modules-load.d` file for these modules.
@@ -112,7 +112,7 @@ fn modprobe_argv(facts: &Facts, modprobe: &str, out: &mut Out) -> Option<Vec<Str
     if facts.root == Path::new("/") {
         return Some(vec![modprobe.into()]);
     }
-    let release = match facts.sysctls.get(RELEASE) {
+    let release = match facts.sysctl(RELEASE) {
         Some(Ok(r)) => r.clone(),
         Some(Err(e)) => {
             out.findings.push(FIELD, e.clone());
@@ -138,8 +138,7 @@ fn modprobe_argv(facts: &Facts, modprobe: &str, out: &mut Out) -> Option<Vec<Str
 /// The modules `/proc/modules` lists, by their kernel names.
 fn loaded(facts: &Facts) -> Vec<String> {
     let text = facts
-        .files
-        .get(Path::new(PROC_MODULES))
+        .file(Path::new(PROC_MODULES))
         .and_then(|f| f.content.as_ref().ok())
         .and_then(Option::as_deref)
         .unwrap_or("");

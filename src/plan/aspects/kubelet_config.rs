@@ -17,6 +17,7 @@ use crate::plan::step::Step;
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "kubelet-config",
@@ -40,7 +41,7 @@ pub enum KubeletError {
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2) {
         r.file(spec.kubelet.config_path.clone());
-        r.exists.push(spec.kubelet.backup_path());
+        r.ask(Read::Exists(spec.kubelet.backup_path()));
     }
 }
 
@@ -59,7 +60,7 @@ pub(crate) fn config_file(spec: &Spec, facts: &Facts) -> Result<Option<ConfigFil
     let shown = crate::os::fsutil::under(&facts.root, path)
         .display()
         .to_string();
-    let Some(file) = facts.files.get(path) else {
+    let Some(file) = facts.file(path) else {
         return Ok(None);
     };
     if let Some(target) = &file.link {

@@ -14,6 +14,7 @@ use crate::plan::step::{IfFailed, Mode, Step, Unit, UnitJob};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "logind",
@@ -41,7 +42,7 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     if spec.logind.inhibit_delay_max_sec.is_some() {
         r.file(DROPIN_PATH);
         r.file(MAIN_CONF);
-        r.conf_dirs.extend(DROPIN_DIRS.iter().map(PathBuf::from));
+        r.extend(DROPIN_DIRS.iter().map(|d| Read::conf_dir(*d)));
     }
 }
 
@@ -161,8 +162,7 @@ pub(crate) fn effective_settings(facts: &Facts, own: &str) -> Vec<Setting> {
     let mut out = Vec::new();
     let text_of = |p: &Path| {
         facts
-            .files
-            .get(p)
+            .file(p)
             .and_then(|f| f.content.as_ref().ok().cloned().flatten())
     };
     if let Some(s) = text_of(Path::new(MAIN_CONF))
@@ -176,7 +176,7 @@ pub(crate) fn effective_settings(facts: &Facts, own: &str) -> Vec<Setting> {
     }
     let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
     for dir in DROPIN_DIRS.iter().rev() {
-        for name in facts.dirs.get(Path::new(dir)).into_iter().flatten() {
+        for name in facts.dir(dir, ".conf") {
             by_name.insert(name.clone(), Path::new(dir).join(name));
         }
     }

@@ -23,6 +23,7 @@ use crate::plan::step::{Handoff, Mode, NodeadmHandoff, Step};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "nodeconfig",
@@ -45,9 +46,8 @@ pub const CONFIG_UNIT_DROPINS: [&str; 2] = [
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2023) {
         r.file(DROPIN);
-        r.exists.push(spec.nodeconfig.nodeadm_path.clone());
-        r.exists
-            .extend(CONFIG_UNIT_DROPINS.iter().map(PathBuf::from));
+        r.ask(Read::Exists(spec.nodeconfig.nodeadm_path.clone()));
+        r.extend(CONFIG_UNIT_DROPINS.iter().map(|p| Read::Exists(p.into())));
     }
 }
 

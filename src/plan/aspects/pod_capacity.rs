@@ -34,7 +34,7 @@ fn plan(i: &Input, out: &mut Out) {
     };
     let Some(md) = &i.facts.instance else { return };
     let new = cache::text(&md.instance_type, info);
-    let file = i.facts.files.get(std::path::Path::new(CACHE));
+    let file = i.facts.file(CACHE);
     let Some(old) = current_of(file, CACHE, "kubelet.maxPods", &mut out.findings) else {
         return;
     };

@@ -407,7 +407,7 @@ mod tests {
         let s = spec(r#"{"cluster": {"name": "c"}}"#);
         let mut r = Reads::default();
         reads(&s, Some(Family::Al2023), &mut r);
-        assert!(r.files.is_empty());
+        assert!(r.into_vec().is_empty());
         let out = run(&ASPECT, &s, &Facts::builder(Family::Al2023).build());
         assert!(out.steps.is_empty() && out.warnings.is_empty());
     }

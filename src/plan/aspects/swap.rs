@@ -13,6 +13,7 @@ use crate::spec::host::{SwapSize, SwapSpec};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "swap",
@@ -34,7 +35,7 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     r.file(MEMINFO);
     r.file(unit_path(&w.path));
     r.file(TARGET_DROPIN);
-    r.spaces.push(w.path.clone());
+    r.ask(Read::Space(w.path.clone()));
 }
 
 fn plan(i: &Input, out: &mut Out) {
@@ -50,7 +51,7 @@ fn plan(i: &Input, out: &mut Out) {
             .skip(1)
             .any(|l| l.split_whitespace().next() == Some(path.as_str()))
     });
-    let Some(space) = i.facts.spaces.get(&w.path) else {
+    let Some(space) = i.facts.space(&w.path) else {
         out.findings
             .push(FIELD, format!("{path} was not looked at"));
         return;

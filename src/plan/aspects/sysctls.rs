@@ -13,6 +13,7 @@ use crate::spec::Spec;
 pub use crate::spec::sysctls::check_key;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "sysctls",
@@ -36,7 +37,7 @@ pub(crate) const PROTECTED_KERNEL_DEFAULTS: [(&str, &str); 6] = [
 ];
 
 fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
-    r.sysctls.extend(spec.sysctls.keys().cloned());
+    r.extend(spec.sysctls.keys().map(|k| Read::Sysctl(k.clone())));
     r.file(PERSIST_PATH);
 }
 
@@ -56,7 +57,7 @@ fn plan(i: &Input, out: &mut Out) {
                 }
             }
         }
-        match facts.sysctls.get(k) {
+        match facts.sysctl(k) {
             Some(Ok(old)) => {
                 if old != v {
                     out.steps.push(Step::Live(Live {

@@ -12,6 +12,7 @@ use crate::plan::step::{File, IfFailed, Mode, Remove, Run, Step};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
+use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "trust",
@@ -61,7 +62,7 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     };
     r.file(RECORD);
     for store in [AMAZON, DEBIAN] {
-        r.exists.push(store.tool.into());
+        r.ask(Read::Exists(store.tool.into()));
         for i in 0..t.bundles.len() {
             r.file(anchor(store, i));
         }

@@ -83,7 +83,7 @@ fn plan(i: &Input, out: &mut Out) {
 /// In service, and a run earlier in this boot held the hand-off: release it. A marker that was
 /// not read (planning without the node) is no marker; one that cannot be read is a finding.
 fn release_if_held_earlier(facts: &Facts, family: Family, out: &mut Out) {
-    let Some(file) = facts.files.get(std::path::Path::new(HOLD_MARKER)) else {
+    let Some(file) = facts.file(HOLD_MARKER) else {
         return;
     };
     let current = crate::facts::current_of(Some(file), HOLD_MARKER, FIELD, &mut out.findings);

@@ -228,8 +228,8 @@ mod tests {
     fn contributed(config: &str, cpus: &str) -> (KubeletIntent, Vec<String>) {
         let s = spec(config);
         let mut facts = instance(&s, None);
-        facts.files.insert(
-            node::CPU_ONLINE.into(),
+        facts.set_file(
+            node::CPU_ONLINE,
             crate::os::fsutil::FileFact {
                 content: Ok(Some(cpus.into())),
                 mode: Some(0o444),

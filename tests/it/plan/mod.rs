@@ -88,7 +88,7 @@ fn node(family: Family, tags: &[(&str, &str)]) -> Facts {
         files.push(nodeconfig::DROPIN);
     }
     for p in files {
-        f.files.insert(p.into(), absent());
+        f.set_file(p, absent());
     }
     f
 }
@@ -96,7 +96,7 @@ fn node(family: Family, tags: &[(&str, &str)]) -> Facts {
 /// AL2023 facts where every file the aspects read is absent and the tags are known.
 fn al2023(tags: &[(&str, &str)]) -> Facts {
     let mut f = node(Family::Al2023, tags);
-    f.exists.insert("/usr/bin/nodeadm".into(), true);
+    f.set_exists("/usr/bin/nodeadm", true);
     f
 }
 
@@ -173,8 +173,7 @@ fn name_tag_change_noop_and_unknown() {
 fn sysctls_change_noop_unreadable_and_protected() {
     let s = spec(|v| v["sysctls"] = json!({"fs.inotify.max_user_watches": 524288}));
     let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
-    f.sysctls
-        .insert("fs.inotify.max_user_watches".into(), Ok("8192".into()));
+    f.set_sysctl("fs.inotify.max_user_watches", Ok("8192".into()));
     let p = build(&s, &f).unwrap();
     assert_eq!(
         steps(&p)[..2],
@@ -189,10 +188,9 @@ fn sysctls_change_noop_unreadable_and_protected() {
         "fs.inotify.max_user_watches".to_string(),
         "524288".to_string(),
     );
-    f.sysctls
-        .insert("fs.inotify.max_user_watches".into(), Ok("524288".into()));
-    f.files.insert(
-        sysctls::PERSIST_PATH.into(),
+    f.set_sysctl("fs.inotify.max_user_watches", Ok("524288".into()));
+    f.set_file(
+        sysctls::PERSIST_PATH,
         file(&sysctls::persisted_content(&wanted)),
     );
     let p = build(&s, &f).unwrap();
@@ -202,8 +200,8 @@ fn sysctls_change_noop_unreadable_and_protected() {
         steps(&p)
     );
     // An unreadable persisted file is a finding, never "absent".
-    f.files.insert(
-        sysctls::PERSIST_PATH.into(),
+    f.set_file(
+        sysctls::PERSIST_PATH,
         FileFact {
             content: Err("cannot read x: Permission denied".into()),
             mode: None,
@@ -215,8 +213,7 @@ fn sysctls_change_noop_unreadable_and_protected() {
     // Conflict: protectKernelDefaults (nodeadm's default on AL2023).
     let s = spec(|v| v["sysctls"] = json!({"vm.overcommit_memory": 0}));
     let mut f = al2023(&[CLUSTER_TAG]);
-    f.sysctls
-        .insert("vm.overcommit_memory".into(), Ok("0".into()));
+    f.set_sysctl("vm.overcommit_memory", Ok("0".into()));
     let e = errors(&s, &f);
     assert!(
         e[0].contains("contradicts kubelet's protectKernelDefaults"),
@@ -231,10 +228,10 @@ fn al2(kubelet_text: &str) -> Facts {
 /// AL2 facts whose bootstrap.sh is `script` (executable).
 fn al2_with(kubelet_text: &str, script: &str) -> Facts {
     let mut f = node(Family::Al2, &[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
-    f.files.insert("/etc/eks/bootstrap.sh".into(), file(script));
-    f.executable.insert("/etc/eks/bootstrap.sh".into(), true);
-    f.files.insert(
-        "/etc/kubernetes/kubelet/kubelet-config.json".into(),
+    f.set_file("/etc/eks/bootstrap.sh", file(script));
+    f.set_executable("/etc/eks/bootstrap.sh", true);
+    f.set_file(
+        "/etc/kubernetes/kubelet/kubelet-config.json",
         FileFact {
             content: Ok(Some(kubelet_text.into())),
             mode: Some(0o644),
@@ -304,10 +301,7 @@ fn logind_change_noop_and_later_dropin() {
     ));
     // No-op.
     let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
-    f.files.insert(
-        logind::DROPIN_PATH.into(),
-        file(&logind::dropin_content(90)),
-    );
+    f.set_file(logind::DROPIN_PATH, file(&logind::dropin_content(90)));
     let p = build(&s, &f).unwrap();
     assert!(
         !steps(&p).iter().any(|x| x.contains("logind")),
@@ -316,8 +310,8 @@ fn logind_change_noop_and_later_dropin() {
     );
     // A drop-in that sorts later and sets less: a warning.
     let run = PathBuf::from("/run/systemd/logind.conf.d");
-    f.dirs.insert(run.clone(), vec!["zz-late.conf".into()]);
-    f.files.insert(
+    f.set_dir(run.clone(), ".conf", vec!["zz-late.conf".into()]);
+    f.set_file(
         run.join("zz-late.conf"),
         file("[Login]\nInhibitDelayMaxSec=5\n"),
     );
@@ -358,14 +352,15 @@ fn handoffs_per_family_and_undetected_family() {
         ]
     );
     let text = nodeconfig::text(&s, &configured(&s, &f));
-    f.files.insert(nodeconfig::DROPIN.into(), file(&text));
+    f.set_file(nodeconfig::DROPIN, file(&text));
     let p = build(&s, &f).unwrap();
     assert_eq!(p.changes(), 0);
     // No NodeConfig in the user data, no nodeadm: warnings. Nodeadm passes over the user data,
     // so the drop-in alone must give the cluster fields (this config has no endpoint or CIDR),
     // and the config phase must read the drop-in directory (the package's unit drop-in).
     f.user_data = user_data("#!/bin/sh\n");
-    f.exists.clear();
+    f.answers
+        .retain(|r, _| !matches!(r, eks_nodeinit::facts::Read::Exists(_)));
     let p = build(&s, &f).unwrap();
     assert_eq!(p.warnings.len(), 3, "{:?}", p.warnings);
     assert!(
@@ -506,11 +501,10 @@ fn an_older_bootstrap_sh_gets_the_dns_address_instead_of_the_cidr_flag() {
 fn a_bootstrap_sh_that_cannot_be_read_or_run_is_a_finding() {
     let s = spec(|_| {});
     let mut f = al2("{}");
-    f.executable.insert("/etc/eks/bootstrap.sh".into(), false);
-    f.files
-        .get_mut(std::path::Path::new("/etc/eks/bootstrap.sh"))
-        .unwrap()
-        .mode = Some(0o644);
+    f.set_executable("/etc/eks/bootstrap.sh", false);
+    let mut script = f.file("/etc/eks/bootstrap.sh").unwrap().clone();
+    script.mode = Some(0o644);
+    f.set_file("/etc/eks/bootstrap.sh", script);
     let e = errors(&s, &f);
     assert_eq!(e, ["handoff.bootstrapPath: /etc/eks/bootstrap.sh is not executable (mode 0644): the hand-off would fail with `Permission denied` after every change; make it executable (chmod 0755) in the AMI"]);
     let f = al2_with("{}", "#!/bin/sh\nexec /usr/local/bin/join \"$@\"\n");

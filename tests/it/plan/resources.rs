@@ -24,9 +24,8 @@ fn managers(edit: impl FnOnce(&mut Value)) -> Spec {
 /// AL2023 with `cpus` online and `numa` nodes online (None: the file absent).
 fn machine(cpus: &str, numa: Option<&str>) -> Facts {
     let mut f = al2023(&[CLUSTER_TAG]);
-    f.files.insert(CPU_ONLINE.into(), file(cpus));
-    f.files
-        .insert(NODE_ONLINE.into(), numa.map(file).unwrap_or_else(absent));
+    f.set_file(CPU_ONLINE, file(cpus));
+    f.set_file(NODE_ONLINE, numa.map(file).unwrap_or_else(absent));
     f
 }
 
@@ -103,8 +102,8 @@ fn al2_sample() -> Facts {
 fn al2_passes_reserved_cpus_as_the_flag_bootstrap_sh_looks_for() {
     let s = managers(|_| {});
     let mut f = al2_sample();
-    f.files.insert(CPU_ONLINE.into(), file("0-1"));
-    f.files.insert(NODE_ONLINE.into(), absent());
+    f.set_file(CPU_ONLINE, file("0-1"));
+    f.set_file(NODE_ONLINE, absent());
     let p = build(&s, &f).unwrap_or_else(|e| panic!("{e}"));
     let argv = exec_argv(&p);
     let extra = &argv[argv
@@ -119,10 +118,10 @@ fn al2_passes_reserved_cpus_as_the_flag_bootstrap_sh_looks_for() {
 fn memory_node(live: &str) -> Facts {
     let mut f = al2023(&[CLUSTER_TAG]);
     let meminfo = "MemTotal:        7868788 kB\nHugepagesize:       2048 kB\n";
-    f.files.insert("/proc/meminfo".into(), file(meminfo));
-    f.files.insert(hugepages::PERSIST_PATH.into(), absent());
-    f.files.insert(CPU_ONLINE.into(), file("0-1"));
-    f.sysctls.insert(hugepages::KEY.into(), Ok(live.into()));
+    f.set_file("/proc/meminfo", file(meminfo));
+    f.set_file(hugepages::PERSIST_PATH, absent());
+    f.set_file(CPU_ONLINE, file("0-1"));
+    f.set_sysctl(hugepages::KEY, Ok(live.into()));
     f
 }
 
@@ -155,8 +154,7 @@ fn huge_pages_are_set_live_read_back_and_persisted_once() {
         Step::File(f) if f.path.ends_with("98-eks-nodeinit-hugepages.conf") => Some(f.new.clone()),
         _ => None,
     });
-    done.files
-        .insert(hugepages::PERSIST_PATH.into(), file(&text.unwrap()));
+    done.set_file(hugepages::PERSIST_PATH, file(&text.unwrap()));
     let again = build(&hugepages_spec(json!({"2Mi": "10%"})), &done).unwrap();
     let huge = |s: &Step| match s {
         Step::Live(l) => l.key == hugepages::KEY,
@@ -214,13 +212,11 @@ fn one_gib_pages_are_said_to_need_the_kernel_argument() {
 fn swap_node(swaps: &str, size: Option<u64>, free: u64) -> Facts {
     let mut f = memory_node("0");
     let header = "Filename\tType\tSize\tUsed\tPriority\n";
-    f.files
-        .insert(swap::SWAPS.into(), file(&format!("{header}{swaps}")));
-    f.files
-        .insert("/etc/systemd/system/swapfile.swap".into(), absent());
-    f.files.insert(swap::TARGET_DROPIN.into(), absent());
-    f.spaces.insert(
-        "/swapfile".into(),
+    f.set_file(swap::SWAPS, file(&format!("{header}{swaps}")));
+    f.set_file("/etc/systemd/system/swapfile.swap", absent());
+    f.set_file(swap::TARGET_DROPIN, absent());
+    f.set_space(
+        "/swapfile",
         Space {
             size,
             free: Ok(free),
@@ -317,9 +313,7 @@ fn swap_the_node_cannot_take_is_a_finding() {
 fn limited_swap_on_al2_is_a_finding_and_no_swap_is_not() {
     let mut f = al2_sample();
     let on_al2 = swap_node("", None, 10 << 30);
-    f.files.extend(on_al2.files);
-    f.spaces = on_al2.spaces;
-    f.sysctls = on_al2.sysctls;
+    f.answers.extend(on_al2.answers);
     let e = errors(&swap_spec("1Gi"), &f);
     assert!(
         e.iter().any(|e| e.contains("LimitedSwap needs cgroup v2")),

@@ -191,8 +191,7 @@ fn without_agent_taints_the_user_data_taints_stand() {
 fn node_name(s: &Spec, user_data: &str) -> (serde_json::Value, String) {
     let mut f = al2023_with_user_data(user_data);
     f.reach = Some(eks_nodeinit::facts::Reach::default());
-    f.files
-        .insert(eks_nodeinit::verify::proof::JOIN_JOB.into(), absent());
+    f.set_file(eks_nodeinit::verify::proof::JOIN_JOB, absent());
     let p = build(s, &f).unwrap();
     let job = p
         .steps

@@ -1,0 +1,177 @@
+//! Gathering the facts: the node's files and live values every aspect asks for (the registry's
+//! `reads`, answered in [`node`]), the instance (IMDS or `--metadata`), its tags and the
+//! cluster's values, and the instance type's numbers ([`instance_type`], a remote provider as
+//! [`crate::discovery`] is) — each read once, into one [`Facts`] value, before planning.
+
+use std::path::{Path, PathBuf};
+
+use crate::aws::ec2::Ec2;
+use crate::aws::Transport;
+use crate::base::podcap;
+use crate::base::retry::RetryPolicy;
+use crate::discovery::{self, ClusterFact};
+use crate::facts::{Facts, InstanceTags};
+use crate::instance::imds;
+use crate::instance::metadata::{self, Metadata, UserData};
+use crate::spec::Spec;
+
+pub mod instance_type;
+mod node;
+use node::NodeRead;
+pub use node::OUTPUT_TIMEOUT;
+
+/// The facts, complete, each read once: the node under `root` as the registry asks; the
+/// instance, its tags and the cluster's values as [`instance`] read them; the instance type's
+/// numbers when `kubelet.maxPods` needs them ([`instance_type`]).
+pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
+    let Instance {
+        metadata,
+        tags,
+        cluster,
+        source,
+    } = instance;
+    let file = match source {
+        MetadataSource::File(f) => Some(f),
+        MetadataSource::Imds => None,
+    };
+    let mut facts = NodeRead::of(root, spec).facts(Some(metadata), tags, cluster, None);
+    if let Some(md) = &facts.instance {
+        let cache = facts.file(podcap::cache::CACHE);
+        let fact = instance_type::type_fact(spec, md, file.as_deref(), cache).await;
+        facts.type_info = fact;
+    }
+    let imds = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
+    facts.reach = Some(crate::facts::Reach::from_env(imds, file));
+    facts
+}
+
+/// The facts of the node alone, nothing asked of the network: the cluster's values as the
+/// config gives them, the instance type's numbers (when asked for) from the embedded table only.
+/// For checking a config without an instance, and for tests.
+pub fn node(root: &Path, spec: &Spec, instance: Option<Metadata>, tags: InstanceTags) -> Facts {
+    let type_info = instance
+        .as_ref()
+        .and_then(|m| instance_type::table_only(spec, m));
+    let cluster = ClusterFact::from_spec(&spec.cluster);
+    NodeRead::of(root, spec).facts(instance, tags, cluster, type_info)
+}
+
+/// What was read of the instance before the config existed (the config was in the user data):
+/// read again by no one.
+#[derive(Default)]
+pub struct Prefetched {
+    /// The `--metadata` file.
+    pub metadata: Option<Metadata>,
+    /// The user data as read from IMDS, and the client that read it.
+    pub imds: Option<ImdsRead>,
+}
+
+/// The user data as an IMDS client read it (`Absent`: the instance has none), and that client.
+pub struct ImdsRead {
+    pub client: imds::ImdsClient,
+    pub user_data: UserData,
+}
+
+/// The instance as read: its metadata, its tags and the cluster's values, and where the
+/// metadata came from.
+pub struct Instance {
+    pub metadata: Metadata,
+    pub tags: InstanceTags,
+    pub cluster: ClusterFact,
+    pub source: MetadataSource,
+}
+
+/// Where the instance's metadata was read, for a message naming one of its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataSource {
+    /// A `--metadata` file.
+    File(PathBuf),
+    Imds,
+}
+
+/// The instance: from `--metadata` or IMDS, and beside it the cluster's values (discovery
+/// waits only for the region, and makes no call on a cache hit). With IMDS tags off and tagging
+/// on, the tags (and with them the ASG's name and the current Name) come from one DescribeTags
+/// under the tagging budget; when that fails they stay unknown and tagging reads them again
+/// later.
+pub async fn instance(
+    metadata_file: Option<&Path>,
+    spec: &Spec,
+    root: &Path,
+    read: Prefetched,
+) -> anyhow::Result<Instance> {
+    let (md, cluster, source) = match metadata_file {
+        Some(f) => {
+            let md = match read.metadata {
+                Some(md) => md,
+                None => metadata::load_file(f)?,
+            };
+            let region = md.region.clone();
+            let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
+            (md, cluster, MetadataSource::File(f.to_path_buf()))
+        }
+        None => {
+            let (md, cluster) = from_imds(spec, root, read.imds).await?;
+            (md, cluster, MetadataSource::Imds)
+        }
+    };
+    tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
+    let tags = match md.tags.clone() {
+        Some(t) => InstanceTags::Known(t),
+        None if source == MetadataSource::Imds && spec.tagging.enabled => {
+            let proxy = spec.agent_transport(&md.region);
+            describe_tags(&md, spec, proxy.as_ref()).await
+        }
+        None => InstanceTags::Unknown,
+    };
+    Ok(Instance {
+        metadata: md,
+        tags,
+        cluster,
+        source,
+    })
+}
+
+/// The instance's metadata from IMDS (what the config needs read with it, in one pass), beside
+/// the cluster's values.
+async fn from_imds(
+    spec: &Spec,
+    root: &Path,
+    read: Option<ImdsRead>,
+) -> anyhow::Result<(Metadata, ClusterFact)> {
+    let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
+    // The client that read the user data (with the config in it) goes on, token and all,
+    // when the config names no other endpoint.
+    let (client, user_data) = match read {
+        Some(r) if r.client.endpoint() == endpoint => (r.client, r.user_data),
+        other => (
+            imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
+            other.map_or(UserData::Unknown, |r| r.user_data),
+        ),
+    };
+    let ask = imds::Ask {
+        user_data,
+        vpc_cidr_blocks: spec.proxy.is_some()
+            || spec.verify.preflight != crate::config::PreflightMode::Off,
+    };
+    let (md, cluster) = tokio::join!(
+        imds::fetch(&client, spec.imds.deadline, ask),
+        discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
+    );
+    Ok((md?, cluster))
+}
+
+async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>) -> InstanceTags {
+    let deadline = tokio::time::Instant::now() + spec.tagging.sync_budget;
+    let mut ec2 = Ec2::new(&md.region, spec.tagging.ec2_endpoint.as_deref(), transport).await;
+    match ec2
+        .describe_tags(&md.instance_id, RetryPolicy::default(), deadline)
+        .await
+    {
+        Ok(t) => InstanceTags::Known(t),
+        Err(e) => {
+            tracing::warn!("cannot read the instance's tags: {e}");
+            InstanceTags::Unknown
+        }
+    }
+}
