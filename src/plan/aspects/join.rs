@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::base::k8s::milli_value;
 use crate::base::podcap::{node::cpu_list, EVICTION_HARD_MEMORY_MIB};
 use crate::facts::Facts;
 use crate::facts::Family;
@@ -13,7 +14,6 @@ use crate::instance::metadata::Metadata;
 use crate::instance::userdata::UserDataFact;
 use crate::plan::kubelet::KubeletIntent;
 use crate::plan::step::{File, IfFailed, Mode, Step, Unit, UnitJob};
-use crate::spec::pod_capacity::milli_value;
 use crate::spec::Spec;
 use crate::verify::name::NodeName;
 use crate::verify::proof::{Expect, JoinJob, JOIN_JOB};
