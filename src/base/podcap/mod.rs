@@ -11,7 +11,6 @@
 
 pub mod cache;
 pub mod explain;
-pub mod node;
 pub mod table;
 
 use std::fmt;

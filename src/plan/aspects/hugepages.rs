@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use crate::base::k8s::milli_value;
-use crate::base::podcap::node::{mem_total_kib, meminfo_kib, MEMINFO};
+use crate::base::node::{mem_total_kib, meminfo_kib, MEMINFO};
 use crate::base::podcap::EVICTION_HARD_MEMORY_MIB;
 use crate::facts::Family;
 use crate::plan::step::{Live, Mode, Step};

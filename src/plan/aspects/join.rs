@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use crate::base::k8s::milli_value;
-use crate::base::podcap::{node::cpu_list, EVICTION_HARD_MEMORY_MIB};
+use crate::base::node::cpu_list;
+use crate::base::podcap::EVICTION_HARD_MEMORY_MIB;
 use crate::facts::Facts;
 use crate::facts::Family;
 use crate::instance::metadata::Metadata;

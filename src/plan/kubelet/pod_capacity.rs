@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::base::findings::Findings;
-use crate::base::podcap::node::{self, Hypervisor};
+use crate::base::node::{self, Hypervisor};
 use crate::base::podcap::{self, Ceiling, Cni, Derived, Mode, TypeFact};
 use crate::base::text::printable;
 use crate::facts::{Facts, Reads};

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use crate::base::findings::Findings;
 use crate::base::k8s::milli_value;
-use crate::base::podcap::node::{cpu_list, cpu_list_text};
-use crate::base::podcap::{self, node, Derived};
+use crate::base::node::{self, cpu_list, cpu_list_text};
+use crate::base::podcap::{self, Derived};
 use crate::facts::{Facts, Reads};
 use crate::spec::resource_managers::ReservedCpus;
 use crate::spec::Spec;

@@ -229,7 +229,7 @@ fn run_case(case: Case) {
 /// plan, the start).
 fn agent_start(cp: &ControlPlane, case: &Case) -> (tempfile::TempDir, Value, Start) {
     let root = sample_root(case.root);
-    let numa = std::path::Path::new(eks_nodeinit::base::podcap::node::NODE_ONLINE);
+    let numa = std::path::Path::new(eks_nodeinit::base::node::NODE_ONLINE);
     if let Ok(t) = std::fs::read(numa) {
         let to = root.path().join(numa.strip_prefix("/").unwrap());
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();

@@ -1,7 +1,7 @@
 //! The CPU and memory managers' reservations (docs/resources.md), derived in process from the
 //! node's CPUs, NUMA nodes and the reservation; and the configs the node cannot honour.
 
-use eks_nodeinit::base::podcap::node::{CPU_ONLINE, NODE_ONLINE};
+use eks_nodeinit::base::node::{CPU_ONLINE, NODE_ONLINE};
 use eks_nodeinit::facts::Space;
 use eks_nodeinit::plan::aspects::{hugepages, swap};
 use serde_json::Value;
