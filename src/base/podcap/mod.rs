@@ -25,9 +25,6 @@ pub const CEILING_HIGH_CPU: u64 = 250;
 pub const CEILING_CPU_THRESHOLD: u64 = 30;
 /// kubelet's `--max-pods` is an int32.
 pub const KUBELET_MAX: u64 = i32::MAX as u64;
-/// The hard eviction threshold for memory both hand-offs write (`memory.available<100Mi`:
-/// bootstrap.sh and nodeadm), which the kubelet keeps free beside kube-reserved.
-pub const EVICTION_HARD_MEMORY_MIB: u64 = 100;
 
 /// How the VPC CNI gives pods their addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

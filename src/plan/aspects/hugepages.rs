@@ -11,8 +11,8 @@ use std::path::Path;
 
 use crate::base::k8s::milli_value;
 use crate::base::node::{mem_total_kib, meminfo_kib, MEMINFO};
-use crate::base::podcap::EVICTION_HARD_MEMORY_MIB;
 use crate::facts::Family;
+use crate::plan::kubelet::EVICTION_HARD_MEMORY_MIB;
 use crate::plan::step::{Live, Mode, Step};
 use crate::spec::host::Pages;
 use crate::spec::Spec;

@@ -20,6 +20,11 @@ use crate::base::k8s::Taint;
 use crate::facts::{Facts, Reads};
 use crate::spec::Spec;
 
+/// The hard eviction threshold for memory both hand-off targets write (`memory.available<100Mi`:
+/// bootstrap.sh and nodeadm), which the kubelet keeps free beside kube-reserved: one number for
+/// pod capacity's warning, the memory manager's sum, huge pages' room and the join's allocatable.
+pub(crate) const EVICTION_HARD_MEMORY_MIB: u64 = 100;
+
 /// What the agent wants of the kubelet.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KubeletIntent {

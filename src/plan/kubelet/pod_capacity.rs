@@ -13,11 +13,7 @@ use crate::instance::userdata::UserDataFact;
 use crate::spec::pod_capacity::{MaxPodsSpec, ReservedSpec};
 use crate::spec::Spec;
 
-use super::KubeletIntent;
-
-/// kubelet's hard eviction threshold for memory on both families (bootstrap.sh's and
-/// nodeadm's `evictionHard` `memory.available`), in MiB.
-const EVICTION_HARD_MI: u64 = 100;
+use super::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
 
 /// The node files the numbers need, when the config sets either.
 pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
@@ -243,10 +239,10 @@ fn auto_reserved(max: u64, n: &Node, k: &mut KubeletIntent, f: &mut Findings) ->
     let r = podcap::reserved(max, vcpus);
     if let Some(kib) = n.mem_kib {
         let total_mi = kib / 1024;
-        let allocatable = total_mi.saturating_sub(r.memory_mi + EVICTION_HARD_MI);
+        let allocatable = total_mi.saturating_sub(r.memory_mi + EVICTION_HARD_MEMORY_MIB);
         if allocatable.saturating_mul(4) < total_mi {
             k.warnings.push(format!(
-                "kube-reserved memory {}Mi and the {EVICTION_HARD_MI}Mi eviction threshold leave {allocatable}Mi of the node's {total_mi}Mi for pods (less than a quarter): lower kubelet.maxPods or use a larger type",
+                "kube-reserved memory {}Mi and the {EVICTION_HARD_MEMORY_MIB}Mi eviction threshold leave {allocatable}Mi of the node's {total_mi}Mi for pods (less than a quarter): lower kubelet.maxPods or use a larger type",
                 r.memory_mi
             ));
         }

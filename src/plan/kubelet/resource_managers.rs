@@ -20,7 +20,7 @@ use crate::facts::{Facts, Reads};
 use crate::spec::resource_managers::ReservedCpus;
 use crate::spec::Spec;
 
-use super::KubeletIntent;
+use super::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
 
 pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
     let rm = &spec.kubelet.resources;
@@ -189,7 +189,7 @@ fn reserved_memory(
             return None;
         }
     };
-    let total = bytes + (u128::from(podcap::EVICTION_HARD_MEMORY_MIB) << 20);
+    let total = bytes + (u128::from(EVICTION_HARD_MEMORY_MIB) << 20);
     let n = u128::try_from(nodes.len()).ok()?;
     let each = total / n;
     let limits: Vec<Value> = nodes
@@ -203,7 +203,7 @@ fn reserved_memory(
     Some(Derived {
         value: Value::Array(limits),
         from: format!(
-            "kube-reserved {q} + system-reserved 0 + evictionHard memory.available 100Mi = {} over NUMA node{} {}",
+            "kube-reserved {q} + system-reserved 0 + evictionHard memory.available {EVICTION_HARD_MEMORY_MIB}Mi = {} over NUMA node{} {}",
             memory_text(total),
             if nodes.len() == 1 { "" } else { "s" },
             cpu_list_text(&nodes)
