@@ -156,28 +156,6 @@ impl fmt::Display for MaxPods {
     }
 }
 
-/// What the agent sets and where each value came from, as the plan shows it: pod capacity,
-/// and the CPU and memory managers' reservations derived from it.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Derivation {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_pods: Option<Derived>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kube_reserved: Option<Derived>,
-    #[serde(rename = "reservedSystemCPUs", skip_serializing_if = "Option::is_none")]
-    pub reserved_system_cpus: Option<Derived>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reserved_memory: Option<Derived>,
-}
-
-/// One value and how it was reached (the arithmetic, or the config field that gave it).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Derived {
-    pub value: serde_json::Value,
-    pub from: String,
-}
-
 /// kube-reserved as bootstrap.sh derives it from the max pods and the vCPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reserved {

@@ -32,11 +32,11 @@ fn machine(cpus: &str, numa: Option<&str>) -> Facts {
 
 fn derived(s: &Spec, f: &Facts) -> (Value, Value) {
     let p = build(s, f).unwrap_or_else(|e| panic!("{e}"));
-    let d = p.pod_capacity.unwrap();
-    (
-        d.reserved_system_cpus.unwrap().value,
-        d.reserved_memory.unwrap().value,
-    )
+    let value = |key| {
+        let d = p.derived.iter().find(|d| d.key == key);
+        d.unwrap_or_else(|| panic!("{key} derived")).value.clone()
+    };
+    (value("reservedSystemCPUs"), value("reservedMemory"))
 }
 
 #[test]
