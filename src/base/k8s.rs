@@ -1,5 +1,6 @@
-//! Kubernetes' own rules for what the node registers with: qualified names, label values,
-//! taints, and the labels a kubelet may set on itself.
+//! Kubernetes' own rules for what the node registers with and reserves: qualified names, label
+//! values, taints, the labels a kubelet may set on itself, and resource quantities (`512Mi`,
+//! `100m`), which the spec, the plan and the proof all read by the same grammar.
 
 use crate::base::text::printable;
 
@@ -249,6 +250,87 @@ pub fn parse_taint_quiet(t: &str) -> Result<Taint, TaintProblem> {
     Ok(taint)
 }
 
+/// A non-negative Kubernetes quantity (apimachinery's `ParseQuantity` grammar: a signed decimal
+/// number, then a binary suffix `Ki`…`Ei`, a decimal suffix `m`, `k`, `M`…`E`, nothing, or an
+/// exponent `e`/`E` and a signed integer).
+pub fn check_quantity(s: &str) -> Result<(), String> {
+    let bad = || {
+        format!(
+            "`{}` is not a Kubernetes quantity (such as 100m, 512Mi, 1Gi)",
+            printable(s)
+        )
+    };
+    let (negative, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let num_len = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (num, suffix) = body.split_at(num_len);
+    let ok_num = num.matches('.').count() <= 1 && num.bytes().any(|b| b.is_ascii_digit());
+    let ok_suffix = match suffix {
+        "" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
+        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => true,
+        e => e
+            .strip_prefix(['e', 'E'])
+            .map(|x| x.strip_prefix(['+', '-']).unwrap_or(x))
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())),
+    };
+    if !(ok_num && ok_suffix) {
+        return Err(bad());
+    }
+    if negative && num.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+        return Err(format!(
+            "`{}` is negative; kubelet refuses a negative reservation",
+            printable(s)
+        ));
+    }
+    Ok(())
+}
+
+/// A quantity's value × 1000 (millicores for CPU, millibytes for memory), when `s` is a
+/// non-negative quantity whose value is exact at that scale and fits; else None.
+pub fn milli_value(s: &str) -> Option<u128> {
+    check_quantity(s).ok()?;
+    let body = s.trim_start_matches(['+', '-']);
+    let num_len = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (num, suffix) = body.split_at(num_len);
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits: u128 = format!("{int}{frac}").parse().ok()?;
+    let binary = |p: u32| (1u128 << (10 * p), 0i64);
+    let (mul, dec_exp) = match suffix {
+        "" => (1, 0),
+        "m" => (1, -3),
+        "k" => (1, 3),
+        "M" => (1, 6),
+        "G" => (1, 9),
+        "T" => (1, 12),
+        "P" => (1, 15),
+        "E" => (1, 18),
+        "Ki" => binary(1),
+        "Mi" => binary(2),
+        "Gi" => binary(3),
+        "Ti" => binary(4),
+        "Pi" => binary(5),
+        "Ei" => binary(6),
+        e => (1, e[1..].parse::<i64>().ok()?),
+    };
+    let exp = dec_exp + 3 - i64::try_from(frac.len()).ok()?;
+    let v = digits.checked_mul(mul)?;
+    let p = |e: i64| 10u128.checked_pow(u32::try_from(e).ok()?);
+    match exp >= 0 {
+        true => v.checked_mul(p(exp)?),
+        false => {
+            let d = p(-exp)?;
+            (v % d == 0).then(|| v / d)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,6 +371,37 @@ mod tests {
         assert_eq!(
             taint_from_parts("a", "", "NoSchedule").unwrap().text,
             "a:NoSchedule"
+        );
+    }
+
+    #[test]
+    fn quantities_follow_kubernetes_grammar_and_are_not_negative() {
+        for ok in [
+            "100m", "1Gi", "1.5Gi", "0", "-0", "+5", "1e3", "2E-2", ".5", "5.", "1k", "100",
+        ] {
+            assert_eq!(check_quantity(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "", "Gi", "1gi", "1 Gi", "1..2", "1e", "1Gb", "-1Gi", "1i", "1E+",
+        ] {
+            assert!(check_quantity(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn milli_values_are_exact_or_none() {
+        assert_eq!(milli_value("70m"), Some(70));
+        assert_eq!(milli_value("2"), Some(2000));
+        assert_eq!(milli_value("1.5"), Some(1500));
+        assert_eq!(milli_value("574Mi"), Some(574 * 1024 * 1024 * 1000));
+        assert_eq!(milli_value("1.5Gi"), Some(1536 * 1024 * 1024 * 1000));
+        assert_eq!(milli_value("1e3"), Some(1_000_000));
+        assert_eq!(milli_value("0.0001"), None);
+        assert_eq!(milli_value("1Mx"), None);
+        assert_eq!(milli_value("-1"), None);
+        assert_eq!(
+            milli_value("99999999999999999999999999999999999999Ei"),
+            None
         );
     }
 }

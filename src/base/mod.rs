@@ -1,6 +1,7 @@
 //! The bottom shelf: value grammars and checks shared by every layer (text for messages,
-//! findings, Go durations, Kubernetes names, PEM, retry policies, logging, bootstrap.sh's option
-//! grammar) and the embedded instance-type table with the pod-capacity arithmetic. Nothing here
+//! findings, Go durations, Kubernetes names and quantities, PEM, retry policies, logging,
+//! bootstrap.sh's option grammar, the node's CPU-list and meminfo grammars) and the embedded
+//! instance-type table with the pod-capacity arithmetic. Nothing here
 //! reads the world or imports anything above it.
 
 pub mod bootstrap_sh;
@@ -9,6 +10,7 @@ pub mod ecr;
 pub mod findings;
 pub mod k8s;
 pub mod logging;
+pub mod node;
 pub(crate) mod pem;
 pub mod podcap;
 pub mod retry;

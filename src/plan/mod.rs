@@ -31,9 +31,12 @@ pub struct Plan {
     /// Where the cluster's values came from, when discovery was asked for them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discovery: Option<DiscoveryView>,
-    /// Max pods and kube-reserved as the agent sets them, and where each came from.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pod_capacity: Option<crate::base::podcap::Derivation>,
+    /// The kubelet values the agent derived (max pods, reservations), and where each came from.
+    #[serde(
+        serialize_with = "kubelet::derived::serialize",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub derived: Vec<kubelet::Derived>,
     /// Values never to print (the cluster CA): replaced by a digest in every rendering.
     #[serde(skip)]
     pub secrets: Vec<String>,
@@ -183,7 +186,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         steps: out.steps,
         warnings: out.warnings,
         discovery: DiscoveryView::of(facts),
-        pod_capacity: handoff.kubelet.pod_capacity,
+        derived: handoff.kubelet.derived,
         tag_in_place: out.tag_in_place,
         preflight,
         hook: out.hook,
@@ -237,8 +240,8 @@ impl Plan {
         if let Some(d) = &self.discovery {
             v["discovery"] = serde_json::to_value(d).unwrap_or_default();
         }
-        if let Some(p) = &self.pod_capacity {
-            v["podCapacity"] = serde_json::to_value(p).unwrap_or_default();
+        if !self.derived.is_empty() {
+            v["derived"] = kubelet::derived::to_json(&self.derived);
         }
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
         s.push('\n');
@@ -281,9 +284,7 @@ impl Plan {
                 let _ = writeln!(o, "  {}: {}", v.field, v.from);
             }
         }
-        if let Some(p) = &self.pod_capacity {
-            render_derivation(&mut o, p);
-        }
+        kubelet::derived::render_text(&mut o, &self.derived);
         if let Some(p) = &self.preflight {
             let _ = writeln!(
                 o,
@@ -312,23 +313,6 @@ impl Plan {
             }
         }
         redact(&self.secrets, &o)
-    }
-}
-
-/// A value as the text plan shows it: a map as `key=value` pairs.
-fn flag_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    v.as_str().map_or_else(|| v.to_string(), String::from)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(","),
-        other => other.to_string(),
     }
 }
 
@@ -483,32 +467,4 @@ pub fn unified_diff(path: &Path, old: Option<&str>, new: &str) -> String {
         .context_radius(3)
         .header(&a, &format!("b{p}"))
         .to_string()
-}
-
-/// The plan's pod capacity and resource-manager lines: each value and how it was reached.
-fn render_derivation(o: &mut String, p: &crate::base::podcap::Derivation) {
-    let sections = [
-        (
-            "pod capacity:",
-            [("maxPods", &p.max_pods), ("kubeReserved", &p.kube_reserved)],
-        ),
-        (
-            "resource managers:",
-            [
-                ("reservedSystemCPUs", &p.reserved_system_cpus),
-                ("reservedMemory", &p.reserved_memory),
-            ],
-        ),
-    ];
-    for (title, rows) in sections {
-        if rows.iter().all(|(_, d)| d.is_none()) {
-            continue;
-        }
-        let _ = writeln!(o, "{title}");
-        for (name, d) in rows {
-            if let Some(d) = d {
-                let _ = writeln!(o, "  {name} {}: {}", flag_text(&d.value), d.from);
-            }
-        }
-    }
 }

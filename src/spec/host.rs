@@ -4,8 +4,8 @@ use crate::base::findings::Findings;
 use crate::base::text::printable;
 use std::path::{Path, PathBuf};
 
+use crate::base::k8s::milli_value;
 use crate::config::{HostSettings, HugepageAmount, SwapSettings};
-use crate::spec::pod_capacity::milli_value;
 
 /// The most 2 MiB pages a count may ask (2 TiB), and the largest share of memory.
 const MAX_PAGES: u64 = 1 << 20;

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::base::findings::Findings;
+use crate::base::k8s::check_quantity;
 use crate::base::podcap::{Ceiling, Cni, Mode, KUBELET_MAX};
 use crate::base::text::printable;
 
@@ -207,87 +208,6 @@ fn reserved_spec(v: &Value, f: &mut Findings) -> ReservedSpec {
     ReservedSpec::Explicit(out)
 }
 
-/// A non-negative Kubernetes quantity (apimachinery's `ParseQuantity` grammar: a signed decimal
-/// number, then a binary suffix `Ki`…`Ei`, a decimal suffix `m`, `k`, `M`…`E`, nothing, or an
-/// exponent `e`/`E` and a signed integer).
-pub fn check_quantity(s: &str) -> Result<(), String> {
-    let bad = || {
-        format!(
-            "`{}` is not a Kubernetes quantity (such as 100m, 512Mi, 1Gi)",
-            printable(s)
-        )
-    };
-    let (negative, body) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let num_len = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(body.len());
-    let (num, suffix) = body.split_at(num_len);
-    let ok_num = num.matches('.').count() <= 1 && num.bytes().any(|b| b.is_ascii_digit());
-    let ok_suffix = match suffix {
-        "" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
-        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => true,
-        e => e
-            .strip_prefix(['e', 'E'])
-            .map(|x| x.strip_prefix(['+', '-']).unwrap_or(x))
-            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())),
-    };
-    if !(ok_num && ok_suffix) {
-        return Err(bad());
-    }
-    if negative && num.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
-        return Err(format!(
-            "`{}` is negative; kubelet refuses a negative reservation",
-            printable(s)
-        ));
-    }
-    Ok(())
-}
-
-/// A quantity's value × 1000 (millicores for CPU, millibytes for memory), when `s` is a
-/// non-negative quantity whose value is exact at that scale and fits; else None.
-pub fn milli_value(s: &str) -> Option<u128> {
-    check_quantity(s).ok()?;
-    let body = s.trim_start_matches(['+', '-']);
-    let num_len = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(body.len());
-    let (num, suffix) = body.split_at(num_len);
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    let digits: u128 = format!("{int}{frac}").parse().ok()?;
-    let binary = |p: u32| (1u128 << (10 * p), 0i64);
-    let (mul, dec_exp) = match suffix {
-        "" => (1, 0),
-        "m" => (1, -3),
-        "k" => (1, 3),
-        "M" => (1, 6),
-        "G" => (1, 9),
-        "T" => (1, 12),
-        "P" => (1, 15),
-        "E" => (1, 18),
-        "Ki" => binary(1),
-        "Mi" => binary(2),
-        "Gi" => binary(3),
-        "Ti" => binary(4),
-        "Pi" => binary(5),
-        "Ei" => binary(6),
-        e => (1, e[1..].parse::<i64>().ok()?),
-    };
-    let exp = dec_exp + 3 - i64::try_from(frac.len()).ok()?;
-    let v = digits.checked_mul(mul)?;
-    let p = |e: i64| 10u128.checked_pow(u32::try_from(e).ok()?);
-    match exp >= 0 {
-        true => v.checked_mul(p(exp)?),
-        false => {
-            let d = p(-exp)?;
-            (v % d == 0).then(|| v / d)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,17 +275,7 @@ mod tests {
     }
 
     #[test]
-    fn quantities_follow_kubernetes_grammar_and_are_not_negative() {
-        for ok in [
-            "100m", "1Gi", "1.5Gi", "0", "-0", "+5", "1e3", "2E-2", ".5", "5.", "1k", "100",
-        ] {
-            assert_eq!(check_quantity(ok), Ok(()), "{ok}");
-        }
-        for bad in [
-            "", "Gi", "1gi", "1 Gi", "1..2", "1e", "1Gb", "-1Gi", "1i", "1E+",
-        ] {
-            assert!(check_quantity(bad).is_err(), "{bad}");
-        }
+    fn kube_reserved_takes_quantities_of_resources_kubelet_reserves() {
         let (s, f) = run(
             None,
             Some(json!({"memory": "1Gi", "cpu": "x", "gpu": "1"})),
@@ -389,22 +299,5 @@ mod tests {
         assert_eq!(f.len(), 2, "{f:?}");
         assert!(f[0].starts_with("kubelet.extraArgs[1]:"));
         assert!(run(None, None, &["--max-pods=60"]).1.is_empty());
-    }
-
-    #[test]
-    fn milli_values_are_exact_or_none() {
-        assert_eq!(milli_value("70m"), Some(70));
-        assert_eq!(milli_value("2"), Some(2000));
-        assert_eq!(milli_value("1.5"), Some(1500));
-        assert_eq!(milli_value("574Mi"), Some(574 * 1024 * 1024 * 1000));
-        assert_eq!(milli_value("1.5Gi"), Some(1536 * 1024 * 1024 * 1000));
-        assert_eq!(milli_value("1e3"), Some(1_000_000));
-        assert_eq!(milli_value("0.0001"), None);
-        assert_eq!(milli_value("1Mx"), None);
-        assert_eq!(milli_value("-1"), None);
-        assert_eq!(
-            milli_value("99999999999999999999999999999999999999Ei"),
-            None
-        );
     }
 }

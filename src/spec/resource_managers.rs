@@ -3,7 +3,7 @@
 //! policy's options by the kubelet's own maturity table (`cpumanager/policy_options.go`).
 
 use crate::base::findings::Findings;
-use crate::base::podcap::node;
+use crate::base::node;
 use crate::base::text::printable;
 use crate::config::{CpuManagerSettings, MemoryManagerSettings};
 

@@ -15,8 +15,8 @@ use super::name::{is_node_name, NodeName};
 use super::record::JoinVerdict;
 use super::verdict::{Blame, Seen};
 use super::{token, Cause, Context};
+use crate::base::k8s::milli_value;
 use crate::base::text::{escaped, printable};
-use crate::spec::pod_capacity::milli_value;
 
 /// The per-boot job (mode 0600: it holds the cluster CA).
 pub const JOIN_JOB: &str = "/run/eks-nodeinit/join.json";

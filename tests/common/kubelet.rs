@@ -225,7 +225,7 @@ fn milli(v: &Value) -> i128 {
     let s = v
         .as_str()
         .unwrap_or_else(|| panic!("{v} is not a quantity"));
-    let m = eks_nodeinit::spec::pod_capacity::milli_value(s);
+    let m = eks_nodeinit::base::k8s::milli_value(s);
     i128::try_from(m.unwrap_or_else(|| panic!("{s} is not a quantity"))).unwrap()
 }
 

@@ -1,7 +1,7 @@
 //! `eks-nodeinit max-pods`: the node's computation on a dev box, offline — the same functions,
 //! the instance type's numbers from the embedded table (or given), the vCPUs given.
 
-use super::{max_pods, reserved, Ceiling, Derivation, Derived, Mode, TypeInfo};
+use super::{max_pods, reserved, Ceiling, Mode, TypeInfo};
 use crate::base::text::printable;
 
 /// What the command was asked.
@@ -35,8 +35,17 @@ pub struct Answer {
     pub enis: u32,
     pub ipv4_per_eni: u32,
     pub source: &'static str,
-    #[serde(flatten)]
-    pub derivation: Derivation,
+    pub max_pods: Figure,
+    /// Only with the vCPUs, which the CPU share depends on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kube_reserved: Option<Figure>,
+}
+
+/// One number and how it was reached, as the node's plan shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Figure {
+    pub value: serde_json::Value,
+    pub from: String,
 }
 
 pub fn explain(q: &Question) -> Result<Answer, ExplainError> {
@@ -62,7 +71,7 @@ pub fn explain(q: &Question) -> Result<Answer, ExplainError> {
     }
     let kube_reserved = q.vcpus.map(|v| {
         let r = reserved(p.value, v);
-        Derived {
+        Figure {
             value: serde_json::Value::Object(
                 r.quantities()
                     .into_iter()
@@ -77,14 +86,11 @@ pub fn explain(q: &Question) -> Result<Answer, ExplainError> {
         enis: info.enis,
         ipv4_per_eni: info.ipv4_per_eni,
         source,
-        derivation: Derivation {
-            max_pods: Some(Derived {
-                value: p.value.into(),
-                from,
-            }),
-            kube_reserved,
-            ..Derivation::default()
+        max_pods: Figure {
+            value: p.value.into(),
+            from,
         },
+        kube_reserved,
     })
 }
 
@@ -94,10 +100,9 @@ impl Answer {
             "{} ({}): {} ENIs on the default network card, {} IPv4 addresses per ENI\n",
             self.instance_type, self.source, self.enis, self.ipv4_per_eni
         );
-        if let Some(m) = &self.derivation.max_pods {
-            o.push_str(&format!("maxPods {}: {}\n", m.value, m.from));
-        }
-        match &self.derivation.kube_reserved {
+        let m = &self.max_pods;
+        o.push_str(&format!("maxPods {}: {}\n", m.value, m.from));
+        match &self.kube_reserved {
             Some(r) => {
                 let q: Vec<String> = r
                     .value

@@ -11,7 +11,6 @@
 
 pub mod cache;
 pub mod explain;
-pub mod node;
 pub mod table;
 
 use std::fmt;
@@ -26,9 +25,6 @@ pub const CEILING_HIGH_CPU: u64 = 250;
 pub const CEILING_CPU_THRESHOLD: u64 = 30;
 /// kubelet's `--max-pods` is an int32.
 pub const KUBELET_MAX: u64 = i32::MAX as u64;
-/// The hard eviction threshold for memory both hand-offs write (`memory.available<100Mi`:
-/// bootstrap.sh and nodeadm), which the kubelet keeps free beside kube-reserved.
-pub const EVICTION_HARD_MEMORY_MIB: u64 = 100;
 
 /// How the VPC CNI gives pods their addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -158,28 +154,6 @@ impl fmt::Display for MaxPods {
             None => write!(f, " (no ceiling)"),
         }
     }
-}
-
-/// What the agent sets and where each value came from, as the plan shows it: pod capacity,
-/// and the CPU and memory managers' reservations derived from it.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Derivation {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_pods: Option<Derived>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kube_reserved: Option<Derived>,
-    #[serde(rename = "reservedSystemCPUs", skip_serializing_if = "Option::is_none")]
-    pub reserved_system_cpus: Option<Derived>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reserved_memory: Option<Derived>,
-}
-
-/// One value and how it was reached (the arithmetic, or the config field that gave it).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Derived {
-    pub value: serde_json::Value,
-    pub from: String,
 }
 
 /// kube-reserved as bootstrap.sh derives it from the max pods and the vCPUs.

@@ -458,7 +458,8 @@ mod tests {
 
     /// An m6i.large (2 vCPUs, Nitro) whose numbers are known, with this bootstrap.sh.
     fn sized(script: &str) -> Facts {
-        use crate::base::podcap::{node as files, TypeFact, TypeInfo, TypeSource};
+        use crate::base::node as files;
+        use crate::base::podcap::{TypeFact, TypeInfo, TypeSource};
         node()
             .file("/etc/eks/bootstrap.sh", script)
             .executable("/etc/eks/bootstrap.sh", true)

@@ -9,12 +9,12 @@
 
 use std::path::Path;
 
-use crate::base::podcap::node::{mem_total_kib, meminfo_kib, MEMINFO};
-use crate::base::podcap::EVICTION_HARD_MEMORY_MIB;
+use crate::base::k8s::milli_value;
+use crate::base::node::{mem_total_kib, meminfo_kib, MEMINFO};
 use crate::facts::Family;
+use crate::plan::kubelet::EVICTION_HARD_MEMORY_MIB;
 use crate::plan::step::{Live, Mode, Step};
 use crate::spec::host::Pages;
-use crate::spec::pod_capacity::milli_value;
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};

@@ -6,14 +6,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::base::podcap::{node::cpu_list, EVICTION_HARD_MEMORY_MIB};
+use crate::base::k8s::milli_value;
+use crate::base::node::cpu_list;
 use crate::facts::Facts;
 use crate::facts::Family;
 use crate::instance::metadata::Metadata;
 use crate::instance::userdata::UserDataFact;
-use crate::plan::kubelet::KubeletIntent;
+use crate::plan::kubelet::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
 use crate::plan::step::{File, IfFailed, Mode, Step, Unit, UnitJob};
-use crate::spec::pod_capacity::milli_value;
 use crate::spec::Spec;
 use crate::verify::name::NodeName;
 use crate::verify::proof::{Expect, JoinJob, JOIN_JOB};

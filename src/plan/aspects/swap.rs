@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::base::podcap::node::{mem_total_kib, MEMINFO};
+use crate::base::node::{mem_total_kib, MEMINFO};
 use crate::facts::{Facts, Family};
 use crate::plan::step::{IfFailed, Mode, Remove, Run, Step};
 use crate::spec::host::{SwapSize, SwapSpec};

@@ -1,11 +1,13 @@
-//! The kubelet model: one [`KubeletIntent`] — KubeletConfiguration keys, labels, taints and other
-//! flags — filled by small contributors, one file each, in `CONTRIBUTORS` order, and rendered
-//! by the hand-offs: on AL2 the kubelet-config.json patch (`aspects::kubelet_config`) and
-//! bootstrap.sh's `--kubelet-extra-args` (`aspects::bootstrap`), on AL2023 the NodeConfig's
-//! `kubelet.config` and `kubelet.flags` (`aspects::nodeconfig`). A renderer knows its file or
-//! argv, never a feature; a kubelet setting is one contributor, its config field and its line
-//! here (the shape of nodeadm's `internal/kubelet/config.go` and its `withX` functions).
+//! The kubelet model: one [`KubeletIntent`] — KubeletConfiguration keys (those derived with their
+//! formulas, [`derived`]), labels, taints and other flags — filled by small contributors, one
+//! file each, in `CONTRIBUTORS` order, and rendered by the hand-offs: on AL2 the
+//! kubelet-config.json patch (`aspects::kubelet_config`) and bootstrap.sh's
+//! `--kubelet-extra-args` (`aspects::bootstrap`), on AL2023 the NodeConfig's `kubelet.config` and
+//! `kubelet.flags` (`aspects::nodeconfig`). A renderer knows its file or argv, never a feature;
+//! a kubelet setting is one contributor, its config field and its line here (the shape of
+//! nodeadm's `internal/kubelet/config.go` and its `withX` functions).
 
+pub mod derived;
 mod image_gc;
 mod pod_capacity;
 mod registration;
@@ -19,6 +21,12 @@ use crate::base::findings::Findings;
 use crate::base::k8s::Taint;
 use crate::facts::{Facts, Reads};
 use crate::spec::Spec;
+pub use derived::{Derived, Section};
+
+/// The hard eviction threshold for memory both hand-off targets write (`memory.available<100Mi`:
+/// bootstrap.sh and nodeadm), which the kubelet keeps free beside kube-reserved: one number for
+/// pod capacity's warning, the memory manager's sum, huge pages' room and the join's allocatable.
+pub(crate) const EVICTION_HARD_MEMORY_MIB: u64 = 100;
 
 /// What the agent wants of the kubelet.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -31,8 +39,8 @@ pub struct KubeletIntent {
     pub taints: Vec<Taint>,
     /// Other kubelet flags, each `--flag=value`.
     pub flags: Vec<String>,
-    /// Max pods and kube-reserved as set, with where each came from (for the plan).
-    pub pod_capacity: Option<crate::base::podcap::Derivation>,
+    /// The values contributors derived for config keys, each with its formula (for the plan).
+    pub derived: Vec<Derived>,
     /// What a contributor wants the operator to know, without refusing the config.
     pub warnings: Vec<String>,
 }
@@ -72,6 +80,13 @@ impl KubeletIntent {
             Some(slot) => slot.1 = value,
             None => self.config.push((key, value)),
         }
+    }
+
+    /// Set a config key to a value the contributor derived, and keep how it was reached for the
+    /// plan to show.
+    pub fn derive(&mut self, d: Derived) {
+        self.set(d.key, d.value.clone());
+        self.derived.push(d);
     }
 
     /// The config keys without those in `as_flags` (key, kubelet flag), and those keys' values
@@ -118,8 +133,8 @@ impl KubeletIntent {
 
     /// The kube-reserved quantity of `resource` the agent sets, if it sets one.
     pub(crate) fn kube_reserved(&self, resource: &str) -> Option<&str> {
-        let d = self.pod_capacity.as_ref()?.kube_reserved.as_ref()?;
-        d.value.get(resource)?.as_str()
+        let (_, v) = self.config.iter().find(|(k, _)| *k == "kubeReserved")?;
+        v.get(resource)?.as_str()
     }
 
     /// The config keys as a JSON object.

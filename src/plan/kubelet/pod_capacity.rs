@@ -5,19 +5,21 @@
 use serde_json::Value;
 
 use crate::base::findings::Findings;
-use crate::base::podcap::node::{self, Hypervisor};
-use crate::base::podcap::{self, Ceiling, Cni, Derived, Mode, TypeFact};
+use crate::base::node::{self, Hypervisor};
+use crate::base::podcap::{self, Ceiling, Cni, Mode, TypeFact};
 use crate::base::text::printable;
 use crate::facts::{Facts, Reads};
 use crate::instance::userdata::UserDataFact;
 use crate::spec::pod_capacity::{MaxPodsSpec, ReservedSpec};
 use crate::spec::Spec;
 
-use super::KubeletIntent;
+use super::{Derived, KubeletIntent, Section, EVICTION_HARD_MEMORY_MIB};
 
-/// kubelet's hard eviction threshold for memory on both families (bootstrap.sh's and
-/// nodeadm's `evictionHard` `memory.available`), in MiB.
-const EVICTION_HARD_MI: u64 = 100;
+/// Where the plan shows max pods and kube-reserved.
+const SECTION: Section = Section {
+    title: "pod capacity",
+    key: "podCapacity",
+};
 
 /// The node files the numbers need, when the config sets either.
 pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
@@ -46,25 +48,19 @@ pub(crate) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &
         return;
     }
     let reserved = match (&pc.reserved, &max) {
-        (ReservedSpec::Explicit(q), _) => Some(Derived {
-            value: object(q.iter().map(|(k, v)| (k.as_str(), v.clone()))),
-            from: "kubelet.kubeReserved".into(),
-        }),
+        (ReservedSpec::Explicit(q), _) => Some(Derived::new(
+            SECTION,
+            "kubeReserved",
+            object(q.iter().map(|(k, v)| (k.as_str(), v.clone()))),
+            "kubelet.kubeReserved".into(),
+        )),
         (ReservedSpec::Auto, Some(m)) => auto_reserved(m.value.as_u64().unwrap_or(0), &n, k, f),
         (ReservedSpec::Auto, None) => None,
     };
     user_data_sets_too(facts, max.is_some(), reserved.is_some(), f);
-    if let Some(m) = &max {
-        k.set("maxPods", m.value.clone());
+    for d in [max, reserved].into_iter().flatten() {
+        k.derive(d);
     }
-    if let Some(r) = &reserved {
-        k.set("kubeReserved", r.value.clone());
-    }
-    k.pod_capacity = Some(podcap::Derivation {
-        max_pods: max,
-        kube_reserved: reserved,
-        ..Default::default()
-    });
 }
 
 /// On AL2023, the user data's NodeConfig setting what the agent sets: nodeadm would merge both
@@ -141,10 +137,12 @@ fn max_pods(m: MaxPodsSpec, n: &Node, k: &mut KubeletIntent, f: &mut Findings) -
             if let Some(TypeFact::Known { info, .. }) = n.type_info {
                 warn_unaddressable(v, *info, n, k);
             }
-            Some(Derived {
-                value: v.into(),
-                from: "kubelet.maxPods".into(),
-            })
+            Some(Derived::new(
+                SECTION,
+                "maxPods",
+                v.into(),
+                "kubelet.maxPods".into(),
+            ))
         }
         MaxPodsSpec::Computed(mode) => computed(mode, n, f),
     }
@@ -208,10 +206,7 @@ fn computed(mode: Mode, n: &Node, f: &mut Findings) -> Option<Derived> {
     if mode.custom_networking {
         from.push_str("; custom networking leaves the primary ENI out");
     }
-    Some(Derived {
-        value: p.value.into(),
-        from,
-    })
+    Some(Derived::new(SECTION, "maxPods", p.value.into(), from))
 }
 
 /// A fixed max pods above what the CNI can address on this type: pods past it never start.
@@ -243,18 +238,20 @@ fn auto_reserved(max: u64, n: &Node, k: &mut KubeletIntent, f: &mut Findings) ->
     let r = podcap::reserved(max, vcpus);
     if let Some(kib) = n.mem_kib {
         let total_mi = kib / 1024;
-        let allocatable = total_mi.saturating_sub(r.memory_mi + EVICTION_HARD_MI);
+        let allocatable = total_mi.saturating_sub(r.memory_mi + EVICTION_HARD_MEMORY_MIB);
         if allocatable.saturating_mul(4) < total_mi {
             k.warnings.push(format!(
-                "kube-reserved memory {}Mi and the {EVICTION_HARD_MI}Mi eviction threshold leave {allocatable}Mi of the node's {total_mi}Mi for pods (less than a quarter): lower kubelet.maxPods or use a larger type",
+                "kube-reserved memory {}Mi and the {EVICTION_HARD_MEMORY_MIB}Mi eviction threshold leave {allocatable}Mi of the node's {total_mi}Mi for pods (less than a quarter): lower kubelet.maxPods or use a larger type",
                 r.memory_mi
             ));
         }
     }
-    Some(Derived {
-        value: object(r.quantities().into_iter()),
-        from: r.to_string(),
-    })
+    Some(Derived::new(
+        SECTION,
+        "kubeReserved",
+        object(r.quantities().into_iter()),
+        r.to_string(),
+    ))
 }
 
 fn object<'a>(q: impl Iterator<Item = (&'a str, String)>) -> Value {
@@ -312,9 +309,9 @@ mod tests {
             k.config[1].1,
             serde_json::json!({"cpu": "70m", "ephemeral-storage": "1Gi", "memory": "574Mi"})
         );
-        let d = k.pod_capacity.unwrap();
+        assert_eq!(k.derived[0].key, "maxPods");
         assert_eq!(
-            d.max_pods.unwrap().from,
+            k.derived[0].from,
             "m6i.large (table), secondaryIPs: 3 ENIs × (10 − 1) + 2 = 29 (under the ceiling 110 recommended for 2 vCPUs)"
         );
         assert!(k.warnings.is_empty(), "{:?}", k.warnings);
@@ -438,7 +435,7 @@ mod tests {
     #[test]
     fn nothing_without_the_settings_or_without_an_instance() {
         let (k, f) = intent(serde_json::json!({}), &node(Family::Al2).build());
-        assert!(k.config.is_empty() && f.is_empty() && k.pod_capacity.is_none());
+        assert!(k.config.is_empty() && f.is_empty() && k.derived.is_empty());
         let validate = Facts::builder(Family::Al2).build();
         let (k, f) = intent(serde_json::json!({"maxPods": {}}), &validate);
         assert!(k.config.is_empty() && f.is_empty());

@@ -13,14 +13,20 @@
 use serde_json::{json, Value};
 
 use crate::base::findings::Findings;
-use crate::base::podcap::node::{cpu_list, cpu_list_text};
-use crate::base::podcap::{self, node, Derived};
+use crate::base::k8s::milli_value;
+use crate::base::node::{self, cpu_list, cpu_list_text};
+use crate::base::podcap;
 use crate::facts::{Facts, Reads};
-use crate::spec::pod_capacity::milli_value;
 use crate::spec::resource_managers::ReservedCpus;
 use crate::spec::Spec;
 
-use super::KubeletIntent;
+use super::{Derived, KubeletIntent, Section, EVICTION_HARD_MEMORY_MIB};
+
+/// Where the plan shows the reservations the static policies need.
+const SECTION: Section = Section {
+    title: "resource managers",
+    key: "resourceManagers",
+};
 
 pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
     let rm = &spec.kubelet.resources;
@@ -52,10 +58,9 @@ pub(crate) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &
             k.set("cpuManagerPolicyOptions", Value::Object(o));
         }
         if let Some(d) = reserved_cpus(&c.reserved, facts, k, f) {
-            k.set("reservedSystemCPUs", d.value.clone());
+            k.derive(d);
             k.set("kubeReservedCgroup", json!(""));
             k.set("systemReservedCgroup", json!(""));
-            derivation(k).reserved_system_cpus = Some(d);
         }
     }
     match rm.memory_static {
@@ -63,17 +68,12 @@ pub(crate) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &
             let sized = spec.kubelet.pod_capacity.is_set();
             if let Some(d) = reserved_memory(facts, k, sized, f) {
                 k.set("memoryManagerPolicy", json!("Static"));
-                k.set("reservedMemory", d.value.clone());
-                derivation(k).reserved_memory = Some(d);
+                k.derive(d);
             }
         }
         Some(false) => k.set("memoryManagerPolicy", json!("None")),
         None => {}
     }
-}
-
-fn derivation(k: &mut KubeletIntent) -> &mut podcap::Derivation {
-    k.pod_capacity.get_or_insert_with(Default::default)
 }
 
 const CPU_FIELD: &str = "kubelet.cpuManager.reservedSystemCPUs";
@@ -134,10 +134,12 @@ fn reserved_cpus(
         );
         return None;
     }
-    Some(Derived {
-        value: json!(cpu_list_text(&cpus)),
+    Some(Derived::new(
+        SECTION,
+        "reservedSystemCPUs",
+        json!(cpu_list_text(&cpus)),
         from,
-    })
+    ))
 }
 
 /// The CPU reservation in millicores and how it reads: the agent's kube-reserved cpu, else
@@ -189,7 +191,7 @@ fn reserved_memory(
             return None;
         }
     };
-    let total = bytes + (u128::from(podcap::EVICTION_HARD_MEMORY_MIB) << 20);
+    let total = bytes + (u128::from(EVICTION_HARD_MEMORY_MIB) << 20);
     let n = u128::try_from(nodes.len()).ok()?;
     let each = total / n;
     let limits: Vec<Value> = nodes
@@ -200,15 +202,18 @@ fn reserved_memory(
             json!({"numaNode": id, "limits": {"memory": memory_text(b)}})
         })
         .collect();
-    Some(Derived {
-        value: Value::Array(limits),
-        from: format!(
-            "kube-reserved {q} + system-reserved 0 + evictionHard memory.available 100Mi = {} over NUMA node{} {}",
-            memory_text(total),
-            if nodes.len() == 1 { "" } else { "s" },
-            cpu_list_text(&nodes)
-        ),
-    })
+    let from = format!(
+        "kube-reserved {q} + system-reserved 0 + evictionHard memory.available {EVICTION_HARD_MEMORY_MIB}Mi = {} over NUMA node{} {}",
+        memory_text(total),
+        if nodes.len() == 1 { "" } else { "s" },
+        cpu_list_text(&nodes)
+    );
+    Some(Derived::new(
+        SECTION,
+        "reservedMemory",
+        Value::Array(limits),
+        from,
+    ))
 }
 
 /// Bytes as the kubelet prints them: whole MiB as `NMi`, else bytes.
@@ -255,7 +260,11 @@ mod tests {
                 ("systemReservedCgroup", json!("")),
             ]
         );
-        let d = k.pod_capacity.unwrap().reserved_system_cpus.unwrap();
+        let d = k
+            .derived
+            .iter()
+            .find(|d| d.key == "reservedSystemCPUs")
+            .unwrap();
         assert_eq!(
             d.from,
             "ceil(the hand-off's kube-reserved cpu 80m for 4 vCPUs) = 1 whole CPU, the lowest-numbered online (online: 0-3)"

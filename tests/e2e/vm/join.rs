@@ -305,7 +305,9 @@ pub(super) fn check(sc: &Scenario, run: &Run, cluster: &Cluster) {
         taints.is_empty(),
         "the scaler's Node has no taints of the plan's: {taints:?}"
     );
-    let pods = plan["podCapacity"]["maxPods"]["value"].as_u64().unwrap();
+    let pods = plan["derived"]["podCapacity"]["maxPods"]["value"]
+        .as_u64()
+        .unwrap();
     let status = &node["status"];
     assert_eq!(status["capacity"]["pods"], pods.to_string(), "{status}");
     let huge = format!("{}Mi", HUGEPAGES * 2);
@@ -319,7 +321,10 @@ pub(super) fn check(sc: &Scenario, run: &Run, cluster: &Cluster) {
         huge.as_str(),
         "{status}"
     );
-    assert_allocatable(status, &plan["podCapacity"]["kubeReserved"]["value"]);
+    assert_allocatable(
+        status,
+        &plan["derived"]["podCapacity"]["kubeReserved"]["value"],
+    );
     eprintln!(
         "[{}] Node {}: capacity {}, allocatable {}",
         sc.name, cluster.node, status["capacity"], status["allocatable"]

@@ -119,9 +119,11 @@ const EXAMPLE_GRACE: (&str, &str) = ("1m30s", "30s");
 fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Promise) -> Value {
     let mut kubelet = Kubelet::start(cp, name, start);
     let node = kubelet.node(cp);
-    let pods = plan["podCapacity"]["maxPods"]["value"].as_u64().unwrap();
-    let reserved = &plan["podCapacity"]["kubeReserved"]["value"];
-    let reserved_cpus = plan["podCapacity"]["reservedSystemCPUs"]["value"].as_str();
+    let capacity = &plan["derived"]["podCapacity"];
+    let pods = capacity["maxPods"]["value"].as_u64().unwrap();
+    let reserved = &capacity["kubeReserved"]["value"];
+    let rm = &plan["derived"]["resourceManagers"];
+    let reserved_cpus = rm["reservedSystemCPUs"]["value"].as_str();
     let labels = &node["metadata"]["labels"];
     for (k, v) in &want.labels {
         assert_eq!(labels[k], *v, "label {k} on the Node: {labels}");
@@ -156,7 +158,7 @@ fn prove(cp: &ControlPlane, name: &str, start: &Start, plan: &Value, want: &Prom
 
 /// `/configz` holds the plan's CPU and memory manager settings, where it has any.
 fn assert_resource_managers(cz: &Value, plan: &Value) {
-    let d = &plan["podCapacity"];
+    let d = &plan["derived"]["resourceManagers"];
     if let Some(cpus) = d["reservedSystemCPUs"]["value"].as_str() {
         assert_eq!(cz["cpuManagerPolicy"], "static");
         assert_eq!(cz["reservedSystemCPUs"], cpus);
@@ -229,7 +231,7 @@ fn run_case(case: Case) {
 /// plan, the start).
 fn agent_start(cp: &ControlPlane, case: &Case) -> (tempfile::TempDir, Value, Start) {
     let root = sample_root(case.root);
-    let numa = std::path::Path::new(eks_nodeinit::base::podcap::node::NODE_ONLINE);
+    let numa = std::path::Path::new(eks_nodeinit::base::node::NODE_ONLINE);
     if let Ok(t) = std::fs::read(numa) {
         let to = root.path().join(numa.strip_prefix("/").unwrap());
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
@@ -245,7 +247,8 @@ fn agent_start(cp: &ControlPlane, case: &Case) -> (tempfile::TempDir, Value, Sta
     };
     let cfg = config(root.path(), cp, case.edit);
     let plan = agent(root.path(), &cfg, &md);
-    assert_eq!(plan["podCapacity"]["maxPods"]["value"], case.pods);
+    let pods = &plan["derived"]["podCapacity"]["maxPods"]["value"];
+    assert_eq!(*pods, case.pods);
     let start = if al2 {
         al2_start(root.path())
     } else {

@@ -40,7 +40,7 @@ fn prove_static_managers(root: &'static str, name: &'static str) {
     let cp = ControlPlane::shared();
     let c = case(root, name);
     let (_root, plan, start) = agent_start(&cp, &c);
-    let d = &plan["podCapacity"];
+    let d = &plan["derived"]["resourceManagers"];
     assert_eq!(d["reservedSystemCPUs"]["value"], "0", "{d}");
     let limits = &d["reservedMemory"]["value"][0]["limits"]["memory"];
     assert_eq!(limits, "674Mi", "574Mi kube-reserved + 100Mi eviction: {d}");

@@ -1,7 +1,7 @@
 //! The CPU and memory managers' reservations (docs/resources.md), derived in process from the
 //! node's CPUs, NUMA nodes and the reservation; and the configs the node cannot honour.
 
-use eks_nodeinit::base::podcap::node::{CPU_ONLINE, NODE_ONLINE};
+use eks_nodeinit::base::node::{CPU_ONLINE, NODE_ONLINE};
 use eks_nodeinit::facts::Space;
 use eks_nodeinit::plan::aspects::{hugepages, swap};
 use serde_json::Value;
@@ -31,11 +31,11 @@ fn machine(cpus: &str, numa: Option<&str>) -> Facts {
 
 fn derived(s: &Spec, f: &Facts) -> (Value, Value) {
     let p = build(s, f).unwrap_or_else(|e| panic!("{e}"));
-    let d = p.pod_capacity.unwrap();
-    (
-        d.reserved_system_cpus.unwrap().value,
-        d.reserved_memory.unwrap().value,
-    )
+    let value = |key| {
+        let d = p.derived.iter().find(|d| d.key == key);
+        d.unwrap_or_else(|| panic!("{key} derived")).value.clone()
+    };
+    (value("reservedSystemCPUs"), value("reservedMemory"))
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! What the node itself says that pod capacity needs: its online vCPUs (what bootstrap.sh's
-//! `nproc` counts), Nitro or Xen, and its memory. Parsers of the files' text only; gathering
-//! reads the files under `--root`.
+//! What the node's hardware says, in the kernel's own grammars: its online CPUs and NUMA nodes
+//! (CPU lists, what bootstrap.sh's `nproc` counts), Nitro or Xen, and its memory
+//! (`/proc/meminfo`). Pod capacity, the CPU and memory managers, huge pages, swap and the join's
+//! expectations all read them. Parsers of the files' text only; gathering reads the files under
+//! `--root`.
 
 /// The kernel's list of online CPUs, e.g. `0-3` or `0,2-7`.
 pub const CPU_ONLINE: &str = "/sys/devices/system/cpu/online";
