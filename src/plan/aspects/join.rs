@@ -181,6 +181,8 @@ fn plan(i: &Input, out: &mut Out) {
         Mode::Exact(0o600),
     ) {
         out.steps.push(step);
+        // The report's join record, which the proof completes, holds this run's phases.
+        out.timelines.insert(super::preflight::RECORD.into());
         // The launch hook's aspect starts the unit when there is a hook; a run from a user-data
         // script (not the agent's unit, which pulls it in) has it started here otherwise.
         if spec.launch_hook.is_none() {

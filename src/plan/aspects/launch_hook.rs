@@ -7,12 +7,14 @@
 //! bootstrap.sh instead of becoming it. In a warm pool it is once the run that prepared the
 //! node succeeded.
 
+use crate::aws::autoscaling::HookResult;
+use crate::config::PreflightMode;
 use crate::facts::{Facts, Family};
 use crate::instance::lifecycle::{
     meaning, CompleteAfter, LaunchHookJob, Meaning, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
 use crate::instance::metadata::Metadata;
-use crate::plan::step::{IfFailed, Mode, Step, Unit, UnitJob};
+use crate::plan::step::{AwsCall, Call, IfFailed, Mode, Step, Unit, UnitJob};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
@@ -85,9 +87,18 @@ fn plan(i: &Input, out: &mut Out) {
     if done.content.as_deref() == Some(new.as_str()) {
         return;
     }
-    // What a failed preflight in `fail` mode completes with ABANDON: the hand-off never comes.
-    if job.after == CompleteAfter::Kubelet {
-        out.hook = Some(job.clone());
+    // A failed check before the changes (`verify.preflight: fail`) completes it with ABANDON:
+    // the hand-off never comes.
+    if job.after == CompleteAfter::Kubelet && spec.verify.preflight == PreflightMode::Fail {
+        out.on_failure.push(Step::Call(Call {
+            purpose: format!("complete the launch hook `{}` with ABANDON", job.hook),
+            api: AwsCall::CompleteLaunch {
+                job: job.clone(),
+                result: HookResult::Abandon,
+            },
+            record: Some((super::preflight::RECORD.into(), "hook".into())),
+            transport: super::join::node_transport(spec, facts, md).map(Box::new),
+        }));
     }
     if current.content.as_deref() == Some(new.as_str()) {
         return;
@@ -177,6 +188,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn only_a_failed_check_before_the_changes_abandons_the_launch() {
+        let facts = node(Family::Al2023, Some("InService"), Some("asg-a"))
+            .absent([LAUNCH_HOOK_JOB, LAUNCH_HOOK_DONE])
+            .build();
+        let fail = r#"{"cluster":{"name":"c"},"lifecycle":{"completeLaunchHook":"eks-node-ready"},"verify":{"preflight":"fail"}}"#;
+        let out = run(&ASPECT, &spec(fail), &facts);
+        match &out.on_failure[..] {
+            [Step::Call(c)] => {
+                let AwsCall::CompleteLaunch { job, result } = &c.api;
+                assert_eq!(
+                    (job.hook.as_str(), *result),
+                    ("eks-node-ready", HookResult::Abandon)
+                );
+                assert_eq!(c.record, Some(("join".into(), "hook".into())));
+            }
+            other => panic!("{other:?}"),
+        }
+        // In `warn` mode nothing runs before the changes: nothing to abandon on.
+        assert!(run(&ASPECT, &spec(CONFIG), &facts).on_failure.is_empty());
     }
 
     #[test]
