@@ -144,7 +144,7 @@ fn plan(i: &Input, out: &mut Out) {
     let (Some(endpoint), Some(ca)) = (&c.api_server_endpoint, &c.certificate_authority) else {
         return;
     };
-    if super::warm_pool::held(spec, facts).is_some() {
+    if i.handoff.hold.is_some() {
         return;
     }
     let job = JoinJob {

@@ -9,7 +9,7 @@
 
 use crate::aws::autoscaling::HookResult;
 use crate::config::PreflightMode;
-use crate::facts::{Facts, Family};
+use crate::facts::Family;
 use crate::instance::lifecycle::{
     meaning, CompleteAfter, LaunchHookJob, Meaning, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
@@ -39,12 +39,13 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
 
 /// The job this run leaves, or why there is none (a warning). Planning without the instance
 /// (its facts not read) leaves none and says nothing.
-fn job(spec: &Spec, md: &Metadata, hook: &str, facts: &Facts) -> Result<LaunchHookJob, String> {
+fn job(i: &Input, md: &Metadata, hook: &str) -> Result<LaunchHookJob, String> {
+    let facts = i.facts;
     let Some(state) = md.target_lifecycle_state.as_deref() else {
         return Err(format!("{FIELD} is `{hook}`, but the instance is in no Auto Scaling group (IMDS has no target lifecycle state): there is no hook to complete"));
     };
     let after = match meaning(state) {
-        Meaning::Warmed if super::warm_pool::held(spec, facts).is_some() => CompleteAfter::Prep,
+        Meaning::Warmed if i.handoff.hold.is_some() => CompleteAfter::Prep,
         // Joining now (lifecycle.warmPool off): the warm pool's launch, once kubelet is active.
         Meaning::Warmed => CompleteAfter::Kubelet,
         Meaning::Serves if state == "InService" => CompleteAfter::Kubelet,
@@ -70,7 +71,7 @@ fn plan(i: &Input, out: &mut Out) {
     else {
         return;
     };
-    let job = match job(spec, md, hook, facts) {
+    let job = match job(i, md, hook) {
         Ok(j) => j,
         Err(why) => {
             out.warnings.push(why);
@@ -133,6 +134,7 @@ fn plan(i: &Input, out: &mut Out) {
 mod tests {
     use super::super::testing::{run, spec};
     use super::*;
+    use crate::facts::Facts;
     use std::path::PathBuf;
 
     const CONFIG: &str =
