@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{Filter, Tag};
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::aws;
@@ -302,5 +303,58 @@ impl Ec2 {
         })
         .await
         .map(|_| ())
+    }
+}
+/// What tagging came to, in the foreground or from the background continuation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TaggingRecord {
+    pub result: TagResult,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<Calls>,
+    pub key: String,
+    pub value: String,
+    /// Written by the background continuation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_unix_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", tag = "outcome")]
+pub enum TagResult {
+    /// The tag already had the value: no CreateTags call.
+    AlreadySet,
+    Created,
+    Failed {
+        error: String,
+    },
+    /// Handed to the background continuation, this process.
+    Background {
+        pid: u32,
+    },
+}
+
+impl From<TagOutcome> for TagResult {
+    fn from(o: TagOutcome) -> Self {
+        match o {
+            TagOutcome::AlreadySet => TagResult::AlreadySet,
+            TagOutcome::Created => TagResult::Created,
+        }
+    }
+}
+
+impl TaggingRecord {
+    /// The tag already held its value: no step, no call.
+    pub fn already_set(key: String, value: String) -> TaggingRecord {
+        TaggingRecord {
+            result: TagResult::AlreadySet,
+            calls: Some(Calls::default()),
+            key,
+            value,
+            background: false,
+            finished_at_unix_ms: None,
+        }
     }
 }

@@ -293,9 +293,9 @@ fn update_join(
 ) -> Result<(), CompleteError> {
     let _lock = crate::os::lock::take(&c.root, true)?;
     let mut report = Report::read(&c.root).unwrap_or_default();
-    let mut join = report.join.take().unwrap_or_default();
+    let mut join: crate::verify::record::JoinRecord = report.property("join").unwrap_or_default();
     edit(&mut join);
-    report.join = Some(join);
+    report.set_property("join", &join);
     report.write(&c.root, &[])?;
     Ok(())
 }

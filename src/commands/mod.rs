@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use crate::aws::ec2::{TagResult, TaggingRecord};
 use crate::base::findings::Invalid;
 use crate::commands::cli::{InitArgs, Output};
-use crate::exec::report::{now_ms, Report, TaggingRecord};
+use crate::exec::report::{now_ms, Report};
 use crate::exec::tagging::{self, Continuation, ReadyClient};
 use crate::exec::{self, Bus};
 use crate::facts::InstanceTags;
@@ -186,10 +187,10 @@ pub async fn tag_continue(root: &Path) -> Result<()> {
     }
     let _lock = lock::take(root, true)?;
     let mut report = Report::read(root).unwrap_or_default();
-    report.tagging = Some(TaggingRecord {
+    let record = TaggingRecord {
         result: match &r {
             Ok(o) => o.clone().into(),
-            Err(e) => crate::exec::report::TagResult::Failed {
+            Err(e) => TagResult::Failed {
                 error: e.to_string(),
             },
         },
@@ -198,7 +199,8 @@ pub async fn tag_continue(root: &Path) -> Result<()> {
         value: c.job.value.clone(),
         background: true,
         finished_at_unix_ms: Some(now_ms()),
-    });
+    };
+    report.set_property("tagging", &record);
     report.write(root, &[])?;
     r.map(|_| ()).map_err(Into::into)
 }
@@ -244,7 +246,7 @@ pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
             crate::os::fsutil::under(&a.root, crate::exec::report::REPORT_PATH).display()
         );
     };
-    let join = report.join.unwrap_or_default();
+    let join: crate::verify::record::JoinRecord = report.property("join").unwrap_or_default();
     match a.output {
         Output::Text => {
             println!("instance: {}", report.instance_id);

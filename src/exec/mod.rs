@@ -3,7 +3,8 @@
 //! else. It knows the step vocabulary's effects, never the aspect that planned them: everything
 //! it runs is in the plan.
 
-mod join;
+mod call;
+mod checks;
 pub mod report;
 pub mod tagging;
 
@@ -14,14 +15,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::exec::report::{now_ms, Outcome, Report, StepOutcome, TaggingRecord};
+use crate::exec::report::{now_ms, Outcome, Report, StepOutcome};
 use crate::exec::tagging::{ReadyClient, Session};
 use crate::os::fsutil::{self, under};
 use crate::os::lock::RunLock;
 use crate::os::marker;
 use crate::os::procsys;
 use crate::os::systemd::{self, PropertyCheck};
-use crate::plan::step::{name, Handoff, IfFailed, Run, Step, Unit, UnitJob};
+use crate::plan::step::{name, Handoff, IfFailed, Run, Step, Unit, UnitJob, When};
 use crate::plan::Plan;
 
 impl From<systemd::SystemdError> for ExecError {
@@ -81,8 +82,10 @@ pub(crate) async fn execute(
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    let mut pre = join::Preflight::of(plan, report.started_at_unix_ms);
-    if let Some(e) = pre.first(plan, &mut report).await {
+    let timelines = timelines(plan);
+    report.stamp(&timelines, "agent started", report.started_at_unix_ms);
+    report.stamp(&timelines, "planned", now_ms());
+    if let Some(e) = first_phase(plan, &timelines, &mut report).await {
         return Err(failed_run(root, plan, &mut report, "preflight", e));
     }
     let (mut prepared, staged_report) = match stage_all(root, plan, &report).await {
@@ -90,34 +93,25 @@ pub(crate) async fn execute(
         Err(e) => return Err(failed_run(root, plan, &mut report, "prepare", e)),
     };
     let tagging = Session::start(plan, ec2);
-    let beside = async {
-        match pre.is_fail_mode() {
-            true => None,
-            false => pre.run().await,
-        }
-    };
-    let (applied, results) =
-        tokio::join!(apply(root, plan, &mut prepared, bus, &mut report), beside);
-    pre.finish(results, &mut report);
+    let (applied, results) = tokio::join!(
+        apply(root, plan, &mut prepared, bus, &mut report),
+        checks::run(plan, When::Beside)
+    );
+    checks::record(plan, When::Beside, results, &mut report);
+    report.stamp(&timelines, "applied", now_ms());
     if let Err(e) = applied {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
     }
     let tag_failure = match tagging {
         Some(t) => t.finish(root, &mut report).await,
-        None => {
-            report.tagging = plan
-                .tag_in_place
-                .clone()
-                .map(|(key, value)| TaggingRecord::already_set(key, value));
-            None
-        }
+        None => None,
     };
     if tag_failure.is_none() {
         report.handoff = plan.handoff().unwrap_or_default();
     }
     report.finished_at_unix_ms = now_ms();
-    if let (Some(rec), false) = (&mut report.join, report.handoff.is_empty()) {
-        rec.phase("handed off", report.finished_at_unix_ms);
+    if !report.handoff.is_empty() {
+        report.stamp(&timelines, "handed off", report.finished_at_unix_ms);
     }
     let rpath = report.commit(root, staged_report, &plan.secrets)?;
     tracing::info!(report = %rpath.display(), "report written");
@@ -141,6 +135,46 @@ pub(crate) async fn execute(
     let _ = std::fs::remove_file(under(root, marker::MARKER));
     report.handoff = String::new();
     Err(failed_run(root, plan, &mut report, "hand-off", e.into()))
+}
+
+/// The report properties that receive the run's phases: the plan's, and those its checks
+/// record into.
+fn timelines(plan: &Plan) -> Vec<String> {
+    let checks = plan.steps.iter().filter_map(|s| match s {
+        Step::Check(c) => c.record.clone(),
+        _ => None,
+    });
+    let all: std::collections::BTreeSet<String> =
+        plan.timelines.iter().cloned().chain(checks).collect();
+    all.into_iter().collect()
+}
+
+/// The steps before any change. When one fails, the plan's on-failure steps run and the error
+/// that ends the run comes back: nothing was changed, nothing is handed off.
+async fn first_phase(
+    plan: &Plan,
+    timelines: &[String],
+    report: &mut Report,
+) -> Option<anyhow::Error> {
+    let results = checks::run(plan, When::First).await;
+    let failed = checks::record(plan, When::First, results, report);
+    if failed == 0 {
+        return None;
+    }
+    for step in &plan.on_failure {
+        match step {
+            Step::Record(r) => report.record(&r.property, &r.key, r.value.clone()),
+            Step::Call(c) => {
+                let said = call::run(c).await;
+                if let Some((property, key)) = &c.record {
+                    report.record(property, key, serde_json::Value::String(said));
+                }
+            }
+            other => tracing::warn!("not run on failure: {}", other.describe()),
+        }
+    }
+    report.stamp(timelines, "verdict", now_ms());
+    Some(anyhow::anyhow!(crate::verify::preflight::stopped(failed)))
 }
 
 /// The first phase and the report staged beside it, then every staged file fsynced: nothing
@@ -280,6 +314,8 @@ async fn run_step(
 ) -> Result<Option<Outcome>, ExecError> {
     Ok(Some(match step {
         Step::Tag { .. } | Step::Handoff(_) | Step::Check(_) => return Ok(None),
+        // Run only on a failure of the first phase.
+        Step::Call(_) | Step::Record(_) => return Ok(None),
         Step::File(_) => {
             for (path, s) in prepared.files.remove(&i).unwrap_or_default() {
                 s.commit()?;
@@ -384,7 +420,9 @@ async fn restart_unit(
     };
     match systemd::restart_and_read(&conn, unit, check, Duration::from_secs(5)).await {
         Ok(v) => {
-            report.record_property(check, v);
+            if let Some(key) = check.record_as {
+                report.set_property(key, &v);
+            }
             if v == expected {
                 tracing::info!(unit, property, value = v, "{} took the change", name(unit));
                 return Outcome::DoneWith(format!("{property}={v}"));

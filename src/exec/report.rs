@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::aws::ec2::{Calls, TagOutcome};
 use crate::facts::Family;
 use crate::os::fsutil::{self, under, FsError};
 
@@ -88,73 +87,12 @@ pub(crate) struct Report {
     pub started_at_unix_ms: u64,
     pub finished_at_unix_ms: u64,
     pub steps: Vec<StepOutcome>,
-    /// What logind reported after the restart, in microseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub logind_inhibit_delay_max_usec: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tagging: Option<TaggingRecord>,
     pub handoff: String,
     pub warnings: Vec<String>,
-    /// Where the cluster's values came from and the calls made, when discovery was asked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub discovery: Option<crate::plan::DiscoveryView>,
-    /// The join: phases, the preflight, the verdict (docs/join.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub join: Option<crate::verify::record::JoinRecord>,
-}
-
-/// What tagging came to, in the foreground or from the background continuation.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct TaggingRecord {
-    pub result: TagResult,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calls: Option<Calls>,
-    pub key: String,
-    pub value: String,
-    /// Written by the background continuation.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub background: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at_unix_ms: Option<u64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", tag = "outcome")]
-pub(crate) enum TagResult {
-    /// The tag already had the value: no CreateTags call.
-    AlreadySet,
-    Created,
-    Failed {
-        error: String,
-    },
-    /// Handed to the background continuation, this process.
-    Background {
-        pid: u32,
-    },
-}
-
-impl From<TagOutcome> for TagResult {
-    fn from(o: TagOutcome) -> Self {
-        match o {
-            TagOutcome::AlreadySet => TagResult::AlreadySet,
-            TagOutcome::Created => TagResult::Created,
-        }
-    }
-}
-
-impl TaggingRecord {
-    /// The tag already held its value: no step, no call.
-    pub(crate) fn already_set(key: String, value: String) -> TaggingRecord {
-        TaggingRecord {
-            result: TagResult::AlreadySet,
-            calls: Some(Calls::default()),
-            key,
-            value,
-            background: false,
-            finished_at_unix_ms: None,
-        }
-    }
+    /// What the run's steps recorded, by key (`tagging`, `join`, `discovery`, a unit's
+    /// property read back): each a key of the report's JSON object.
+    #[serde(flatten)]
+    pub properties: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -173,20 +111,56 @@ impl Report {
             family: Some(plan.family),
             started_at_unix_ms: now_ms(),
             warnings: plan.warnings.clone(),
-            discovery: plan.discovery.clone(),
+            properties: plan.record.clone(),
             ..Default::default()
         }
     }
 
-    /// A property read back after a unit restart: the report has a field for logind's
-    /// `InhibitDelayMaxUSec` (what the graceful shutdown gets).
-    pub(crate) fn record_property(
+    /// The property `key` as `T`, if the report has it in that shape.
+    pub fn property<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        serde_json::from_value(self.properties.get(key)?.clone()).ok()
+    }
+
+    /// Set the property `key`.
+    pub fn set_property<T: Serialize>(&mut self, key: &str, value: &T) {
+        if let Ok(v) = serde_json::to_value(value) {
+            self.properties.insert(key.to_string(), v);
+        }
+    }
+
+    /// Put `value` under `key` in the object property `property` (made an object if it is not
+    /// one).
+    pub fn record(&mut self, property: &str, key: &str, value: serde_json::Value) {
+        let p = self
+            .properties
+            .entry(property.to_string())
+            .or_insert_with(|| serde_json::json!({}));
+        if !p.is_object() {
+            *p = serde_json::json!({});
+        }
+        p[key] = value;
+    }
+
+    /// Add the phase `name` at `at_unix_ms` to each property in `timelines` (its `phases`).
+    pub fn stamp<'a>(
         &mut self,
-        check: &crate::os::systemd::PropertyCheck,
-        value: u64,
+        timelines: impl IntoIterator<Item = &'a String>,
+        name: &str,
+        at_unix_ms: u64,
     ) {
-        if check.service == "org.freedesktop.login1" && check.property == "InhibitDelayMaxUSec" {
-            self.logind_inhibit_delay_max_usec = Some(value);
+        let phase = serde_json::json!({"phase": name, "atUnixMs": at_unix_ms});
+        for t in timelines {
+            let p = self
+                .properties
+                .entry(t.clone())
+                .or_insert_with(|| serde_json::json!({}));
+            if !p.is_object() {
+                *p = serde_json::json!({});
+            }
+            match p["phases"].as_array_mut() {
+                Some(a) => a.push(phase.clone()),
+                None => p["phases"] = serde_json::json!([phase]),
+            }
         }
     }
 
@@ -225,5 +199,49 @@ impl Report {
     pub fn read(root: &Path) -> Option<Report> {
         let text = std::fs::read_to_string(under(root, REPORT_PATH)).ok()?;
         serde_json::from_str(&text).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_are_keys_of_the_report_and_read_back() {
+        let mut r = Report {
+            handoff: "exec bootstrap.sh".into(),
+            ..Default::default()
+        };
+        r.set_property("logindInhibitDelayMaxUsec", &90_000_000u64);
+        r.record("join", "verdict", serde_json::json!("preflight-failed"));
+        let timelines = ["join".to_string()];
+        r.stamp(&timelines, "agent started", 5);
+        r.stamp(&timelines, "planned", 7);
+        let v: serde_json::Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["logindInhibitDelayMaxUsec"], 90_000_000);
+        assert_eq!(v["join"]["verdict"], "preflight-failed");
+        assert_eq!(v["join"]["phases"][1]["phase"], "planned");
+        assert_eq!(v["join"]["phases"][1]["atUnixMs"], 7);
+        let back: Report = serde_json::from_value(v).unwrap();
+        let join: crate::verify::record::JoinRecord = back.property("join").unwrap();
+        assert_eq!(join.phases.len(), 2);
+        assert_eq!(
+            join.verdict,
+            Some(crate::verify::record::JoinVerdict::PreflightFailed)
+        );
+        assert_eq!(
+            back.property::<u64>("logindInhibitDelayMaxUsec"),
+            Some(90_000_000)
+        );
+    }
+
+    #[test]
+    fn a_property_that_is_not_an_object_is_replaced_when_recorded_into() {
+        let mut r = Report::default();
+        r.set_property("join", &3);
+        r.record("join", "hook", serde_json::json!("ABANDON (h)"));
+        r.stamp(&["join".to_string()], "verdict", 9);
+        assert_eq!(r.properties["join"]["hook"], "ABANDON (h)");
+        assert_eq!(r.properties["join"]["phases"][0]["phase"], "verdict");
     }
 }

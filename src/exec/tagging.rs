@@ -11,8 +11,9 @@ use anyhow::{Context, Result};
 use tokio::time::Instant;
 
 use crate::aws::ec2::{Calls, Ec2, TagError, TagOutcome};
+use crate::aws::ec2::{TagResult, TaggingRecord};
 use crate::base::retry::RetryPolicy;
-use crate::exec::report::{Report, TagResult, TaggingRecord};
+use crate::exec::report::Report;
 use crate::facts::{InstanceTags, TagState};
 use crate::os::fsutil::under;
 use crate::plan::step::Step;
@@ -360,14 +361,15 @@ impl Session {
         if matches!(result, TagResult::Created | TagResult::AlreadySet) {
             tracing::info!(value = %self.job.value, "Name tag in place");
         }
-        report.tagging = Some(TaggingRecord {
+        let record = TaggingRecord {
             result,
             calls,
             key: self.job.key,
             value: self.job.value,
             background: false,
             finished_at_unix_ms: None,
-        });
+        };
+        report.set_property("tagging", &record);
         failure
     }
 }

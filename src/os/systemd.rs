@@ -16,6 +16,9 @@ pub struct PropertyCheck {
     pub interface: &'static str,
     pub property: &'static str,
     pub expected: u64,
+    /// The report property that keeps the value read back, if any.
+    #[serde(skip)]
+    pub record_as: Option<&'static str>,
 }
 
 #[derive(Debug, thiserror::Error)]

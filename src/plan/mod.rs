@@ -28,9 +28,10 @@ pub struct Plan {
     pub family_reason: String,
     pub steps: Vec<Step>,
     pub warnings: Vec<String>,
-    /// Where the cluster's values came from, when discovery was asked for them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub discovery: Option<DiscoveryView>,
+    /// What the aspects say beside their steps, each under its own key (in the JSON) and
+    /// with its lines (in the text), in registry order.
+    #[serde(skip)]
+    pub notes: Vec<Note>,
     /// The kubelet values the agent derived (max pods, reservations), and where each came from.
     #[serde(
         serialize_with = "kubelet::derived::serialize",
@@ -40,63 +41,25 @@ pub struct Plan {
     /// Values never to print (the cluster CA): replaced by a digest in every rendering.
     #[serde(skip)]
     pub secrets: Vec<String>,
-    /// The tag the agent sets, when it already holds its value (key, value): no step.
+    /// The steps run when a step of the first phase ([`step::When::First`]) fails: the
+    /// run then changes nothing and hands nothing off.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub on_failure: Vec<Step>,
+    /// The report's properties as the plan knows them before the run (what each aspect
+    /// records), by key.
     #[serde(skip)]
-    pub tag_in_place: Option<(String, String)>,
-    /// How the checks run, when there are any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub preflight: Option<PreflightPlan>,
-    /// The launch hook completed after the hand-off (ABANDON on a failed preflight in `fail`).
+    pub record: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The report properties that receive the run's phases with their times.
     #[serde(skip)]
-    pub hook: Option<crate::instance::lifecycle::LaunchHookJob>,
+    pub timelines: std::collections::BTreeSet<String>,
 }
 
-/// The preflight's mode and budget.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct PreflightPlan {
-    pub mode: crate::config::PreflightMode,
-    pub budget_ms: u64,
-}
-
-/// Discovery as the plan and the report show it: each value's source and the calls made.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct DiscoveryView {
-    pub values: Vec<ValueSource>,
-    pub from_cache: bool,
-    pub calls: crate::discovery::Calls,
-}
-
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ValueSource {
-    pub field: String,
-    pub from: String,
-}
-
-impl DiscoveryView {
-    fn of(facts: &Facts) -> Option<DiscoveryView> {
-        let crate::discovery::Outcome::Found {
-            from_cache, calls, ..
-        } = &facts.cluster.outcome
-        else {
-            return None;
-        };
-        Some(DiscoveryView {
-            values: facts
-                .cluster
-                .origins()
-                .into_iter()
-                .map(|(field, from)| ValueSource {
-                    field: format!("cluster.{field}"),
-                    from,
-                })
-                .collect(),
-            from_cache: *from_cache,
-            calls: *calls,
-        })
-    }
+/// What an aspect says beside its steps: a JSON value under `key`, and its text lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub key: String,
+    pub lines: Vec<String>,
+    pub value: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
@@ -160,14 +123,6 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         _ => return Err(Invalid(out.findings.0)),
     };
     let md = facts.instance.clone().unwrap_or_default();
-    let preflight = out
-        .steps
-        .iter()
-        .any(|s| matches!(s, Step::Check(_)))
-        .then_some(PreflightPlan {
-            mode: spec.verify.preflight,
-            budget_ms: spec.verify.budget.as_millis() as u64,
-        });
     Ok(Plan {
         instance: Instance {
             address: md
@@ -185,11 +140,11 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         family_reason: family.reason,
         steps: out.steps,
         warnings: out.warnings,
-        discovery: DiscoveryView::of(facts),
+        notes: out.notes,
         derived: handoff.kubelet.derived,
-        tag_in_place: out.tag_in_place,
-        preflight,
-        hook: out.hook,
+        on_failure: out.on_failure,
+        record: out.record,
+        timelines: out.timelines,
         secrets: {
             // Several aspects carry the CA: each secret once.
             let mut seen = std::collections::BTreeSet::new();
@@ -221,6 +176,11 @@ impl Plan {
         self.steps.iter().find_map(Step::handoff)
     }
 
+    /// Whether any step runs before the changes (and so the on-failure steps may run).
+    pub fn first_phase(&self) -> bool {
+        self.steps.iter().any(|s| s.when() == step::When::First)
+    }
+
     pub fn changes(&self) -> usize {
         self.steps.iter().filter(|s| s.is_change()).count()
     }
@@ -237,8 +197,11 @@ impl Plan {
             "steps": self.steps,
             "warnings": self.warnings,
         });
-        if let Some(d) = &self.discovery {
-            v["discovery"] = serde_json::to_value(d).unwrap_or_default();
+        for n in &self.notes {
+            v[n.key.as_str()] = n.value.clone();
+        }
+        if self.first_phase() && !self.on_failure.is_empty() {
+            v["onFailure"] = serde_json::to_value(&self.on_failure).unwrap_or_default();
         }
         if !self.derived.is_empty() {
             v["derived"] = kubelet::derived::to_json(&self.derived);
@@ -269,34 +232,11 @@ impl Plan {
         if let Some(s) = &i.target_lifecycle_state {
             let _ = writeln!(o, "target lifecycle state (Auto Scaling): {s}");
         }
-        if let Some(d) = &self.discovery {
-            let n = d.calls.total();
-            let _ = writeln!(
-                o,
-                "cluster values ({}):",
-                if d.from_cache {
-                    "from the discovery cache, no call".to_string()
-                } else {
-                    format!("discovered, {n} call{}", if n == 1 { "" } else { "s" })
-                }
-            );
-            for v in &d.values {
-                let _ = writeln!(o, "  {}: {}", v.field, v.from);
-            }
+        for line in self.notes.iter().flat_map(|n| &n.lines) {
+            let _ = writeln!(o, "{line}");
         }
         kubelet::derived::render_text(&mut o, &self.derived);
-        if let Some(p) = &self.preflight {
-            let _ = writeln!(
-                o,
-                "preflight: {}, the checks below run together within {} ms ({})",
-                serde_json::to_value(p.mode).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
-                p.budget_ms,
-                match p.mode {
-                    crate::config::PreflightMode::Fail => "before any change; a failed check stops the run, no hand-off",
-                    _ => "beside the changes; a failed check is logged at error priority and the hand-off goes on",
-                }
-            );
-        }
+        render_checks(&mut o, &self.steps);
         if self.changes() == 0 {
             let _ = writeln!(
                 o,
@@ -305,6 +245,15 @@ impl Plan {
         }
         for (n, s) in self.steps.iter().enumerate() {
             render_step(&mut o, n + 1, s);
+        }
+        if self.first_phase() && !self.on_failure.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nif a step before the changes fails (nothing changed, no hand-off):"
+            );
+            for s in &self.on_failure {
+                let _ = writeln!(o, "  - {}", s.describe());
+            }
         }
         if !self.warnings.is_empty() {
             let _ = writeln!(o, "\nwarnings:");
@@ -386,12 +335,44 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
         }
         Step::Unit(u) => render_unit(o, n, u),
         Step::Check(c) => render_check(o, n, c),
+        Step::Call(c) => {
+            let _ = writeln!(o, "\n[{n}] {}", c.purpose);
+        }
+        Step::Record(r) => {
+            let _ = writeln!(o, "\n[{n}] record {}.{} = {}", r.property, r.key, r.value);
+        }
         Step::Handoff(h) => render_handoff(o, n, h),
     }
 }
 
-/// A preflight check, numbered `n`.
-fn render_check(o: &mut String, n: usize, c: &crate::verify::Check) {
+/// How the plan's checks run: together, under one budget, before the changes or beside them.
+fn render_checks(o: &mut String, steps: &[Step]) {
+    let Some(c) = steps.iter().find_map(|s| match s {
+        Step::Check(c) => Some(c),
+        _ => None,
+    }) else {
+        return;
+    };
+    let (mode, how) = match c.when {
+        step::When::First => (
+            "fail",
+            "before any change; a failed check stops the run, no hand-off",
+        ),
+        _ => (
+            "warn",
+            "beside the changes; a failed check is logged at error priority and the hand-off goes on",
+        ),
+    };
+    let _ = writeln!(
+        o,
+        "preflight: {mode}, the checks below run together within {} ms ({how})",
+        c.budget_ms
+    );
+}
+
+/// A check, numbered `n`.
+fn render_check(o: &mut String, n: usize, c: &step::CheckStep) {
+    let c = &c.check;
     let _ = writeln!(o, "\n[{n}] check {} (changes nothing)", c.probe.describe());
     if let Some(why) = &c.skip {
         let _ = writeln!(o, "      not run: {why}");

@@ -51,11 +51,82 @@ pub enum Step {
     Run(Run),
     /// A job asked of systemd's manager over D-Bus.
     Unit(Unit),
-    /// A check that the node can join (docs/join.md): run before or beside the changes,
-    /// under the preflight's budget; it changes nothing.
-    Check(crate::verify::Check),
+    /// A check that changes nothing (docs/join.md), run before the changes or beside them as
+    /// its [`When`] says, together with the plan's other checks under one budget.
+    Check(CheckStep),
+    /// An AWS call that acts on the instance beyond the node (the launch hook's completion).
+    Call(Call),
+    /// A value put into the report's property `property` under `key` (a verdict).
+    Record(Record),
     /// How the node is handed to EKS: always the last step.
     Handoff(Handoff),
+}
+
+/// When a step runs. The executor runs the phases in this order and knows no feature: what a
+/// failure of the first phase leads to is the plan's `on_failure` steps.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum When {
+    /// Before any change: a failure stops the run with nothing changed.
+    First,
+    /// In the plan's order, after every file was staged (the second phase).
+    #[default]
+    Apply,
+    /// Beside the second phase, from its start; its outcome recorded when both ended.
+    Beside,
+}
+
+/// A check as the plan runs it: when, under which budget, and the report property its
+/// results go into (with the run's phases).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CheckStep {
+    #[serde(flatten)]
+    pub check: crate::verify::Check,
+    #[serde(skip)]
+    pub when: When,
+    /// The budget all the plan's checks share, in milliseconds.
+    #[serde(skip)]
+    pub budget_ms: u64,
+    /// The report property that records the results.
+    #[serde(skip)]
+    pub record: Option<String>,
+}
+
+/// An AWS call the executor makes, and where its outcome goes in the report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Call {
+    pub purpose: String,
+    #[serde(flatten)]
+    pub api: AwsCall,
+    /// The report property and key that receive the outcome, in words.
+    #[serde(skip)]
+    pub record: Option<(String, String)>,
+    /// How the call reaches AWS (the config's proxy and CA bundles).
+    #[serde(skip)]
+    pub transport: Option<Box<crate::aws::Transport>>,
+}
+
+/// The AWS APIs a [`Call`] can make.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "api", rename_all = "camelCase")]
+pub enum AwsCall {
+    /// `autoscaling:CompleteLifecycleAction` for this instance's launch.
+    #[serde(rename_all = "camelCase")]
+    CompleteLaunch {
+        #[serde(flatten)]
+        job: crate::instance::lifecycle::LaunchHookJob,
+        result: crate::aws::autoscaling::HookResult,
+    },
+}
+
+/// A value for the report: `property.key = value`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    pub property: String,
+    pub key: String,
+    pub value: serde_json::Value,
 }
 
 /// A kernel value: `path` (node path) takes `new`.
@@ -231,8 +302,18 @@ impl Step {
         match self {
             Step::File(f) => !f.path.starts_with("/run"),
             Step::Tag { .. } | Step::Live(_) | Step::Remove(_) | Step::Run(_) => true,
+            Step::Call(_) => true,
             Step::Unit(u) => !matches!(u.job, UnitJob::Start { .. }),
-            Step::Handoff(_) | Step::Check(_) => false,
+            Step::Handoff(_) | Step::Check(_) | Step::Record(_) => false,
+        }
+    }
+
+    /// When the step runs: a check as planned, the tag beside the changes, the rest in order.
+    pub fn when(&self) -> When {
+        match self {
+            Step::Check(c) => c.when,
+            Step::Tag { .. } => When::Beside,
+            _ => When::Apply,
         }
     }
 
@@ -256,7 +337,9 @@ impl Step {
                 UnitJob::Restart { unit, .. } => format!("restart {}", name(unit)),
                 UnitJob::Reload => "reload systemd's units".into(),
             },
-            Step::Check(c) => format!("check {}", c.probe.describe()),
+            Step::Check(c) => format!("check {}", c.check.probe.describe()),
+            Step::Call(c) => c.purpose.clone(),
+            Step::Record(r) => format!("record {}.{}", r.property, r.key),
             Step::Handoff(Handoff::Exec { argv }) => {
                 format!("exec {}", argv.first().map_or("", String::as_str))
             }

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::kube::{judge_identity, ApiServer};
 use super::net::{self, Url};
+use super::record::JoinRecord;
 use super::token::{self, RoleCredentials};
 use super::{cidr, Cause, Check, CheckResult, Context, Probe, Verdict};
 use crate::base::text::printable;
@@ -239,4 +240,28 @@ async fn reach(ctx: &Context, url: &str) -> Result<String, Cause> {
             .map_err(unreachable)?;
     }
     Ok(format!("{} reached {how}", u.authority()))
+}
+/// Put `results` into the join record `property` (a report property): the checks, their mode
+/// (`fail` or `warn`) and the failures among its causes.
+pub fn record(property: &mut serde_json::Value, results: &[CheckResult], mode: &str) {
+    let mut rec: JoinRecord = serde_json::from_value(property.clone()).unwrap_or_default();
+    rec.preflight_mode = Some(mode.to_string());
+    rec.causes.extend(
+        results
+            .iter()
+            .filter(|r| r.result == Verdict::Failed)
+            .map(CheckResult::line),
+    );
+    rec.preflight = results.to_vec();
+    if let Ok(v) = serde_json::to_value(&rec) {
+        *property = v;
+    }
+}
+
+/// The error that ends a run whose checks before the changes failed.
+pub fn stopped(failed: usize) -> String {
+    format!(
+        "{failed} preflight check{} failed (verify.preflight: fail): no hand-off, nothing was changed; see `eks-nodeinit status`",
+        if failed == 1 { "" } else { "s" }
+    )
 }

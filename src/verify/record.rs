@@ -9,6 +9,7 @@ use super::{CheckResult, Verdict};
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct JoinRecord {
+    #[serde(default)]
     pub phases: Vec<Phase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight_mode: Option<String>,

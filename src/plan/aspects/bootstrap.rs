@@ -48,7 +48,7 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
 }
 
 fn plan(i: &Input, out: &mut Out) {
-    let (spec, facts) = (i.spec, i.facts);
+    let facts = i.facts;
     if facts.family() != Some(Family::Al2) {
         return;
     }
@@ -59,7 +59,7 @@ fn plan(i: &Input, out: &mut Out) {
     // Checked in a held boot too: a problem shows while the instance is warmed, not when it
     // goes into service.
     let argv = checked_argv(i, &mut f);
-    if let Some(argv) = argv.filter(|_| super::warm_pool::held(spec, facts).is_none()) {
+    if let Some(argv) = argv.filter(|_| i.handoff.hold.is_none()) {
         out.secrets
             .extend(i.handoff.cluster.certificate_authority.iter().cloned());
         out.steps.push(Step::Handoff(Handoff::Exec { argv }));

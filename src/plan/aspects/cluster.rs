@@ -18,8 +18,79 @@ pub(crate) const ASPECT: Aspect = Aspect {
 /// Nothing from the node: discovery reads its cache itself, once, before the node is read.
 fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
 
+/// Discovery as the plan and the report show it: each value's source and the calls made.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryView {
+    pub values: Vec<ValueSource>,
+    pub from_cache: bool,
+    pub calls: crate::discovery::Calls,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueSource {
+    pub field: String,
+    pub from: String,
+}
+
+impl DiscoveryView {
+    fn of(facts: &crate::facts::Facts) -> Option<DiscoveryView> {
+        let crate::discovery::Outcome::Found {
+            from_cache, calls, ..
+        } = &facts.cluster.outcome
+        else {
+            return None;
+        };
+        Some(DiscoveryView {
+            values: facts
+                .cluster
+                .origins()
+                .into_iter()
+                .map(|(field, from)| ValueSource {
+                    field: format!("cluster.{field}"),
+                    from,
+                })
+                .collect(),
+            from_cache: *from_cache,
+            calls: *calls,
+        })
+    }
+
+    /// The plan's lines for it.
+    fn lines(&self) -> Vec<String> {
+        let n = self.calls.total();
+        let how = match self.from_cache {
+            true => "from the discovery cache, no call".to_string(),
+            false => format!("discovered, {n} call{}", if n == 1 { "" } else { "s" }),
+        };
+        let mut lines = vec![format!("cluster values ({how}):")];
+        lines.extend(
+            self.values
+                .iter()
+                .map(|v| format!("  {}: {}", v.field, v.from)),
+        );
+        lines
+    }
+}
+
+/// Where the cluster's values came from: a note of the plan, and the report's `discovery`.
+fn note(facts: &crate::facts::Facts, out: &mut Out) {
+    let Some(view) = DiscoveryView::of(facts) else {
+        return;
+    };
+    let value = serde_json::to_value(&view).unwrap_or_default();
+    out.record.insert("discovery".into(), value.clone());
+    out.notes.push(crate::plan::Note {
+        key: "discovery".into(),
+        lines: view.lines(),
+        value,
+    });
+}
+
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
+    note(facts, out);
     let c = &facts.cluster;
     out.secrets.extend(c.certificate_authority.iter().cloned());
     match &c.outcome {

@@ -144,7 +144,7 @@ fn plan(i: &Input, out: &mut Out) {
     let (Some(endpoint), Some(ca)) = (&c.api_server_endpoint, &c.certificate_authority) else {
         return;
     };
-    if super::warm_pool::held(spec, facts).is_some() {
+    if i.handoff.hold.is_some() {
         return;
     }
     let job = JoinJob {
@@ -181,6 +181,8 @@ fn plan(i: &Input, out: &mut Out) {
         Mode::Exact(0o600),
     ) {
         out.steps.push(step);
+        // The report's join record, which the proof completes, holds this run's phases.
+        out.timelines.insert(super::preflight::RECORD.into());
         // The launch hook's aspect starts the unit when there is a hook; a run from a user-data
         // script (not the agent's unit, which pulls it in) has it started here otherwise.
         if spec.launch_hook.is_none() {

@@ -7,12 +7,14 @@
 //! bootstrap.sh instead of becoming it. In a warm pool it is once the run that prepared the
 //! node succeeded.
 
-use crate::facts::{Facts, Family};
+use crate::aws::autoscaling::HookResult;
+use crate::config::PreflightMode;
+use crate::facts::Family;
 use crate::instance::lifecycle::{
     meaning, CompleteAfter, LaunchHookJob, Meaning, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
 use crate::instance::metadata::Metadata;
-use crate::plan::step::{IfFailed, Mode, Step, Unit, UnitJob};
+use crate::plan::step::{AwsCall, Call, IfFailed, Mode, Step, Unit, UnitJob};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
@@ -37,12 +39,13 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
 
 /// The job this run leaves, or why there is none (a warning). Planning without the instance
 /// (its facts not read) leaves none and says nothing.
-fn job(spec: &Spec, md: &Metadata, hook: &str, facts: &Facts) -> Result<LaunchHookJob, String> {
+fn job(i: &Input, md: &Metadata, hook: &str) -> Result<LaunchHookJob, String> {
+    let facts = i.facts;
     let Some(state) = md.target_lifecycle_state.as_deref() else {
         return Err(format!("{FIELD} is `{hook}`, but the instance is in no Auto Scaling group (IMDS has no target lifecycle state): there is no hook to complete"));
     };
     let after = match meaning(state) {
-        Meaning::Warmed if super::warm_pool::held(spec, facts).is_some() => CompleteAfter::Prep,
+        Meaning::Warmed if i.handoff.hold.is_some() => CompleteAfter::Prep,
         // Joining now (lifecycle.warmPool off): the warm pool's launch, once kubelet is active.
         Meaning::Warmed => CompleteAfter::Kubelet,
         Meaning::Serves if state == "InService" => CompleteAfter::Kubelet,
@@ -68,7 +71,7 @@ fn plan(i: &Input, out: &mut Out) {
     else {
         return;
     };
-    let job = match job(spec, md, hook, facts) {
+    let job = match job(i, md, hook) {
         Ok(j) => j,
         Err(why) => {
             out.warnings.push(why);
@@ -85,9 +88,18 @@ fn plan(i: &Input, out: &mut Out) {
     if done.content.as_deref() == Some(new.as_str()) {
         return;
     }
-    // What a failed preflight in `fail` mode completes with ABANDON: the hand-off never comes.
-    if job.after == CompleteAfter::Kubelet {
-        out.hook = Some(job.clone());
+    // A failed check before the changes (`verify.preflight: fail`) completes it with ABANDON:
+    // the hand-off never comes.
+    if job.after == CompleteAfter::Kubelet && spec.verify.preflight == PreflightMode::Fail {
+        out.on_failure.push(Step::Call(Call {
+            purpose: format!("complete the launch hook `{}` with ABANDON", job.hook),
+            api: AwsCall::CompleteLaunch {
+                job: job.clone(),
+                result: HookResult::Abandon,
+            },
+            record: Some((super::preflight::RECORD.into(), "hook".into())),
+            transport: super::join::node_transport(spec, facts, md).map(Box::new),
+        }));
     }
     if current.content.as_deref() == Some(new.as_str()) {
         return;
@@ -122,6 +134,7 @@ fn plan(i: &Input, out: &mut Out) {
 mod tests {
     use super::super::testing::{run, spec};
     use super::*;
+    use crate::facts::Facts;
     use std::path::PathBuf;
 
     const CONFIG: &str =
@@ -177,6 +190,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn only_a_failed_check_before_the_changes_abandons_the_launch() {
+        let facts = node(Family::Al2023, Some("InService"), Some("asg-a"))
+            .absent([LAUNCH_HOOK_JOB, LAUNCH_HOOK_DONE])
+            .build();
+        let fail = r#"{"cluster":{"name":"c"},"lifecycle":{"completeLaunchHook":"eks-node-ready"},"verify":{"preflight":"fail"}}"#;
+        let out = run(&ASPECT, &spec(fail), &facts);
+        match &out.on_failure[..] {
+            [Step::Call(c)] => {
+                let AwsCall::CompleteLaunch { job, result } = &c.api;
+                assert_eq!(
+                    (job.hook.as_str(), *result),
+                    ("eks-node-ready", HookResult::Abandon)
+                );
+                assert_eq!(c.record, Some(("join".into(), "hook".into())));
+            }
+            other => panic!("{other:?}"),
+        }
+        // In `warn` mode nothing runs before the changes: nothing to abandon on.
+        assert!(run(&ASPECT, &spec(CONFIG), &facts).on_failure.is_empty());
     }
 
     #[test]

@@ -81,6 +81,8 @@ fn plan(i: &Input, out: &mut Out) {
                     property: "InhibitDelayMaxUSec",
                     // ≤ a day in seconds: the product fits easily.
                     expected: sec.saturating_mul(1_000_000),
+                    // What the graceful shutdown gets, for the report.
+                    record_as: Some("logindInhibitDelayMaxUsec"),
                 },
             },
             why: "logind reads its drop-ins when it starts".into(),

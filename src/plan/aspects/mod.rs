@@ -77,11 +77,14 @@ pub(crate) struct Out {
     pub findings: Findings,
     /// Values the aspect put into a step that must never be shown (the cluster CA).
     pub secrets: Vec<String>,
-    /// A tag that already holds the wanted value (key, value): no step, but the report says so.
-    pub tag_in_place: Option<(String, String)>,
-    /// The launch hook this boot completes after the hand-off (`ABANDON` when the preflight
-    /// fails in `fail` mode).
-    pub hook: Option<crate::instance::lifecycle::LaunchHookJob>,
+    /// What the aspect says beside its steps ([`crate::plan::Note`]).
+    pub notes: Vec<crate::plan::Note>,
+    /// Steps run when a step before the changes fails (the plan's `on_failure`).
+    pub on_failure: Vec<Step>,
+    /// Report properties known before the run, by key.
+    pub record: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Report properties that receive the run's phases.
+    pub timelines: std::collections::BTreeSet<String>,
 }
 
 impl Out {

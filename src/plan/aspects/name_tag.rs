@@ -65,7 +65,10 @@ fn plan(i: &Input, out: &mut Out) {
         match value(group, md) {
             Ok(value) => match facts.tags.get(KEY) {
                 TagState::Is(cur) if cur == value => {
-                    out.tag_in_place = Some((KEY.into(), value));
+                    // No step, but the report says so.
+                    let record = crate::aws::ec2::TaggingRecord::already_set(KEY.into(), value);
+                    let record = serde_json::to_value(record).unwrap_or_default();
+                    out.record.insert("tagging".into(), record);
                 }
                 current => out.steps.push(Step::Tag {
                     instance_id: md.instance_id.clone(),

@@ -94,7 +94,7 @@ fn plan(i: &Input, out: &mut Out) {
     let config_unit_reads_dropins = CONFIG_UNIT_DROPINS
         .iter()
         .any(|p| facts.exists(std::path::Path::new(p)));
-    if super::warm_pool::held(spec, facts).is_none() {
+    if i.handoff.hold.is_none() {
         out.steps
             .push(Step::Handoff(Handoff::Dropin(NodeadmHandoff {
                 dropin: PathBuf::from(DROPIN),

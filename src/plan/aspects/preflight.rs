@@ -10,11 +10,15 @@ use base64::Engine;
 use crate::config::PreflightMode;
 use crate::facts::{Facts, Family, Reach};
 use crate::instance::metadata::Metadata;
-use crate::plan::step::Step;
+use crate::plan::step::{CheckStep, Record, Step, When};
 use crate::spec::Spec;
+use crate::verify::record::JoinVerdict;
 use crate::verify::{Check, Context, Probe};
 
 use super::{Aspect, Input, Out, Reads};
+
+/// The report property of the join: the checks' results go there, with the run's phases.
+pub(crate) const RECORD: &str = "join";
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "preflight",
@@ -130,18 +134,33 @@ fn plan(i: &Input, out: &mut Out) {
     });
     let network = network_probes(&ctx, md, reach);
     let context = Arc::new(ctx);
-    for probe in network {
-        out.steps.push(Step::Check(Check {
-            probe,
-            skip: skip.clone(),
-            context: context.clone(),
+    let probes = network
+        .into_iter()
+        .map(|p| (p, skip.clone()))
+        .chain(cidr_probes(facts, md).into_iter().map(|p| (p, None)));
+    let when = match spec.verify.preflight {
+        PreflightMode::Fail => When::First,
+        _ => When::Beside,
+    };
+    for (probe, skip) in probes {
+        out.steps.push(Step::Check(CheckStep {
+            check: Check {
+                probe,
+                skip,
+                context: context.clone(),
+            },
+            when,
+            budget_ms: u64::try_from(spec.verify.budget.as_millis()).unwrap_or(u64::MAX),
+            record: Some(RECORD.into()),
         }));
     }
-    for probe in cidr_probes(facts, md) {
-        out.steps.push(Step::Check(Check {
-            probe,
-            skip: None,
-            context: context.clone(),
+    // A failed check before the changes is the join's verdict; the launch hook's aspect adds
+    // what Auto Scaling is told.
+    if when == When::First {
+        out.on_failure.push(Step::Record(Record {
+            property: RECORD.into(),
+            key: "verdict".into(),
+            value: serde_json::json!(JoinVerdict::PreflightFailed.as_str()),
         }));
     }
 }
@@ -156,7 +175,7 @@ mod tests {
         steps
             .iter()
             .map(|s| match s {
-                Step::Check(c) => (c.probe.clone(), c.skip.clone()),
+                Step::Check(c) => (c.check.probe.clone(), c.check.skip.clone()),
                 other => panic!("not a check: {other:?}"),
             })
             .collect()

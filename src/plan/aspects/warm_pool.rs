@@ -37,17 +37,12 @@ fn state(facts: &Facts) -> Option<&str> {
     facts.instance.as_ref()?.target_lifecycle_state.as_deref()
 }
 
-/// The state that holds this run's hand-off, if it is held: any state but those that serve.
-pub(crate) fn held<'a>(spec: &Spec, facts: &'a Facts) -> Option<&'a str> {
-    state(facts).filter(|s| spec.warm_pool == WarmPool::Auto && holds(s))
-}
-
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
     let Some(family) = facts.family() else {
         return;
     };
-    let Some(s) = held(spec, facts) else {
+    let Some(s) = i.handoff.hold.as_deref() else {
         warn_joining_while_not_serving(spec, facts, out);
         release_if_held_earlier(facts, family, out);
         return;
@@ -189,7 +184,8 @@ mod tests {
             (off, Some("Warmed:Stopped")),
         ] {
             let facts = warmed(Family::Al2023, state).absent([HOLD_MARKER]).build();
-            assert_eq!(held(&s, &facts), None);
+            let mut f = crate::base::findings::Findings::default();
+            assert_eq!(crate::plan::handoff::intent(&s, &facts, &mut f).hold, None);
             let out = run(&ASPECT, &s, &facts);
             assert!(out.steps.is_empty(), "{:?}", out.steps);
             assert_eq!(

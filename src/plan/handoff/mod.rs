@@ -9,6 +9,7 @@ use crate::base::findings::Findings;
 use crate::config::LocalStorageSettings;
 use crate::discovery::ClusterFact;
 use crate::facts::Facts;
+use crate::instance::lifecycle::holds;
 use crate::plan::kubelet::KubeletIntent;
 use crate::spec::Spec;
 
@@ -20,13 +21,16 @@ pub struct HandoffIntent {
     pub kubelet: KubeletIntent,
     /// The instance store's disks, set up by bootstrap.sh or nodeadm.
     pub local_storage: Option<LocalStorageSettings>,
+    /// The target lifecycle state that holds the hand-off (a warm pool,
+    /// `lifecycle.warmPool: auto`): the steps run, the node does not join yet.
+    pub hold: Option<String>,
 }
 
 /// One contributor: reads the spec and the facts, sets what it owns, reports what is wrong.
 pub(crate) type Contributor = fn(&Spec, &Facts, &mut HandoffIntent, &mut Findings);
 
 /// Every contributor after the cluster's values, in order.
-pub(crate) const CONTRIBUTORS: &[Contributor] = &[kubelet, local_storage];
+pub(crate) const CONTRIBUTORS: &[Contributor] = &[kubelet, local_storage, hold];
 
 /// The intent for this spec on this node: the cluster's values as the facts hold them, then
 /// each contributor's part.
@@ -35,6 +39,7 @@ pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> HandoffInt
         cluster: facts.cluster.clone(),
         kubelet: KubeletIntent::default(),
         local_storage: None,
+        hold: None,
     };
     for c in CONTRIBUTORS {
         c(spec, facts, &mut h, f);
@@ -48,4 +53,15 @@ fn kubelet(spec: &Spec, facts: &Facts, h: &mut HandoffIntent, f: &mut Findings) 
 
 fn local_storage(spec: &Spec, _: &Facts, h: &mut HandoffIntent, _: &mut Findings) {
     h.local_storage = spec.local_storage.clone();
+}
+
+/// Held in any state but those that serve, when the config lets a warm pool hold it.
+fn hold(spec: &Spec, facts: &Facts, h: &mut HandoffIntent, _: &mut Findings) {
+    let state = facts
+        .instance
+        .as_ref()
+        .and_then(|m| m.target_lifecycle_state.as_deref());
+    h.hold = state
+        .filter(|s| spec.warm_pool == crate::config::WarmPool::Auto && holds(s))
+        .map(String::from);
 }
