@@ -43,7 +43,6 @@ impl NodeRead {
         for a in REGISTRY {
             (a.reads)(spec, fam, &mut reads);
         }
-        crate::plan::kubelet::reads(spec, &mut reads);
         NodeRead {
             root: root.to_path_buf(),
             family,

@@ -90,7 +90,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
     if let Err(e) = &facts.family {
         out.findings.push("handoff.mode", e.to_string());
     }
-    let handoff = crate::plan::handoff::intent(spec, facts, &mut out.findings);
+    let handoff = crate::plan::aspects::intent(spec, facts, &mut out.findings);
     out.warnings
         .extend(handoff.kubelet.warnings.iter().cloned());
     let input = Input {

@@ -32,6 +32,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "bootstrap",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// Written (per boot: /run is a tmpfs) just before bootstrap.sh is exec'd; a later run in the

@@ -13,6 +13,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "cluster",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// Nothing from the node: discovery reads its cache itself, once, before the node is read.

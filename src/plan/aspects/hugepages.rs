@@ -24,6 +24,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "hugepages",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 pub const KEY: &str = "vm.nr_hugepages";

@@ -24,6 +24,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "join",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {

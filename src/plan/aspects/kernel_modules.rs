@@ -19,6 +19,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "kernel modules",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 pub const CONF: &str = "/etc/modules-load.d/eks-nodeinit.conf";

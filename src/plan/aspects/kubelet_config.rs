@@ -23,6 +23,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "kubelet-config",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -28,6 +28,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "launch hook",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {

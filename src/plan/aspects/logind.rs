@@ -20,6 +20,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "logind",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// `99-zz-` sorts after kubelet's `99-kubelet.conf`.

@@ -8,12 +8,14 @@ use crate::base::findings::Findings;
 pub(crate) use crate::facts::Reads;
 use crate::facts::{Facts, Family};
 use crate::plan::handoff::HandoffIntent;
+use crate::plan::kubelet::KubeletIntent;
 use crate::plan::step::{File, Mode, Step};
 use crate::spec::Spec;
 
 pub mod bootstrap;
 pub mod cluster;
 pub mod hugepages;
+pub mod image_gc;
 pub mod join;
 pub mod kernel_modules;
 pub mod kubelet_config;
@@ -24,19 +26,59 @@ pub mod nodeconfig;
 pub mod pod_capacity;
 pub mod preflight;
 pub mod proxy;
+pub mod registration;
 pub mod registries;
+pub mod resource_managers;
+pub mod shutdown;
 pub mod swap;
 pub mod sysctls;
 pub mod trust;
 pub mod warm_pool;
 
-/// One node aspect.
+/// One node setting: what it reads, what it contributes to the hand-off intent, what it
+/// plans. Every contribution runs before every plan, so a setting's plan sees the whole intent.
 pub(crate) struct Aspect {
     pub name: &'static str,
     /// What the aspect needs read from the node, given the detected family.
     pub reads: fn(&Spec, Option<Family>, &mut Reads),
+    /// Its part of the hand-off intent.
+    pub contribute: Contribution,
     /// Its steps, warnings and findings. Pure: everything it knows is in its input.
     pub plan: fn(&Input, &mut Out),
+}
+
+/// What a setting sets in the hand-off intent.
+pub(crate) enum Contribution {
+    Nothing,
+    /// Its KubeletConfiguration keys, labels, taints or flags.
+    Kubelet(fn(&Spec, &Facts, &mut KubeletIntent, &mut Findings)),
+    /// Another part of the hand-off intent (the hold).
+    Handoff(fn(&Spec, &Facts, &mut HandoffIntent, &mut Findings)),
+}
+
+impl Aspect {
+    /// A setting that reads nothing, contributes nothing and plans nothing: the base of the
+    /// registry's entries (`..Aspect::BASE`).
+    pub const BASE: Aspect = Aspect {
+        name: "",
+        reads: |_, _, _| {},
+        contribute: Contribution::Nothing,
+        plan: |_, _| {},
+    };
+}
+
+/// The hand-off intent for this spec on this node: the cluster's values, then every
+/// setting's contribution in registry order.
+pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> HandoffIntent {
+    let mut h = HandoffIntent::new(spec, facts);
+    for a in REGISTRY {
+        match a.contribute {
+            Contribution::Nothing => {}
+            Contribution::Kubelet(c) => c(spec, facts, &mut h.kubelet, f),
+            Contribution::Handoff(c) => c(spec, facts, &mut h, f),
+        }
+    }
+    h
 }
 
 /// What an aspect plans from: the checked config, the world as read, and the hand-off intent
@@ -51,12 +93,16 @@ pub(crate) struct Input<'a> {
 pub(crate) const REGISTRY: &[Aspect] = &[
     preflight::ASPECT,
     cluster::ASPECT,
+    image_gc::ASPECT,
+    shutdown::ASPECT,
     pod_capacity::ASPECT,
+    resource_managers::ASPECT,
     name_tag::ASPECT,
     kernel_modules::ASPECT,
     sysctls::ASPECT,
     hugepages::ASPECT,
     swap::ASPECT,
+    registration::ASPECT,
     kubelet_config::ASPECT,
     logind::ASPECT,
     registries::ASPECT,
@@ -137,7 +183,7 @@ pub(crate) mod testing {
     /// the plan builds it).
     pub fn run(aspect: &Aspect, spec: &Spec, facts: &Facts) -> Out {
         let mut out = Out::default();
-        let handoff = crate::plan::handoff::intent(spec, facts, &mut out.findings);
+        let handoff = intent(spec, facts, &mut out.findings);
         let input = Input {
             spec,
             facts,
@@ -183,5 +229,52 @@ pub(crate) mod testing {
             overrides: Default::default(),
         });
         f
+    }
+
+    /// What one kubelet contribution sets for `config` on an AL2 node (no finding expected).
+    pub fn contributed(
+        c: fn(&Spec, &Facts, &mut KubeletIntent, &mut Findings),
+        config: &str,
+    ) -> KubeletIntent {
+        let spec = crate::spec::from_config(&crate::config::parse(config, "t").unwrap()).unwrap();
+        let facts = Facts::builder(crate::facts::Family::Al2).build();
+        let mut k = KubeletIntent::default();
+        let mut f = Findings::default();
+        c(&spec, &facts, &mut k, &mut f);
+        assert!(f.is_empty(), "{:?}", f.0);
+        k
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(v: serde_json::Value) -> Spec {
+        crate::spec::from_config(&crate::config::parse(&v.to_string(), "t").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn contributors_fill_one_intent_in_order() {
+        let s = spec(serde_json::json!({
+            "cluster": {"name": "c"},
+            "nodeGroup": {"role": "master"},
+            "labels": {"team": "a"},
+            "kubelet": {"imageGCHighThresholdPercent": 90, "shutdownGracePeriod": "90s", "extraArgs": ["--v=2"]}
+        }));
+        let facts = Facts::builder(Family::Al2).build();
+        let mut f = Findings::default();
+        let k = intent(&s, &facts, &mut f).kubelet;
+        assert!(f.is_empty());
+        let keys: Vec<&str> = k.config.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["imageGCHighThresholdPercent", "shutdownGracePeriod"]);
+        assert_eq!(
+            k.kubelet_flags(),
+            [
+                "--node-labels=node.kubernetes.io/role=master,team=a",
+                "--register-with-taints=CriticalAddonsOnly=true:NoSchedule",
+                "--v=2"
+            ]
+        );
     }
 }

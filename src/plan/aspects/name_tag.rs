@@ -12,6 +12,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "name-tag",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// The tag the agent sets.

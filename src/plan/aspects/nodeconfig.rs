@@ -29,6 +29,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "nodeconfig",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// nodeadm-run.service reads `file:///etc/eks/nodeadm.d/` after the instance's user data; files in
@@ -320,7 +321,7 @@ fn kubelet_doc(kubelet: &KubeletIntent) -> Map<String, Value> {
 /// The drop-in for this spec on this node with the config's taints alone (no user data to
 /// carry): what a converged node holds.
 pub fn text(spec: &Spec, facts: &Facts) -> String {
-    render(&crate::plan::handoff::intent(
+    render(&crate::plan::aspects::intent(
         spec,
         facts,
         &mut Findings::default(),

@@ -24,6 +24,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "preflight",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}

@@ -19,6 +19,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "proxy",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// The drop-in's file name in each unit's `.d` directory.

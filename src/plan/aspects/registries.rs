@@ -28,6 +28,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "registries",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// The registry's files: `hosts.toml`, then its CA and each mirror's (file name, PEM).

@@ -1,10 +1,12 @@
 //! A swap file (docs/resources.md): made and turned on before the hand-off (`fallocate`,
 //! `chmod 0600`, `mkswap`, `swapon`: programs run with argv, no shell), and on at every later
-//! boot by a systemd swap unit that `swap.target` wants. The kubelet is told by its own
-//! contributor (`plan::kubelet::swap`). A file already on with the size asked plans nothing; one
+//! boot by a systemd swap unit that `swap.target` wants; the kubelet told to start with swap on
+//! (`failSwapOn: false`) and how pods may use it (`memorySwap.swapBehavior`). A file already on with the size asked plans nothing; one
 //! of another size on is a finding, as is a filesystem without room for it.
 
 use std::path::Path;
+
+use serde_json::json;
 
 use crate::base::node::{mem_total_kib, MEMINFO};
 use crate::facts::{Facts, Family};
@@ -12,12 +14,16 @@ use crate::plan::step::{IfFailed, Mode, Remove, Run, Step};
 use crate::spec::host::{SwapSize, SwapSpec};
 use crate::spec::Spec;
 
-use super::{Aspect, Input, Out, Reads};
+use crate::base::findings::Findings;
+use crate::plan::kubelet::KubeletIntent;
+
+use super::{Aspect, Contribution, Input, Out, Reads};
 use crate::facts::Read;
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "swap",
     reads,
+    contribute: Contribution::Kubelet(contribute),
     plan,
 };
 
@@ -236,9 +242,27 @@ pub fn unit_name(p: &Path) -> String {
     format!("{out}.swap")
 }
 
+/// What the kubelet is told.
+fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
+    let Some(w) = spec.host.as_ref().and_then(|h| h.swap.as_ref()) else {
+        return;
+    };
+    k.set("failSwapOn", json!(false));
+    k.set("memorySwap", json!({"swapBehavior": w.behavior}));
+    // The kubelet exits at start with LimitedSwap on cgroup v1 ("only supported with
+    // cgroupv2"), which Amazon Linux 2 runs.
+    if facts.family() == Some(Family::Al2) && w.behavior == "LimitedSwap" {
+        f.push(
+            "host.swap.behavior",
+            "LimitedSwap needs cgroup v2 and Amazon Linux 2 runs cgroup v1: the kubelet would exit at start; set behavior NoSwap on AL2, or use AL2023",
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::aspects::testing::spec;
 
     #[test]
     fn unit_names_escape_as_systemd_escape_does() {
@@ -251,5 +275,38 @@ mod tests {
         ] {
             assert_eq!(unit_name(Path::new(p)), n, "{p}");
         }
+    }
+
+    const LIMITED: &str =
+        r#"{"cluster":{"name":"c"},"host":{"swap":{"size":"1Gi","behavior":"LimitedSwap"}}}"#;
+
+    fn contributed(family: Family) -> (KubeletIntent, Vec<String>) {
+        let facts = Facts::builder(family).build();
+        let (mut k, mut f) = (KubeletIntent::default(), Findings::default());
+        contribute(&spec(LIMITED), &facts, &mut k, &mut f);
+        (k, f.0.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn the_kubelet_starts_with_swap_and_its_behavior() {
+        let (k, f) = contributed(Family::Al2023);
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(
+            k.config,
+            [
+                ("failSwapOn", json!(false)),
+                ("memorySwap", json!({"swapBehavior": "LimitedSwap"})),
+            ]
+        );
+    }
+
+    #[test]
+    fn limited_swap_on_al2_is_a_finding() {
+        let (_, f) = contributed(Family::Al2);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].starts_with("host.swap.behavior: LimitedSwap needs cgroup v2"),
+            "{f:?}"
+        );
     }
 }

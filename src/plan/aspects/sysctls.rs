@@ -19,6 +19,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "sysctls",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// The persisted file. `99-zz-` sorts after the distribution's `99-sysctl.conf`, so a later file

@@ -18,6 +18,7 @@ pub(crate) const ASPECT: Aspect = Aspect {
     name: "trust",
     reads,
     plan,
+    contribute: super::Contribution::Nothing,
 };
 
 /// A distribution's trust store: its tool and its anchor directory.

@@ -14,7 +14,9 @@ use crate::instance::lifecycle::{holds, meaning, Hold, Meaning, HOLD_MARKER};
 use crate::plan::step::{Handoff, HandoffHold, IfFailed, Mode, Remove, Step, Unit, UnitJob};
 use crate::spec::Spec;
 
-use super::{Aspect, Input, Out, Reads};
+use super::{Aspect, Contribution, Input, Out, Reads};
+use crate::base::findings::Findings;
+use crate::plan::handoff::HandoffIntent;
 
 const FIELD: &str = "lifecycle.warmPool";
 
@@ -24,8 +26,17 @@ pub const NODEADM_RUN: &str = "nodeadm-run.service";
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "warm pool",
     reads,
+    contribute: Contribution::Handoff(hold),
     plan,
 };
+
+/// The hold, set once in the hand-off intent: any state but those that serve, when the config
+/// lets a warm pool hold it.
+fn hold(spec: &Spec, facts: &Facts, h: &mut HandoffIntent, _: &mut Findings) {
+    h.hold = state(facts)
+        .filter(|s| spec.warm_pool == WarmPool::Auto && holds(s))
+        .map(String::from);
+}
 
 fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
     if family.is_some() {
@@ -185,7 +196,7 @@ mod tests {
         ] {
             let facts = warmed(Family::Al2023, state).absent([HOLD_MARKER]).build();
             let mut f = crate::base::findings::Findings::default();
-            assert_eq!(crate::plan::handoff::intent(&s, &facts, &mut f).hold, None);
+            assert_eq!(crate::plan::aspects::intent(&s, &facts, &mut f).hold, None);
             let out = run(&ASPECT, &s, &facts);
             assert!(out.steps.is_empty(), "{:?}", out.steps);
             assert_eq!(

@@ -8,19 +8,10 @@
 //! nodeadm's `internal/kubelet/config.go` and its `withX` functions).
 
 pub mod derived;
-mod image_gc;
-mod pod_capacity;
-mod registration;
-mod resource_managers;
-mod shutdown;
-mod swap;
 
 use serde_json::Value;
 
-use crate::base::findings::Findings;
 use crate::base::k8s::Taint;
-use crate::facts::{Facts, Reads};
-use crate::spec::Spec;
 pub use derived::{Derived, Section};
 
 /// The hard eviction threshold for memory both hand-off targets write (`memory.available<100Mi`:
@@ -43,34 +34,6 @@ pub struct KubeletIntent {
     pub derived: Vec<Derived>,
     /// What a contributor wants the operator to know, without refusing the config.
     pub warnings: Vec<String>,
-}
-
-/// One contributor: reads the spec and the facts, sets what it owns, reports what is wrong.
-pub(crate) type Contributor = fn(&Spec, &Facts, &mut KubeletIntent, &mut Findings);
-
-/// Every contributor, in the order their keys and flags appear.
-pub(crate) const CONTRIBUTORS: &[Contributor] = &[
-    image_gc::contribute,
-    shutdown::contribute,
-    pod_capacity::contribute,
-    resource_managers::contribute,
-    swap::contribute,
-    registration::contribute,
-];
-
-/// What the contributors need read from the node.
-pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
-    pod_capacity::reads(spec, r);
-    resource_managers::reads(spec, r);
-}
-
-/// The intent for this spec on this node.
-pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> KubeletIntent {
-    let mut k = KubeletIntent::default();
-    for c in CONTRIBUTORS {
-        c(spec, facts, &mut k, f);
-    }
-    k
 }
 
 impl KubeletIntent {
@@ -161,48 +124,8 @@ fn flag_value(v: &Value) -> String {
 
 /// What one contributor makes of a config (JSON) on an AL2 node with nothing read.
 #[cfg(test)]
-fn contributed(c: Contributor, config: &str) -> KubeletIntent {
-    let spec = crate::spec::from_config(&crate::config::parse(config, "t").unwrap()).unwrap();
-    let facts = Facts::builder(crate::facts::Family::Al2).build();
-    let mut k = KubeletIntent::default();
-    let mut f = Findings::default();
-    c(&spec, &facts, &mut k, &mut f);
-    assert!(f.is_empty(), "{:?}", f.0);
-    k
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::Family;
-
-    fn spec(v: serde_json::Value) -> Spec {
-        crate::spec::from_config(&crate::config::parse(&v.to_string(), "t").unwrap()).unwrap()
-    }
-
-    #[test]
-    fn contributors_fill_one_intent_in_order() {
-        let s = spec(serde_json::json!({
-            "cluster": {"name": "c"},
-            "nodeGroup": {"role": "master"},
-            "labels": {"team": "a"},
-            "kubelet": {"imageGCHighThresholdPercent": 90, "shutdownGracePeriod": "90s", "extraArgs": ["--v=2"]}
-        }));
-        let facts = Facts::builder(Family::Al2).build();
-        let mut f = Findings::default();
-        let k = intent(&s, &facts, &mut f);
-        assert!(f.is_empty());
-        let keys: Vec<&str> = k.config.iter().map(|(k, _)| *k).collect();
-        assert_eq!(keys, ["imageGCHighThresholdPercent", "shutdownGracePeriod"]);
-        assert_eq!(
-            k.kubelet_flags(),
-            [
-                "--node-labels=node.kubernetes.io/role=master,team=a",
-                "--register-with-taints=CriticalAddonsOnly=true:NoSchedule",
-                "--v=2"
-            ]
-        );
-    }
 
     #[test]
     fn a_later_value_replaces_a_key_in_place() {

@@ -13,7 +13,7 @@ use crate::instance::userdata::UserDataFact;
 use crate::spec::pod_capacity::{MaxPodsSpec, ReservedSpec};
 use crate::spec::Spec;
 
-use super::{Derived, KubeletIntent, Section, EVICTION_HARD_MEMORY_MIB};
+use crate::plan::kubelet::{Derived, KubeletIntent, Section, EVICTION_HARD_MEMORY_MIB};
 
 /// Where the plan shows max pods and kube-reserved.
 const SECTION: Section = Section {
@@ -22,7 +22,7 @@ const SECTION: Section = Section {
 };
 
 /// The node files the numbers need, when the config sets either.
-pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
+pub(super) fn reads(spec: &Spec, r: &mut Reads) {
     if spec.kubelet.pod_capacity.is_set() {
         for p in [
             node::CPU_ONLINE,
@@ -35,7 +35,7 @@ pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
     }
 }
 
-pub(crate) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
+pub(super) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
     let pc = &spec.kubelet.pod_capacity;
     // Without an instance (`validate`) there is nothing to compute for.
     let Some(md) = facts.instance.as_ref().filter(|_| pc.is_set()) else {

@@ -5,9 +5,17 @@ use crate::base::findings::Findings;
 use crate::facts::Facts;
 use crate::spec::Spec;
 
-use super::KubeletIntent;
+use crate::plan::kubelet::KubeletIntent;
 
-pub(crate) fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
+use super::{Aspect, Contribution};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "registration",
+    contribute: Contribution::Kubelet(contribute),
+    ..Aspect::BASE
+};
+
+fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
     let r = &spec.registration;
     k.labels.extend(r.labels.iter().cloned());
     k.taints.extend(r.taints.iter().cloned());
@@ -19,7 +27,7 @@ mod tests {
     #[test]
     fn labels_taints_and_extra_flags() {
         let c = r#"{"cluster":{"name":"c"},"labels":{"b":"2","a":"1"},"taints":["x=y:NoSchedule"],"kubelet":{"extraArgs":["--v=4"]}}"#;
-        let k = super::super::contributed(super::contribute, c);
+        let k = crate::plan::aspects::testing::contributed(super::contribute, c);
         let labels = [("a".to_string(), "1".to_string()), ("b".into(), "2".into())];
         assert_eq!(k.labels, labels);
         assert_eq!(k.taints[0].text, "x=y:NoSchedule");

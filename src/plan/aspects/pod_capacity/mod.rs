@@ -1,6 +1,9 @@
-//! The instance-type cache: a DescribeInstanceTypes answer (for a type the embedded table
-//! lacks) kept on the node so that a reboot or a rerun asks EC2 nothing. The numbers themselves
-//! are the kubelet's (`kubelet::pod_capacity`).
+//! Pod capacity (`kubelet.maxPods`, `kubelet.kubeReserved`, docs/pod-capacity.md): the kubelet's
+//! max pods and kube-reserved with where each came from (`kubelet`), and the instance-type
+//! cache: a DescribeInstanceTypes answer (for a type the embedded table lacks) kept on the node
+//! so that a reboot or a rerun asks EC2 nothing.
+
+mod kubelet;
 
 use crate::base::podcap::cache::{self, CACHE};
 use crate::base::podcap::{TypeFact, TypeSource};
@@ -8,17 +11,19 @@ use crate::facts::{current_of, Family};
 use crate::plan::step::Mode;
 use crate::spec::Spec;
 
-use super::{Aspect, Input, Out, Reads};
+use super::{Aspect, Contribution, Input, Out, Reads};
 
 pub(crate) const ASPECT: Aspect = Aspect {
-    name: "instance-type-cache",
+    name: "pod capacity",
     reads,
+    contribute: Contribution::Kubelet(kubelet::contribute),
     plan,
 };
 
 const MODE: u32 = 0o644;
 
 fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
+    kubelet::reads(spec, r);
     if spec.kubelet.pod_capacity.max_pods.is_some() {
         r.file(CACHE);
     }

@@ -16,11 +16,13 @@ use crate::base::findings::Findings;
 use crate::base::k8s::milli_value;
 use crate::base::node::{self, cpu_list, cpu_list_text};
 use crate::base::podcap;
-use crate::facts::{Facts, Reads};
+use crate::facts::{Facts, Family, Reads};
 use crate::spec::resource_managers::ReservedCpus;
 use crate::spec::Spec;
 
-use super::{Derived, KubeletIntent, Section, EVICTION_HARD_MEMORY_MIB};
+use crate::plan::kubelet::{Derived, KubeletIntent, Section, EVICTION_HARD_MEMORY_MIB};
+
+use super::{Aspect, Contribution};
 
 /// Where the plan shows the reservations the static policies need.
 const SECTION: Section = Section {
@@ -28,7 +30,14 @@ const SECTION: Section = Section {
     key: "resourceManagers",
 };
 
-pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "resource managers",
+    reads,
+    contribute: Contribution::Kubelet(contribute),
+    ..Aspect::BASE
+};
+
+fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     let rm = &spec.kubelet.resources;
     if rm.cpu.is_some() {
         r.file(node::CPU_ONLINE);
@@ -38,7 +47,7 @@ pub(crate) fn reads(spec: &Spec, r: &mut Reads) {
     }
 }
 
-pub(crate) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
+fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
     let rm = &spec.kubelet.resources;
     // Without an instance (`validate`) there is no node to derive for.
     if !rm.is_set() || facts.instance.is_none() {

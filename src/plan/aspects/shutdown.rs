@@ -5,9 +5,17 @@ use crate::base::findings::Findings;
 use crate::facts::Facts;
 use crate::spec::Spec;
 
-use super::KubeletIntent;
+use crate::plan::kubelet::KubeletIntent;
 
-pub(crate) fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
+use super::{Aspect, Contribution};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "shutdown",
+    contribute: Contribution::Kubelet(contribute),
+    ..Aspect::BASE
+};
+
+fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
     if let Some(d) = &spec.kubelet.shutdown_grace_period {
         k.set("shutdownGracePeriod", d.text.clone().into());
     }
@@ -21,7 +29,7 @@ mod tests {
     #[test]
     fn durations_as_written() {
         let c = r#"{"cluster":{"name":"c"},"kubelet":{"shutdownGracePeriod":"1m30s","shutdownGracePeriodCriticalPods":"30s"}}"#;
-        let k = super::super::contributed(super::contribute, c);
+        let k = crate::plan::aspects::testing::contributed(super::contribute, c);
         let want = [
             ("shutdownGracePeriod", "1m30s".into()),
             ("shutdownGracePeriodCriticalPods", "30s".into()),
