@@ -17,7 +17,7 @@ use crate::base::findings::{Finding, Invalid};
 use crate::facts::{Facts, Family, TagState};
 use crate::plan::aspects::{Input, Out, REGISTRY};
 pub use crate::plan::step::Step;
-use crate::plan::step::{File, Handoff, Unit, UnitJob};
+use crate::plan::step::{File, Handoff, Note, Unit, UnitJob};
 use crate::spec::Spec;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -52,14 +52,6 @@ pub struct Plan {
     /// The report properties that receive the run's phases with their times.
     #[serde(skip)]
     pub timelines: std::collections::BTreeSet<String>,
-}
-
-/// What an aspect says beside its steps: a JSON value under `key`, and its text lines.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Note {
-    pub key: String,
-    pub lines: Vec<String>,
-    pub value: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]

@@ -129,6 +129,14 @@ pub struct Record {
     pub value: serde_json::Value,
 }
 
+/// What an aspect says beside its steps: a JSON value under `key`, and its text lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub key: String,
+    pub lines: Vec<String>,
+    pub value: serde_json::Value,
+}
+
 /// A kernel value: `path` (node path) takes `new`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -82,7 +82,7 @@ fn note(facts: &crate::facts::Facts, out: &mut Out) {
     };
     let value = serde_json::to_value(&view).unwrap_or_default();
     out.record.insert("discovery".into(), value.clone());
-    out.notes.push(crate::plan::Note {
+    out.notes.push(crate::plan::step::Note {
         key: "discovery".into(),
         lines: view.lines(),
         value,

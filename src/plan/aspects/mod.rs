@@ -123,8 +123,8 @@ pub(crate) struct Out {
     pub findings: Findings,
     /// Values the aspect put into a step that must never be shown (the cluster CA).
     pub secrets: Vec<String>,
-    /// What the aspect says beside its steps ([`crate::plan::Note`]).
-    pub notes: Vec<crate::plan::Note>,
+    /// What the aspect says beside its steps ([`crate::plan::step::Note`]).
+    pub notes: Vec<crate::plan::step::Note>,
     /// Steps run when a step before the changes fails (the plan's `on_failure`).
     pub on_failure: Vec<Step>,
     /// Report properties known before the run, by key.
