@@ -170,49 +170,86 @@ pub fn run(imds: &str, ec2: &str, root: &Path, role: bool) -> ! {
     let _lock = nix::fcntl::Flock::lock(lockf, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|_| ())
         .unwrap();
-    let (region, id, ip) = rt.block_on(async {
-        let c: Http = Client::builder(TokioExecutor::new()).build_http();
-        let req = hyper::Request::put(format!("{imds}/latest/api/token"))
-            .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        let token = call(&c, req).await.1;
-        let paths = ["meta-data/instance-id", "meta-data/local-ipv4", "meta-data/ipv6", "meta-data/instance-type",
-            "meta-data/placement/region", "meta-data/placement/availability-zone", "meta-data/tags/instance", "user-data"];
-        let mut tasks = Vec::new();
-        for p in paths {
-            let (c, imds, token) = (c.clone(), imds.to_string(), token.clone());
-            tasks.push(tokio::spawn(async move { get(&c, &imds, &token, p).await }));
-        }
-        let mut v = Vec::new();
-        for t in tasks {
-            v.push(t.await.unwrap());
-        }
-        let mut tag_tasks = Vec::new();
-        for k in v[6].lines().map(str::to_string) {
-            let (c, imds, token) = (c.clone(), imds.to_string(), token.clone());
-            tag_tasks.push(tokio::spawn(async move { get(&c, &imds, &token, &format!("meta-data/tags/instance/{k}")).await }));
-        }
-        for t in tag_tasks {
-            t.await.unwrap();
-        }
-        let creds = if role {
-            let name = get(&c, imds, &token, "meta-data/iam/security-credentials/").await;
-            let doc: serde_json::Value = serde_json::from_str(
-                &get(&c, imds, &token, &format!("meta-data/iam/security-credentials/{}", name.trim())).await,
-            ).unwrap();
-            let s = |k: &str| doc[k].as_str().unwrap().to_string();
-            (s("AccessKeyId"), s("SecretAccessKey"), Some(s("Token")))
-        } else {
-            (std::env::var("AWS_ACCESS_KEY_ID").unwrap(), std::env::var("AWS_SECRET_ACCESS_KEY").unwrap(), None)
-        };
-        let (id, ip, region) = (v[0].trim().to_string(), v[1].trim().to_string(), v[4].trim().to_string());
-        let value = format!("scaler-{}", ip.replace('.', "x"));
-        let body = format!("Action=CreateTags&Version=2016-11-15&ResourceId.1={id}&Tag.1.Key=Name&Tag.1.Value={value}");
-        let (status, text) = call(&c, signed(ec2, &region, &creds, &body)).await;
-        assert!(status == 200, "CreateTags: {status} {text}");
-        (region, id, ip)
-    });
+    let (region, id, ip) = rt.block_on(read_and_tag(imds, ec2, role));
+    write_node(root, &region, &id, &ip);
+    exec_bootstrap(root)
+}
+
+/// The IMDS reads (token, metadata, tags, the role's credentials) and the signed CreateTags:
+/// the instance's region, id and address.
+async fn read_and_tag(imds: &str, ec2: &str, role: bool) -> (String, String, String) {
+    let c: Http = Client::builder(TokioExecutor::new()).build_http();
+    let req = hyper::Request::put(format!("{imds}/latest/api/token"))
+        .header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let token = call(&c, req).await.1;
+    let paths = [
+        "meta-data/instance-id",
+        "meta-data/local-ipv4",
+        "meta-data/ipv6",
+        "meta-data/instance-type",
+        "meta-data/placement/region",
+        "meta-data/placement/availability-zone",
+        "meta-data/tags/instance",
+        "user-data",
+    ];
+    let mut tasks = Vec::new();
+    for p in paths {
+        let (c, imds, token) = (c.clone(), imds.to_string(), token.clone());
+        tasks.push(tokio::spawn(async move { get(&c, &imds, &token, p).await }));
+    }
+    let mut v = Vec::new();
+    for t in tasks {
+        v.push(t.await.unwrap());
+    }
+    let mut tag_tasks = Vec::new();
+    for k in v[6].lines().map(str::to_string) {
+        let (c, imds, token) = (c.clone(), imds.to_string(), token.clone());
+        tag_tasks.push(tokio::spawn(async move {
+            get(&c, &imds, &token, &format!("meta-data/tags/instance/{k}")).await
+        }));
+    }
+    for t in tag_tasks {
+        t.await.unwrap();
+    }
+    let creds = if role {
+        let name = get(&c, imds, &token, "meta-data/iam/security-credentials/").await;
+        let doc: serde_json::Value = serde_json::from_str(
+            &get(
+                &c,
+                imds,
+                &token,
+                &format!("meta-data/iam/security-credentials/{}", name.trim()),
+            )
+            .await,
+        )
+        .unwrap();
+        let s = |k: &str| doc[k].as_str().unwrap().to_string();
+        (s("AccessKeyId"), s("SecretAccessKey"), Some(s("Token")))
+    } else {
+        (
+            std::env::var("AWS_ACCESS_KEY_ID").unwrap(),
+            std::env::var("AWS_SECRET_ACCESS_KEY").unwrap(),
+            None,
+        )
+    };
+    let (id, ip, region) = (
+        v[0].trim().to_string(),
+        v[1].trim().to_string(),
+        v[4].trim().to_string(),
+    );
+    let value = format!("scaler-{}", ip.replace('.', "x"));
+    let body = format!(
+        "Action=CreateTags&Version=2016-11-15&ResourceId.1={id}&Tag.1.Key=Name&Tag.1.Value={value}"
+    );
+    let (status, text) = call(&c, signed(ec2, &region, &creds, &body)).await;
+    assert!(status == 200, "CreateTags: {status} {text}");
+    (region, id, ip)
+}
+
+/// The sysctls set, the files written atomically, the report.
+fn write_node(root: &Path, region: &str, id: &str, ip: &str) {
     for (k, v) in [
         ("fs/inotify/max_user_watches", "524288"),
         ("fs/inotify/max_user_instances", "8192"),
@@ -244,6 +281,10 @@ pub fn run(imds: &str, ec2: &str, root: &Path, role: bool) -> ! {
         &root.join("var/lib/eks-nodeinit/report.json"),
         report.to_string().as_bytes(),
     );
+}
+
+/// Become bootstrap.sh.
+fn exec_bootstrap(root: &Path) -> ! {
     let argv: Vec<CString> = [
         root.join("etc/eks/bootstrap.sh").display().to_string(),
         "prod-eu".into(),
