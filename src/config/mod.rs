@@ -5,34 +5,51 @@
 //! Nothing in here does I/O beyond reading the document; `spec` checks it and resolves it into
 //! what the node should be.
 
+mod cluster;
+mod handoff;
 mod host;
+mod imds;
 mod kernel;
 mod kubelet;
 mod lifecycle;
 mod local_storage;
+mod logind;
+mod node_group;
 mod proxy;
 mod registries;
 mod schema;
+mod sysctls;
+mod tagging;
 mod trust;
 mod verify;
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::base::text::{escaped, printable, serde_message};
 
+pub use cluster::{
+    Cluster, DescribeClusterSource, Discovery, DiscoverySource, ParameterNames, SsmParameters,
+    SsmPath,
+};
+pub use handoff::{HandoffMode, HandoffSettings};
 pub use host::{HostSettings, HugepageAmount, HugepagesSettings, SwapSettings};
+pub use imds::ImdsSettings;
 pub use kernel::KernelSettings;
 pub use kubelet::{
     default_kubelet_config_path, CpuManagerSettings, KubeletSettings, MemoryManagerSettings,
 };
 pub use lifecycle::{LifecycleSettings, WarmPool};
 pub use local_storage::{DisabledMount, LocalStorageSettings, LocalStorageStrategy};
+pub use logind::LogindSettings;
+pub use node_group::{NodeGroup, Role};
 pub use proxy::ProxySettings;
 pub use registries::{MirrorDetail, RegistrySettings};
+pub use sysctls::SysctlValue;
+pub use tagging::TaggingSettings;
 pub use trust::TrustSettings;
 pub use verify::{JoinMode, PreflightMode, VerifySettings};
 
@@ -134,316 +151,9 @@ pub enum ApiVersion {
     V1,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Cluster {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_server_endpoint: Option<String>,
-    /// Base64 of the cluster CA bundle. A secret: never logged, redacted in plans.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub certificate_authority: Option<String>,
-    /// The service CIDR (bootstrap.sh `--service-ipv4-cidr`, NodeConfig `cidr`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cidr: Option<String>,
-    #[serde(default = "default_runtime")]
-    pub container_runtime: String,
-    /// Look up what the three fields above leave out (Parameter Store, DescribeCluster), so
-    /// that user data names only the cluster. Values given above always win and are never
-    /// looked up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub discovery: Option<Discovery>,
-}
-
-/// Where and how to look up the cluster's endpoint, CA and service CIDR.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Discovery {
-    /// Tried in order; the first source that answers every value the config leaves out wins.
-    /// Default: `[{"ssmPath": {"path": "/eks/<cluster.name>"}}]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sources: Option<Vec<DiscoverySource>>,
-    /// Parameter Store endpoint override (else `AWS_ENDPOINT_URL_SSM` / the SDK default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ssm_endpoint: Option<String>,
-    /// EKS API endpoint override (else `AWS_ENDPOINT_URL_EKS` / the SDK default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eks_endpoint: Option<String>,
-    /// One deadline for every lookup of every source, retries included, in seconds (1–3600).
-    #[serde(default = "default_discovery_deadline_sec")]
-    pub deadline_sec: u64,
-    /// Wait a random time in `[0, spreadSec]` before the first call (0–3600, fractions allowed):
-    /// for fleets that launch in bursts larger than the API's bucket. For a burst of B nodes:
-    /// 1.1 × (B − 40) ÷ 40 at Parameter Store's default 40 calls/s (docs/performance.md).
-    #[serde(default)]
-    pub spread_sec: f64,
-    /// Keep the answer in /var/lib/eks-nodeinit/discovery.json (mode 0600), so that a reboot
-    /// or a rerun makes no call. Default: on.
-    #[serde(default = "yes")]
-    pub cache: bool,
-}
-
-impl Default for Discovery {
-    fn default() -> Self {
-        Discovery {
-            sources: None,
-            ssm_endpoint: None,
-            eks_endpoint: None,
-            deadline_sec: default_discovery_deadline_sec(),
-            spread_sec: 0.0,
-            cache: true,
-        }
-    }
-}
-
-fn default_discovery_deadline_sec() -> u64 {
-    300
-}
-
-/// One place the cluster's values can be read from.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub enum DiscoverySource {
-    /// SSM `GetParametersByPath` (with decryption, not recursive) on `path`.
-    SsmPath(SsmPath),
-    /// SSM `GetParameters` (with decryption) by full parameter names.
-    SsmParameters(SsmParameters),
-    /// EKS `DescribeCluster` on `cluster.name`.
-    DescribeCluster(DescribeClusterSource),
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SsmPath {
-    /// A parameter hierarchy such as `/eks/prod-eu` (starts with `/`).
-    pub path: String,
-    /// The parameter names under `path` that hold each value.
-    #[serde(default)]
-    pub names: ParameterNames,
-}
-
-/// Names of the parameters under an `ssmPath`, one per value.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ParameterNames {
-    #[serde(default = "default_endpoint_name")]
-    pub api_server_endpoint: String,
-    #[serde(default = "default_ca_name")]
-    pub certificate_authority: String,
-    #[serde(default = "default_cidr_name")]
-    pub cidr: String,
-}
-
-impl Default for ParameterNames {
-    fn default() -> Self {
-        ParameterNames {
-            api_server_endpoint: default_endpoint_name(),
-            certificate_authority: default_ca_name(),
-            cidr: default_cidr_name(),
-        }
-    }
-}
-
-fn default_endpoint_name() -> String {
-    "APISERVER_ENDPOINT".into()
-}
-fn default_ca_name() -> String {
-    "B64_CLUSTER_CA".into()
-}
-fn default_cidr_name() -> String {
-    "SERVICE_CIDR".into()
-}
-
-/// Full parameter names (`/eks/prod-eu/endpoint`), one per value; a value without a name is
-/// not looked up here.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SsmParameters {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_server_endpoint: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub certificate_authority: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cidr: Option<String>,
-}
-
-/// `DescribeCluster` takes no settings: it reads `cluster.name`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DescribeClusterSource {}
-
-fn default_runtime() -> String {
-    "containerd".to_string()
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NodeGroup {
-    /// Prefix of the instance's Name tag. When absent, the ASG name is used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub role: Role,
-}
-
-#[derive(
-    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
-)]
-#[serde(rename_all = "camelCase")]
-pub enum Role {
-    /// Always-on capacity for system pods: tainted so only pods that tolerate
-    /// `CriticalAddonsOnly` land there.
-    Master,
-    /// Autoscaled, spot-friendly capacity for workloads.
-    Scaler,
-    /// No preset: only what the config says.
-    #[default]
-    None,
-}
-
-/// A sysctl value as written in JSON: a string (`"1024 65000"`) or a number (`524288`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(untagged)]
-pub enum SysctlValue {
-    Int(i64),
-    Str(String),
-}
-
-impl SysctlValue {
-    pub(crate) fn as_string(&self) -> String {
-        match self {
-            SysctlValue::Int(i) => i.to_string(),
-            SysctlValue::Str(s) => s.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LogindSettings {
-    /// Seconds; defaults to the kubelet shutdownGracePeriod (rounded up). Must be ≥ it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inhibit_delay_max_sec: Option<u64>,
-}
-
-#[derive(
-    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum HandoffMode {
-    #[default]
-    Auto,
-    Al2,
-    Al2023,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HandoffSettings {
-    #[serde(default)]
-    pub mode: HandoffMode,
-    #[serde(default = "default_bootstrap_path")]
-    pub bootstrap_path: PathBuf,
-    #[serde(default = "default_nodeadm_path")]
-    pub nodeadm_path: PathBuf,
-    /// Extra bootstrap.sh arguments, each flag and value as separate elements:
-    /// `["--use-max-pods", "false"]`. The `--flag=value` form is refused.
-    #[serde(default)]
-    pub extra_bootstrap_args: Vec<String>,
-}
-
-impl Default for HandoffSettings {
-    fn default() -> Self {
-        HandoffSettings {
-            mode: HandoffMode::Auto,
-            bootstrap_path: default_bootstrap_path(),
-            nodeadm_path: default_nodeadm_path(),
-            extra_bootstrap_args: Vec::new(),
-        }
-    }
-}
-
-pub(crate) fn default_bootstrap_path() -> PathBuf {
-    PathBuf::from("/etc/eks/bootstrap.sh")
-}
-pub(crate) fn default_nodeadm_path() -> PathBuf {
-    PathBuf::from("/usr/bin/nodeadm")
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TaggingSettings {
-    /// Set the instance's Name tag at all.
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// Fail the boot when the tag cannot be set. Default: tagging never blocks the join.
-    #[serde(default)]
-    pub required: bool,
-    /// How long the hand-off may wait for tagging, in milliseconds.
-    #[serde(default = "default_sync_budget_ms")]
-    pub sync_budget_ms: u64,
-    /// How long a background continuation keeps retrying, in seconds.
-    #[serde(default = "default_background_deadline_sec")]
-    pub background_deadline_sec: u64,
-    /// The tagging calls' EC2 endpoint (else `AWS_ENDPOINT_URL_EC2` / the SDK default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ec2_endpoint: Option<String>,
-    /// Spread the first CreateTags call over a random delay in `[0, spreadSec]`. For fleets
-    /// launched in bursts of B nodes: (B − 100) ÷ 10 seconds (CreateTags' bucket holds 100
-    /// tokens and refills 10 per second); 0 (the default) for bursts of up to 100.
-    #[serde(default)]
-    pub spread_sec: u64,
-}
-
-impl Default for TaggingSettings {
-    fn default() -> Self {
-        TaggingSettings {
-            enabled: true,
-            required: false,
-            sync_budget_ms: default_sync_budget_ms(),
-            background_deadline_sec: default_background_deadline_sec(),
-            ec2_endpoint: None,
-            spread_sec: 0,
-        }
-    }
-}
-
+/// `true`, for serde's `default = "yes"` on the sections whose switch is on by default.
 fn yes() -> bool {
     true
-}
-fn default_sync_budget_ms() -> u64 {
-    3000
-}
-fn default_background_deadline_sec() -> u64 {
-    600
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ImdsSettings {
-    /// IMDS endpoint (else `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else http://169.254.169.254).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// Allow IMDSv1 (no token) when the token PUT is refused. Default: IMDSv2 only.
-    #[serde(default)]
-    pub allow_v1_fallback: bool,
-    /// Total deadline for all metadata reads, in milliseconds.
-    #[serde(default = "default_imds_deadline_ms")]
-    pub deadline_ms: u64,
-}
-
-impl Default for ImdsSettings {
-    fn default() -> Self {
-        ImdsSettings {
-            endpoint: None,
-            allow_v1_fallback: false,
-            deadline_ms: default_imds_deadline_ms(),
-        }
-    }
-}
-
-fn default_imds_deadline_ms() -> u64 {
-    10_000
 }
 
 /// A JSON object into a map, refusing a key given twice (serde's maps keep the last silently,
@@ -632,16 +342,5 @@ mod tests {
         assert!(c.tagging.enabled);
         assert!(!c.kubelet.overwrite);
         assert_eq!(c.handoff.mode, HandoffMode::Auto);
-    }
-
-    #[test]
-    fn sysctl_values_accept_numbers_and_strings() {
-        let c = parse(
-            r#"{"cluster":{"name":"c"},"nodeGroup":{},"sysctls":{"a.b":5,"c.d":"1 2"}}"#,
-            "c.json",
-        )
-        .unwrap();
-        assert_eq!(c.sysctls["a.b"].as_string(), "5");
-        assert_eq!(c.sysctls["c.d"].as_string(), "1 2");
     }
 }

@@ -3,8 +3,8 @@
 //! certificates (never echoed), the CIDR an IP network.
 
 use crate::base::text::printable;
+use crate::spec::cluster::{self, Cidr};
 use crate::spec::discovery::Value;
-use crate::spec::{self, Cidr};
 
 use super::{Answer, Found, SourceError};
 
@@ -35,7 +35,7 @@ pub(crate) fn check_value(v: Value, f: &Found) -> Result<(), SourceError> {
         why,
     };
     match v {
-        Value::Endpoint if !spec::is_endpoint(&f.value) => Err(bad(format!(
+        Value::Endpoint if !cluster::is_endpoint(&f.value) => Err(bad(format!(
             "is `{}`, not an https:// URL of a host, an optional port and a path of letters, digits and `-._~/` (bootstrap.sh's sed and a systemd drop-in carry nothing else): fix the source",
             printable(&f.value)
         ))),
@@ -52,7 +52,7 @@ pub(crate) fn check_value(v: Value, f: &Found) -> Result<(), SourceError> {
 }
 
 pub(crate) fn parse_cidr(s: &str) -> Option<Cidr> {
-    spec::parse_cidr(s).map(|(ip, _)| Cidr {
+    cluster::parse_cidr(s).map(|(ip, _)| Cidr {
         text: s.to_string(),
         ipv6: ip.is_ipv6(),
     })

@@ -26,7 +26,8 @@ use tokio::time::Instant;
 use crate::aws::{self, Class};
 use crate::base::retry::{Failure, RetryPolicy, Verdict};
 use crate::os::fsutil::{self, FileFact};
-use crate::spec::{self, Cidr};
+use crate::spec;
+use crate::spec::cluster::{Cidr, ClusterSpec};
 
 pub use crate::spec::discovery::Value;
 
@@ -162,7 +163,7 @@ pub struct ClusterFact {
 
 impl ClusterFact {
     /// The config's values alone.
-    pub fn from_spec(c: &spec::ClusterSpec) -> ClusterFact {
+    pub fn from_spec(c: &ClusterSpec) -> ClusterFact {
         ClusterFact {
             name: c.name.clone(),
             api_server_endpoint: c.api_server_endpoint.clone(),

@@ -18,7 +18,7 @@ use crate::facts::{InstanceTags, TagState};
 use crate::os::fsutil::under;
 use crate::plan::step::Step;
 use crate::plan::Plan;
-use crate::spec::TaggingSpec;
+use crate::spec::tagging::TaggingSpec;
 
 /// One instance's tagging job. The background continuation receives it as JSON on its
 /// standard input (`Continuation`).
@@ -506,7 +506,7 @@ mod tests {
 
     #[test]
     fn a_client_is_made_ready_only_when_the_run_will_likely_tag() {
-        let on = crate::spec::TaggingSpec {
+        let on = crate::spec::tagging::TaggingSpec {
             enabled: true,
             required: false,
             sync_budget: Duration::from_secs(3),
@@ -514,7 +514,7 @@ mod tests {
             spread: Duration::ZERO,
             ec2_endpoint: None,
         };
-        let off = crate::spec::TaggingSpec {
+        let off = crate::spec::tagging::TaggingSpec {
             enabled: false,
             ..on.clone()
         };

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::facts::{Family, InstanceTags, TagState};
 use crate::os::systemd::PropertyCheck;
-use crate::spec::TaggingSpec;
+use crate::spec::tagging::TaggingSpec;
 
 /// What the executor needs to run a tag step beside its key and value.
 #[derive(Debug, Clone, PartialEq)]

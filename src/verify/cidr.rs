@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use super::net::in_cidr;
 use super::Cause;
-use crate::spec::parse_cidr;
+use crate::spec::cluster::parse_cidr;
 
 /// Whether two blocks share an address: the wider holds the other's network address.
 pub fn overlap(a: &str, b: &str) -> bool {
