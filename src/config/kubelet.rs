@@ -1,5 +1,5 @@
 //! The `kubelet` section as written: image GC, shutdown periods, pod capacity, the CPU and
-//! memory managers.
+//! memory managers, image credential providers.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -56,6 +56,11 @@ pub struct KubeletSettings {
     /// per-NUMA-node `reservedMemory` is derived from the reservation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_manager: Option<MemoryManagerSettings>,
+    /// Image credential providers added after the node's own ECR provider
+    /// (docs/credential-providers.md); each is the kubelet's `CredentialProvider` less its
+    /// `apiVersion`, which the agent chooses from the kubelet's version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credential_providers: Vec<CredentialProviderSettings>,
 }
 
 impl Default for KubeletSettings {
@@ -72,6 +77,7 @@ impl Default for KubeletSettings {
             kube_reserved: None,
             cpu_manager: None,
             memory_manager: None,
+            credential_providers: Vec::new(),
         }
     }
 }
@@ -105,4 +111,52 @@ pub struct CpuManagerSettings {
 pub struct MemoryManagerSettings {
     /// The kubelet's `memoryManagerPolicy`: `None` or `Static`.
     pub policy: String,
+}
+
+/// One of `kubelet.credentialProviders`: written to the kubelet's `CredentialProviderConfig` as
+/// it is, field for field, so its names are the kubelet's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CredentialProviderSettings {
+    /// The plugin's file name in the node's plugin directory
+    /// (`/etc/eks/image-credential-provider`).
+    pub name: String,
+    /// The images it is asked for: registry host globs with an optional port and path
+    /// (`*.example.com`, `registry.example.com:5000/team`).
+    pub match_images: Vec<String>,
+    /// How long the kubelet keeps its answer when the answer names no duration (a Go
+    /// duration, e.g. `"12h"`).
+    pub default_cache_duration: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<ExecEnvVar>,
+    /// A service-account token passed to the plugin (kubelet 1.34 or later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_attributes: Option<TokenAttributes>,
+}
+
+/// An environment variable of a credential provider's process.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecEnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+/// `tokenAttributes`: the service-account token the kubelet passes to the plugin.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenAttributes {
+    pub service_account_token_audience: String,
+    /// Required by the kubelet: whether a pod without a service account is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_service_account: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_service_account_annotation_keys: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub optional_service_account_annotation_keys: Vec<String>,
+    /// Required by the kubelet: `ServiceAccount` or `Token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_type: Option<String>,
 }

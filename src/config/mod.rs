@@ -40,7 +40,8 @@ pub use host::{HostSettings, HugepageAmount, HugepagesSettings, SwapSettings};
 pub use imds::ImdsSettings;
 pub use kernel::KernelSettings;
 pub use kubelet::{
-    default_kubelet_config_path, CpuManagerSettings, KubeletSettings, MemoryManagerSettings,
+    default_kubelet_config_path, CpuManagerSettings, CredentialProviderSettings, ExecEnvVar,
+    KubeletSettings, MemoryManagerSettings, TokenAttributes,
 };
 pub use lifecycle::{LifecycleSettings, WarmPool};
 pub use local_storage::{DisabledMount, LocalStorageSettings, LocalStorageStrategy};

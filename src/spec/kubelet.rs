@@ -1,11 +1,14 @@
 //! The `kubelet` section: image GC thresholds in range and ordered as kubelet needs them,
-//! shutdown periods as Go durations, the config file's path.
+//! shutdown periods as Go durations, the config file's path, and the image credential
+//! providers by the kubelet's own `CredentialProviderConfig` rules.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::base::duration::{self, GoDuration};
 use crate::base::findings::Findings;
-use crate::config::KubeletSettings;
+use crate::base::text::printable;
+use crate::config::{CredentialProviderSettings, KubeletSettings, TokenAttributes};
 
 use super::check_node_path;
 
@@ -26,6 +29,8 @@ pub struct KubeletSpec {
     pub pod_capacity: super::pod_capacity::PodCapacitySpec,
     /// The CPU and memory managers (`spec::resource_managers`).
     pub resources: super::resource_managers::ResourceManagersSpec,
+    /// `kubelet.credentialProviders`, checked as the kubelet checks them at start.
+    pub credential_providers: Vec<CredentialProviderSettings>,
 }
 
 impl KubeletSpec {
@@ -96,6 +101,7 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
         _ => {}
     }
     check_node_path("kubelet.configPath", &k.config_path, f);
+    credential_providers(&k.credential_providers, f);
     KubeletSpec {
         image_gc_high: high,
         image_gc_low: low,
@@ -114,5 +120,218 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
             k.memory_manager.as_ref(),
             f,
         ),
+        credential_providers: k.credential_providers.clone(),
     }
+}
+
+/// The kubelet's rules for each provider (`validateCredentialProviderConfig` in
+/// kubernetes' `pkg/credentialprovider/plugin/config.go`), each finding naming its field. What
+/// depends on the node (its own providers' names, the plugin binaries, the kubelet's version)
+/// is checked by the plan (`plan::aspects::credential_providers`).
+fn credential_providers(list: &[CredentialProviderSettings], f: &mut Findings) {
+    let mut seen = BTreeSet::new();
+    for (i, p) in list.iter().enumerate() {
+        let at = format!("kubelet.credentialProviders[{i}]");
+        if let Err(e) = provider_name(&p.name) {
+            f.push(format!("{at}.name"), e);
+        } else if !seen.insert(p.name.as_str()) {
+            f.push(
+                format!("{at}.name"),
+                format!("`{}` is named twice: names are unique", printable(&p.name)),
+            );
+        }
+        if p.match_images.is_empty() {
+            f.push(
+                format!("{at}.matchImages"),
+                "at least one image pattern is required",
+            );
+        }
+        for (j, m) in p.match_images.iter().enumerate() {
+            f.check(format!("{at}.matchImages[{j}]"), match_image(m));
+        }
+        f.check(
+            format!("{at}.defaultCacheDuration"),
+            duration::parse_go(&p.default_cache_duration).map_err(|e| e.to_string()),
+        );
+        for (j, a) in p.args.iter().enumerate() {
+            if a.contains('\0') {
+                f.push(format!("{at}.args[{j}]"), "holds a NUL byte");
+            }
+        }
+        for (j, e) in p.env.iter().enumerate() {
+            if e.name.is_empty() || e.name.contains(['=', '\0']) || e.value.contains('\0') {
+                f.push(
+                    format!("{at}.env[{j}]"),
+                    "needs a name without `=` and a value, neither with a NUL byte",
+                );
+            }
+        }
+        if let Some(t) = &p.token_attributes {
+            token_attributes(&format!("{at}.tokenAttributes"), t, f);
+        }
+    }
+}
+
+/// The plugin's file name in the plugin directory.
+fn provider_name(name: &str) -> Result<(), String> {
+    let why = match name {
+        "" => "is required: the plugin's file name in the node's plugin directory",
+        "." | ".." => "cannot be `.` or `..`",
+        n if n.contains('/') => "cannot contain `/`: it is a file name in the plugin directory",
+        n if n.contains(' ') => "cannot contain spaces",
+        _ => return Ok(()),
+    };
+    Err(why.into())
+}
+
+/// A `matchImages` entry as the kubelet parses it: Go's `url.Parse` of `https://` and the
+/// pattern (a host with globs, an optional port, an optional path).
+fn match_image(m: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "`{}` is not an image pattern the kubelet accepts: {why}",
+            printable(m)
+        ))
+    };
+    if m.is_empty() {
+        return bad("it is empty (a pattern names a registry host, e.g. `*.example.com`)");
+    }
+    if m.bytes().any(|b| b < 0x20 || b == 0x7f) {
+        return bad("a control character");
+    }
+    let (rest, fragment) = m.split_once('#').unwrap_or((m, ""));
+    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if !escapes_valid(path, false) || !escapes_valid(fragment, false) {
+        return bad("an invalid `%` escape");
+    }
+    let (name, port) = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((_, after)) => ("", after),
+            None => return bad("`[` without `]`"),
+        },
+        None => match host.rfind(':') {
+            Some(c) => (&host[..c], &host[c..]),
+            None => (host, ""),
+        },
+    };
+    if !port.is_empty()
+        && (!port.starts_with(':') || !port[1..].bytes().all(|b| b.is_ascii_digit()))
+    {
+        return bad(&format!(
+            "invalid port `{}` after the host",
+            printable(port)
+        ));
+    }
+    if let Some(c) = name.bytes().find(|&b| b < 0x80 && !host_byte(b)) {
+        return bad(&format!(
+            "invalid character `{}` in the host",
+            char::from(c)
+        ));
+    }
+    if !escapes_valid(name, true) {
+        return bad("an invalid `%` escape in the host");
+    }
+    Ok(())
+}
+
+/// Go's host bytes (`shouldEscape` in host mode says no): ASCII letters and digits, `-._~`, the
+/// sub-delimiters, `:[]<>"` and `%` (its escape checked apart). Globs (`*`) are among them.
+fn host_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]<>\"%".contains(&b)
+}
+
+/// Every `%` starts two hex digits; in a host only a non-ASCII byte or `%25` may be escaped.
+fn escapes_valid(s: &str, host: bool) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let Some(h) = b
+                .get(i + 1..i + 3)
+                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            else {
+                return false;
+            };
+            if host && h[0] < b'8' && h != b"25" {
+                return false;
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    true
+}
+
+/// `tokenAttributes` by the kubelet's rules (whether the kubelet's version has them is the
+/// plan's to say).
+fn token_attributes(at: &str, t: &TokenAttributes, f: &mut Findings) {
+    if t.service_account_token_audience.is_empty() {
+        f.push(format!("{at}.serviceAccountTokenAudience"), "is required");
+    }
+    match t.require_service_account {
+        None => f.push(format!("{at}.requireServiceAccount"), "is required (true or false)"),
+        Some(false) if !t.required_service_account_annotation_keys.is_empty() => f.push(
+            format!("{at}.requiredServiceAccountAnnotationKeys"),
+            "requireServiceAccount cannot be false when requiredServiceAccountAnnotationKeys is set",
+        ),
+        Some(_) => {}
+    }
+    let required = annotation_keys(
+        at,
+        "required",
+        &t.required_service_account_annotation_keys,
+        f,
+    );
+    let optional = annotation_keys(
+        at,
+        "optional",
+        &t.optional_service_account_annotation_keys,
+        f,
+    );
+    let both: Vec<&str> = required.intersection(&optional).copied().collect();
+    if !both.is_empty() {
+        f.push(
+            at,
+            format!(
+                "annotation keys cannot be both required and optional: {}",
+                both.join(", ")
+            ),
+        );
+    }
+    match t.cache_type.as_deref() {
+        Some("ServiceAccount" | "Token") => {}
+        None => f.push(
+            format!("{at}.cacheType"),
+            "is required: ServiceAccount or Token",
+        ),
+        Some(c) => f.push(
+            format!("{at}.cacheType"),
+            format!("`{}` is not ServiceAccount or Token", printable(c)),
+        ),
+    }
+}
+
+/// One list of annotation keys: each a qualified name (case aside), none twice.
+fn annotation_keys<'a>(
+    at: &str,
+    which: &str,
+    keys: &'a [String],
+    f: &mut Findings,
+) -> BTreeSet<&'a str> {
+    let field = format!("{at}.{which}ServiceAccountAnnotationKeys");
+    let mut seen = BTreeSet::new();
+    for (j, k) in keys.iter().enumerate() {
+        let checked = crate::base::k8s::check_qualified_name(&k.to_lowercase());
+        f.check(format!("{field}[{j}]"), checked);
+        if !seen.insert(k.as_str()) {
+            f.push(
+                format!("{field}[{j}]"),
+                format!("`{}` is listed twice", printable(k)),
+            );
+        }
+    }
+    seen
 }

@@ -14,6 +14,7 @@ use crate::spec::Spec;
 
 pub mod bootstrap;
 pub mod cluster;
+pub mod credential_providers;
 pub mod hugepages;
 pub mod image_gc;
 pub mod join;
@@ -108,6 +109,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     registries::ASPECT,
     proxy::ASPECT,
     trust::ASPECT,
+    credential_providers::ASPECT,
     bootstrap::ASPECT,
     nodeconfig::ASPECT,
     warm_pool::ASPECT,
