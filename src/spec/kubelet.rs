@@ -42,7 +42,9 @@ impl KubeletSpec {
     }
 }
 
-pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
+/// The image GC thresholds, each in 0..100 and low below high (the kubelet's defaults for the
+/// one not given).
+fn image_gc(k: &KubeletSettings, f: &mut Findings) -> (Option<i64>, Option<i64>) {
     let mut percent = |field: &str, v: Option<i64>| {
         v.filter(|v| {
             let ok = (0..=100).contains(v);
@@ -77,6 +79,11 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
             );
         }
     }
+    (high, low)
+}
+
+pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
+    let (high, low) = image_gc(k, f);
     let mut go = |field: &str, v: &Option<String>| {
         v.as_deref()
             .and_then(|s| f.check(field, duration::parse_go(s).map_err(|e| e.to_string())))
