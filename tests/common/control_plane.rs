@@ -34,6 +34,7 @@ pub fn missing() -> Vec<String> {
         "kubelet",
         "kube-apiserver",
         "containerd",
+        "containerd-shim-runc-v2",
         "aws-iam-authenticator",
     ];
     let mut m: Vec<String> = built
@@ -604,7 +605,9 @@ fn start_apiserver(d: &Path, netns: &Path, port: u16, etcd: u16) -> Proc {
 }
 
 /// containerd 2 with its CRI plugin, every directory under `d`, the cgroupfs driver (the host
-/// has no systemd) and a loopback-only CNI config (enough for the runtime's network to be ready).
+/// has no systemd), a loopback-only CNI config (enough for the runtime's network to be ready),
+/// the suite's own sandbox image (`pods.rs`), and OOM scores no lower than its own (this host
+/// may not lower them: runc's init fails on the sandbox's -998).
 fn start_containerd(d: &Path) -> (Proc, PathBuf) {
     let c = d.join("containerd");
     let cni = c.join("net.d");
@@ -620,16 +623,21 @@ fn start_containerd(d: &Path) -> (Proc, PathBuf) {
     std::fs::write(
         &cfg,
         format!(
-            "version = 3\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  conf_dir = \"{cni}\"\n  bin_dirs = [\"/usr/lib/cni\"]\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = false\n",
+            "version = 3\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n[plugins.'io.containerd.cri.v1.runtime']\n  restrict_oom_score_adj = true\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  conf_dir = \"{cni}\"\n  bin_dirs = [\"/usr/lib/cni\"]\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = false\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"{sandbox}\"\n",
             root = p(&c.join("root")),
             state = p(&c.join("state")),
             sock = p(&sock),
             cni = p(&cni),
+            sandbox = super::pods::SANDBOX_IMAGE,
         ),
     )
     .unwrap();
     let mut cmd = Command::new(peers_bin().join("containerd"));
-    cmd.arg("--config").arg(&cfg);
+    // Its own runc shim first: Debian's (containerd 1.6) cannot start containerd 2's tasks.
+    let path = std::env::var("PATH").unwrap_or_default();
+    cmd.arg("--config")
+        .arg(&cfg)
+        .env("PATH", format!("{}:{path}", peers_bin().display()));
     let proc = tied(cmd, &d.join("containerd.log"));
     wait_long("containerd's socket", Duration::from_secs(30), || {
         sock.exists()

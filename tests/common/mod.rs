@@ -9,7 +9,7 @@
 //!   upstream's modules (`control_plane`) with aws-iam-authenticator as its token webhook
 //!   (`iam_authenticator`, its STS front `moto/aws_front.py`), a node's role and metadata in moto
 //!   (`node_identity`), and a real kubelet started from a hand-off (`kubelet`, with the
-//!   hand-offs' models in `handoff_models`);
+//!   hand-offs' models in `handoff_models`) and its pods (`pods`);
 //! * the oracles and masks of some suites: bootstrap.sh's argv grammar (`bootstrap_sh`), the
 //!   node states the fault suites compare (`faults`).
 
@@ -28,6 +28,7 @@ pub mod moto;
 pub mod netns;
 pub mod node_identity;
 pub mod peers;
+pub mod pods;
 pub mod registry;
 pub mod roots;
 pub mod tinyproxy;

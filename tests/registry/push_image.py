@@ -1,28 +1,38 @@
 """Push a small image to a registry over the Docker Registry HTTP API V2 (no client tool):
 one layer (a gzip'd tar holding one file), an image config, a schema-2 manifest.
 
-Usage: python3 push_image.py <https://host:port> <repository> <tag> <ca file>
+Usage: python3 push_image.py <https://host:port> <repository> <tag> <ca file> [<program>]
+With a program, the layer holds it too, as /<its name> (mode 0755), and it is the image's
+command. `http://…` and `-` for the CA: plain HTTP. REGISTRY_AUTH=user:password: basic auth.
 Prints the manifest's digest.
 """
 
+import base64
 import gzip
 import hashlib
 import io
 import json
+import os
 import ssl
 import sys
 import tarfile
 import urllib.request
 
 
-def layer():
+def layer(program=None):
+    """The layer (gzip'd) and its diff ID: hello.txt, and `program` at the root if given."""
     buf = io.BytesIO()
+    files = [("hello.txt", b"pulled through the mirror eks-nodeinit configured\n", 0o644)]
+    if program:
+        with open(program, "rb") as f:
+            files.append((program.rsplit("/", 1)[-1], f.read(), 0o755))
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = b"pulled through the mirror eks-nodeinit configured\n"
-        info = tarfile.TarInfo("hello.txt")
-        info.size = len(data)
-        info.mtime = 0
-        tar.addfile(info, io.BytesIO(data))
+        for name, data, mode in files:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            info.mode = mode
+            tar.addfile(info, io.BytesIO(data))
     raw = buf.getvalue()
     return gzip.compress(raw, mtime=0), "sha256:" + hashlib.sha256(raw).hexdigest()
 
@@ -31,12 +41,46 @@ def digest(b):
     return "sha256:" + hashlib.sha256(b).hexdigest()
 
 
+def image_config(diff_id, program):
+    """The image config: linux/amd64, one layer, the program as its command."""
+    return json.dumps({
+        "architecture": "amd64", "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        "config": {"Cmd": ["/" + program.rsplit("/", 1)[-1]]} if program else {},
+    }).encode()
+
+
+# The media types of a manifest, its config and its layer: Docker's schema 2, and OCI's.
+DOCKER = ("application/vnd.docker.distribution.manifest.v2+json",
+          "application/vnd.docker.container.image.v1+json",
+          "application/vnd.docker.image.rootfs.diff.tar.gzip")
+OCI = ("application/vnd.oci.image.manifest.v1+json",
+       "application/vnd.oci.image.config.v1+json",
+       "application/vnd.oci.image.layer.v1.tar+gzip")
+
+
+def image_manifest(config, gz, types):
+    """The manifest of one config and one gzip'd layer, with `types` (DOCKER or OCI)."""
+    return json.dumps({
+        "schemaVersion": 2,
+        "mediaType": types[0],
+        "config": {"mediaType": types[1], "size": len(config), "digest": digest(config)},
+        "layers": [{"mediaType": types[2], "size": len(gz), "digest": digest(gz)}],
+    }).encode()
+
+
 def main():
     base, repo, tag, ca = sys.argv[1:5]
-    ctx = ssl.create_default_context(cafile=ca)
+    program = sys.argv[5] if len(sys.argv) > 5 else None
+    ctx = None if ca == "-" else ssl.create_default_context(cafile=ca)
+    auth = {}
+    if os.environ.get("REGISTRY_AUTH"):
+        token = base64.b64encode(os.environ["REGISTRY_AUTH"].encode()).decode()
+        auth = {"Authorization": "Basic " + token}
 
     def call(method, url, body=None, headers=None):
-        req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+        req = urllib.request.Request(url, data=body, method=method,
+                                     headers={**auth, **(headers or {})})
         return urllib.request.urlopen(req, context=ctx, timeout=30)
 
     def put_blob(blob):
@@ -48,22 +92,11 @@ def main():
         call("PUT", f"{location}{sep}digest={digest(blob)}", blob,
              {"Content-Type": "application/octet-stream"})
 
-    gz, diff_id = layer()
-    config = json.dumps({
-        "architecture": "amd64", "os": "linux",
-        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        "config": {},
-    }).encode()
+    gz, diff_id = layer(program)
+    config = image_config(diff_id, program)
     put_blob(gz)
     put_blob(config)
-    manifest = json.dumps({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
-                   "size": len(config), "digest": digest(config)},
-        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
-                    "size": len(gz), "digest": digest(gz)}],
-    }).encode()
+    manifest = image_manifest(config, gz, DOCKER)
     call("PUT", f"{base}/v2/{repo}/manifests/{tag}", manifest,
          {"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"})
     print(digest(manifest))

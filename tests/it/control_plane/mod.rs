@@ -8,6 +8,7 @@
 //! `make control-plane` runs these (root; they are `#[ignore]`d in `make test`, which has no
 //! control plane). The host overrides are printed with each start (tests/README.md).
 
+mod credentials;
 mod identity;
 mod join;
 mod matrix;

@@ -60,7 +60,7 @@ fn al2023_static_cpu_and_memory_managers_take_the_derived_reservations() {
 }
 
 /// The kubelet of node `name` started from `start` exits, saying `says`.
-fn assert_refused(cp: &ControlPlane, name: &str, start: &Start, says: &str) {
+pub(super) fn assert_refused(cp: &ControlPlane, name: &str, start: &Start, says: &str) {
     let mut k = Kubelet::start(cp, name, start);
     let accepted = k.accepted(cp);
     let log = k.log_text();
