@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::aws::autoscaling::{complete_launch, Completed};
+use crate::aws::autoscaling::{complete_launch, Completed, HookResult};
 use crate::base::retry::RetryPolicy;
 use crate::plan::step::{AwsCall, Call};
 
@@ -18,10 +18,14 @@ pub(crate) async fn run(c: &Call) -> String {
             let launch = crate::verify::launch_of(job);
             let r =
                 complete_launch(launch, *result, RetryPolicy::default(), deadline, transport).await;
+            let then = match result {
+                HookResult::Abandon => "Auto Scaling replaces the instance",
+                HookResult::Continue => "the instance goes on into service",
+            };
             let result = result.as_str();
             match r {
                 Ok(Completed::Completed) => {
-                    tracing::error!(hook = %job.hook, "launch hook completed with {result}: Auto Scaling replaces the instance");
+                    tracing::error!(hook = %job.hook, "launch hook completed with {result}: {then}");
                     format!("{result} ({})", job.hook)
                 }
                 Ok(Completed::NothingWaiting) => format!(

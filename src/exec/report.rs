@@ -128,17 +128,21 @@ impl Report {
         }
     }
 
-    /// Put `value` under `key` in the object property `property` (made an object if it is not
-    /// one).
-    pub fn record(&mut self, property: &str, key: &str, value: serde_json::Value) {
+    /// The property `key` as a JSON object, made one (empty) if it is absent or not one.
+    fn object(&mut self, key: &str) -> &mut serde_json::Map<String, serde_json::Value> {
         let p = self
             .properties
-            .entry(property.to_string())
+            .entry(key.to_string())
             .or_insert_with(|| serde_json::json!({}));
         if !p.is_object() {
             *p = serde_json::json!({});
         }
-        p[key] = value;
+        p.as_object_mut().expect("made an object above")
+    }
+
+    /// Put `value` under `key` in the object property `property`.
+    pub fn record(&mut self, property: &str, key: &str, value: serde_json::Value) {
+        self.object(property).insert(key.to_string(), value);
     }
 
     /// Add the phase `name` at `at_unix_ms` to each property in `timelines` (its `phases`).
@@ -150,16 +154,13 @@ impl Report {
     ) {
         let phase = serde_json::json!({"phase": name, "atUnixMs": at_unix_ms});
         for t in timelines {
-            let p = self
-                .properties
-                .entry(t.clone())
-                .or_insert_with(|| serde_json::json!({}));
-            if !p.is_object() {
-                *p = serde_json::json!({});
-            }
-            match p["phases"].as_array_mut() {
+            let phases = self
+                .object(t)
+                .entry("phases")
+                .or_insert_with(|| serde_json::json!([]));
+            match phases.as_array_mut() {
                 Some(a) => a.push(phase.clone()),
-                None => p["phases"] = serde_json::json!([phase]),
+                None => *phases = serde_json::json!([phase]),
             }
         }
     }
