@@ -5,6 +5,7 @@
 pub mod aspects;
 pub mod handoff;
 pub mod kubelet;
+pub mod out;
 pub mod step;
 
 use std::fmt::Write as _;
@@ -440,4 +441,10 @@ pub fn unified_diff(path: &Path, old: Option<&str>, new: &str) -> String {
         .context_radius(3)
         .header(&a, &format!("b{p}"))
         .to_string()
+}
+
+/// The hand-off intent for this spec on this node, its findings dropped: what the renderers
+/// of a converged node render (tests compare a node's files with it).
+pub fn handoff_intent(spec: &crate::spec::Spec, facts: &Facts) -> handoff::HandoffIntent {
+    aspects::intent(spec, facts, &mut crate::base::findings::Findings::default())
 }

@@ -16,7 +16,7 @@
 use serde_json::{json, Value};
 
 use eks_nodeinit::base::podcap;
-use eks_nodeinit::plan::aspects::bootstrap::dns_ip;
+use eks_nodeinit::plan::handoff::al2::dns_ip;
 
 use super::bootstrap_sh::Parsed;
 use super::kubelet::Start;

@@ -29,7 +29,7 @@ pub fn sample_root(name: &str) -> tempfile::TempDir {
 
 /// The options of the newest AL2 bootstrap.sh, each taking one value (checked against every
 /// upstream release's script; `--service-ipv4-cidr` is the newest, 2025-05).
-pub const BOOTSTRAP_OPTIONS: &[&str] = &eks_nodeinit::plan::aspects::bootstrap::NEWEST_OPTIONS;
+pub const BOOTSTRAP_OPTIONS: &[&str] = &eks_nodeinit::plan::handoff::al2::NEWEST_OPTIONS;
 
 /// A bootstrap.sh stand-in with the real script's option grammar (a `while`/`case $key in` loop:
 /// each option takes the next word, `-h | --help` exits 1, other words are positional, `$2` under

@@ -7,7 +7,7 @@ use crate::common;
 use common::imds_server::ImdsServer;
 use common::{cmd, run, sample_root, snapshot, stderr, stdout};
 use eks_nodeinit::instance::userdata::AGENT_MEDIA_TYPE;
-use eks_nodeinit::plan::aspects::nodeconfig::{CONFIG_UNIT_DROPINS, DROPIN};
+use eks_nodeinit::plan::handoff::al2023::{CONFIG_UNIT_DROPINS, DROPIN};
 use serde_json::{json, Value};
 
 /// The scaler example without tagging (no EC2 here), as JSON text.

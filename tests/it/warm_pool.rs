@@ -171,7 +171,7 @@ fn al2023_warmed_stopped_writes_the_complete_dropin_and_holds_nodeadm_run() {
     assert_eq!(hold["family"], "al2023");
     assert_eq!(hold["marker"], HOLD_MARKER);
     // The drop-in is complete: the boot in service only has to run nodeadm.
-    let dropin = r.join(&eks_nodeinit::plan::aspects::nodeconfig::DROPIN[1..]);
+    let dropin = r.join(&eks_nodeinit::plan::handoff::al2023::DROPIN[1..]);
     let nc: Value = serde_json::from_str(&std::fs::read_to_string(&dropin).unwrap()).unwrap();
     assert_eq!(nc["spec"]["cluster"]["name"], "prod-eu");
     assert!(r.join(&HOLD_MARKER[1..]).exists());

@@ -7,12 +7,12 @@
 use crate::base::findings::Findings;
 pub(crate) use crate::facts::Reads;
 use crate::facts::{Facts, Family};
-use crate::plan::handoff::HandoffIntent;
+pub(crate) use crate::plan::handoff::Input;
+use crate::plan::handoff::{self, HandoffIntent};
 use crate::plan::kubelet::KubeletIntent;
-use crate::plan::step::{File, Mode, Step};
+pub(crate) use crate::plan::out::Out;
 use crate::spec::Spec;
 
-pub mod bootstrap;
 pub mod cluster;
 pub mod credential_providers;
 pub mod hugepages;
@@ -23,7 +23,6 @@ pub mod kubelet_config;
 pub mod launch_hook;
 pub mod logind;
 pub mod name_tag;
-pub mod nodeconfig;
 pub mod pod_capacity;
 pub mod preflight;
 pub mod proxy;
@@ -82,13 +81,28 @@ pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> HandoffInt
     h
 }
 
-/// What an aspect plans from: the checked config, the world as read, and the hand-off intent
-/// built from both once.
-pub(crate) struct Input<'a> {
-    pub spec: &'a Spec,
-    pub facts: &'a Facts,
-    pub handoff: &'a HandoffIntent,
-}
+/// AL2's hand-off, bootstrap.sh's argv ([`handoff::al2`]).
+pub(crate) const AL2_HANDOFF: Aspect = Aspect {
+    name: "bootstrap",
+    reads: handoff::al2::reads,
+    plan: handoff::al2::plan,
+    ..Aspect::BASE
+};
+
+/// AL2023's hand-off, the NodeConfig ([`handoff::al2023`]).
+pub(crate) const AL2023_HANDOFF: Aspect = Aspect {
+    name: "nodeconfig",
+    reads: handoff::al2023::reads,
+    plan: handoff::al2023::plan,
+    ..Aspect::BASE
+};
+
+/// containerd's part of the hand-off, on both families ([`handoff::containerd`]).
+pub(crate) const CONTAINERD_HANDOFF: Aspect = Aspect {
+    name: "containerd",
+    plan: handoff::containerd::plan,
+    ..Aspect::BASE
+};
 
 /// The aspects, in the order their steps run.
 pub(crate) const REGISTRY: &[Aspect] = &[
@@ -107,68 +121,16 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     kubelet_config::ASPECT,
     logind::ASPECT,
     registries::ASPECT,
+    CONTAINERD_HANDOFF,
     proxy::ASPECT,
     trust::ASPECT,
     credential_providers::ASPECT,
-    bootstrap::ASPECT,
-    nodeconfig::ASPECT,
+    AL2_HANDOFF,
+    AL2023_HANDOFF,
     warm_pool::ASPECT,
     join::ASPECT,
     launch_hook::ASPECT,
 ];
-
-/// What one aspect's planning produced.
-#[derive(Debug, Default)]
-pub(crate) struct Out {
-    pub steps: Vec<Step>,
-    pub warnings: Vec<String>,
-    pub findings: Findings,
-    /// Values the aspect put into a step that must never be shown (the cluster CA).
-    pub secrets: Vec<String>,
-    /// What the aspect says beside its steps ([`crate::plan::step::Note`]).
-    pub notes: Vec<crate::plan::step::Note>,
-    /// Steps run when a step before the changes fails (the plan's `on_failure`).
-    pub on_failure: Vec<Step>,
-    /// Report properties known before the run, by key.
-    pub record: std::collections::BTreeMap<String, serde_json::Value>,
-    /// Report properties that receive the run's phases.
-    pub timelines: std::collections::BTreeSet<String>,
-}
-
-impl Out {
-    /// Plan `path` to hold `new` with `mode`'s rule ([`File::wanted`]), from the file as the
-    /// facts hold it; one the agent cannot replace is a finding for `field`. Whether a step was
-    /// planned.
-    pub fn file(
-        &mut self,
-        facts: &Facts,
-        field: &str,
-        path: &str,
-        purpose: impl Into<String>,
-        new: String,
-        mode: Mode,
-    ) -> bool {
-        let Some(cur) = facts.current_file(path, field, &mut self.findings) else {
-            return false;
-        };
-        self.file_from(cur, path, purpose, new, mode)
-    }
-
-    /// [`Out::file`] for a file already read from the facts.
-    pub fn file_from(
-        &mut self,
-        cur: crate::facts::Current,
-        path: &str,
-        purpose: impl Into<String>,
-        new: String,
-        mode: Mode,
-    ) -> bool {
-        let step = File::wanted(path, purpose, (cur.content, cur.mode), new, mode);
-        let planned = step.is_some();
-        self.steps.extend(step);
-        planned
-    }
-}
 
 /// What planning tests of one aspect share: a spec from JSON, one aspect run on built facts.
 #[cfg(test)]

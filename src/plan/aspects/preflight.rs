@@ -110,7 +110,7 @@ fn cidr_probes(facts: &Facts, md: &Metadata) -> Vec<Probe> {
         });
     }
     v.push(Probe::ClusterDns {
-        address: crate::plan::aspects::bootstrap::dns_ip(&cidr.text),
+        address: crate::plan::handoff::al2::dns_ip(&cidr.text),
         cidr: cidr.text.clone(),
     });
     v

@@ -1,15 +1,21 @@
-//! The hand-off model: one [`HandoffIntent`] — the cluster's values, the kubelet intent and the
-//! node settings the hand-off target applies itself (the instance store) — filled by small
-//! contributors in `CONTRIBUTORS` order and rendered by each family's hand-off: bootstrap.sh's
-//! argv on AL2 (`aspects::bootstrap`), the NodeConfig on AL2023 (`aspects::nodeconfig`). A
-//! setting both targets apply is a contributor, its config section, and a line in each renderer;
-//! a renderer refuses, as a finding, what its target cannot do.
+//! The hand-off room: one [`HandoffIntent`] — the cluster's values, the kubelet intent, the
+//! containerd part and the node settings the hand-off target applies itself (the instance
+//! store, the warm-pool hold) — filled by the settings' contributions (`Contribution::Handoff`,
+//! `Contribution::Kubelet` in `plan::aspects`) before any setting plans, and rendered here:
+//! bootstrap.sh's argv on AL2 ([`al2`]), the NodeConfig on AL2023 ([`al2023`]), containerd's
+//! files on both ([`containerd`]). A setting both targets apply is a contribution, its config
+//! section, and a line in each renderer; a renderer refuses, as a finding, what its target
+//! cannot do. Nothing here imports a setting's module (`plan::aspects` imports this room).
 
 use crate::config::LocalStorageSettings;
 use crate::discovery::ClusterFact;
 use crate::facts::Facts;
 use crate::plan::kubelet::KubeletIntent;
 use crate::spec::Spec;
+
+pub mod al2;
+pub mod al2023;
+pub mod containerd;
 
 /// What the agent hands the node's bootstrapper.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +25,8 @@ pub struct HandoffIntent {
     pub kubelet: KubeletIntent,
     /// The instance store's disks, set up by bootstrap.sh or nodeadm.
     pub local_storage: Option<LocalStorageSettings>,
+    /// containerd's settings the hand-off leaves on the node.
+    pub containerd: containerd::ContainerdIntent,
     /// The target lifecycle state that holds the hand-off (a warm pool,
     /// `lifecycle.warmPool: auto`): the steps run, the node does not join yet.
     pub hold: Option<String>,
@@ -32,7 +40,16 @@ impl HandoffIntent {
             cluster: facts.cluster.clone(),
             kubelet: KubeletIntent::default(),
             local_storage: spec.local_storage.clone(),
+            containerd: containerd::ContainerdIntent::default(),
             hold: None,
         }
     }
+}
+
+/// What an aspect plans from: the checked config, the world as read, and the hand-off intent
+/// built from both once.
+pub(crate) struct Input<'a> {
+    pub spec: &'a Spec,
+    pub facts: &'a Facts,
+    pub handoff: &'a HandoffIntent,
 }

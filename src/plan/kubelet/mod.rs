@@ -2,8 +2,8 @@
 //! formulas, [`derived`]), labels, taints and other flags — filled by small contributors, one
 //! file each, in `CONTRIBUTORS` order, and rendered by the hand-offs: on AL2 the
 //! kubelet-config.json patch (`aspects::kubelet_config`) and bootstrap.sh's
-//! `--kubelet-extra-args` (`aspects::bootstrap`), on AL2023 the NodeConfig's `kubelet.config` and
-//! `kubelet.flags` (`aspects::nodeconfig`). A renderer knows its file or argv, never a feature;
+//! `--kubelet-extra-args` (`handoff::al2`), on AL2023 the NodeConfig's `kubelet.config` and
+//! `kubelet.flags` (`handoff::al2023`). A renderer knows its file or argv, never a feature;
 //! a kubelet setting is one contributor, its config field and its line here (the shape of
 //! nodeadm's `internal/kubelet/config.go` and its `withX` functions).
 

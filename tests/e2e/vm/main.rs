@@ -46,7 +46,8 @@ use common::imds_server::{ImdsServer, State};
 use common::*;
 use eks_nodeinit::exec::report::REPORT_PATH;
 use eks_nodeinit::os::fsutil::under;
-use eks_nodeinit::plan::aspects::{logind, nodeconfig, sysctls};
+use eks_nodeinit::plan::aspects::{logind, sysctls};
+use eks_nodeinit::plan::handoff::al2023 as nodeconfig;
 
 use aws::{Ec2, TagMirror};
 use checks::check;

@@ -15,7 +15,8 @@ use crate::common::imds_server::ImdsServer;
 use crate::{Run, Scenario};
 use eks_nodeinit::exec::report::REPORT_PATH;
 use eks_nodeinit::instance::lifecycle::{Hold, HOLD_MARKER, IMDS_PATH};
-use eks_nodeinit::plan::aspects::{logind, nodeconfig, sysctls};
+use eks_nodeinit::plan::aspects::{logind, sysctls};
+use eks_nodeinit::plan::handoff::al2023 as nodeconfig;
 
 /// The guest's flag file that makes its reporter wait for the release of a held hand-off.
 pub const WAIT_RELEASE_FLAG: &str = "etc/e2e/wait-release";

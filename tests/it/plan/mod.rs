@@ -10,7 +10,8 @@ use eks_nodeinit::discovery::ClusterFact;
 use eks_nodeinit::facts::{Facts, Family, FamilyError, FileFact, InstanceTags, TagState};
 use eks_nodeinit::instance::metadata::Metadata;
 use eks_nodeinit::instance::userdata::UserDataFact;
-use eks_nodeinit::plan::aspects::{logind, nodeconfig, sysctls};
+use eks_nodeinit::plan::aspects::{logind, sysctls};
+use eks_nodeinit::plan::handoff::al2023 as nodeconfig;
 use eks_nodeinit::plan::step::NodeadmHandoff;
 use eks_nodeinit::plan::{self, Plan, Step};
 use eks_nodeinit::spec::{self, Spec};
@@ -351,7 +352,7 @@ fn handoffs_per_family_and_undetected_family() {
             "nodeadm reads /etc/eks/nodeadm.d/10-eks-nodeinit.json"
         ]
     );
-    let text = nodeconfig::text(&s, &configured(&s, &f));
+    let text = nodeconfig::render(&eks_nodeinit::plan::handoff_intent(&s, &configured(&s, &f)));
     f.set_file(nodeconfig::DROPIN, file(&text));
     let p = build(&s, &f).unwrap();
     assert_eq!(p.changes(), 0);

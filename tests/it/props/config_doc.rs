@@ -1,7 +1,7 @@
 //! The config document generator: the examples' shape with every field sometimes set, mostly to
 //! valid values, sometimes to edge or wrong ones; one generator per config section.
 
-use eks_nodeinit::plan::aspects::bootstrap::{FLAGS_OWNED, NEWEST_OPTIONS};
+use eks_nodeinit::plan::handoff::al2::{FLAGS_OWNED, NEWEST_OPTIONS};
 use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;

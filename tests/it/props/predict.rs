@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use eks_nodeinit::plan::aspects::bootstrap::{FLAGS_OWNED, NEWEST_OPTIONS};
+use eks_nodeinit::plan::handoff::al2::{FLAGS_OWNED, NEWEST_OPTIONS};
 use serde_json::{json, Map, Value};
 
 use super::config_doc::VALID_ENDPOINTS;

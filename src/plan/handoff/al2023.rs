@@ -12,25 +12,20 @@ use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
+use super::HandoffIntent;
 use crate::base::findings::Findings;
 use crate::base::k8s::Taint;
 use crate::discovery::ClusterFact;
 use crate::facts::{Facts, Family};
 use crate::instance::userdata::{EffectiveTaints, UserDataError, UserDataFact};
-use crate::plan::handoff::HandoffIntent;
 use crate::plan::kubelet::KubeletIntent;
 use crate::plan::step::{Handoff, Mode, NodeadmHandoff, Step};
 use crate::spec::Spec;
 
-use super::{Aspect, Input, Out, Reads};
+use super::Input;
 use crate::facts::Read;
-
-pub(crate) const ASPECT: Aspect = Aspect {
-    name: "nodeconfig",
-    reads,
-    plan,
-    contribute: super::Contribution::Nothing,
-};
+use crate::facts::Reads;
+use crate::plan::out::Out;
 
 /// nodeadm-run.service reads `file:///etc/eks/nodeadm.d/` after the instance's user data; files in
 /// it merge in name order (later wins). `10-` lets an operator's own later drop-in win.
@@ -44,7 +39,7 @@ pub const CONFIG_UNIT_DROPINS: [&str; 2] = [
     "/etc/systemd/system/nodeadm-config.service.d/50-eks-nodeinit.conf",
 ];
 
-fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
+pub(crate) fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2023) {
         r.file(DROPIN);
         r.ask(Read::Exists(spec.nodeconfig.nodeadm_path.clone()));
@@ -67,7 +62,7 @@ fn missing_cluster_fields(c: &ClusterFact) -> Vec<&'static str> {
     m
 }
 
-fn plan(i: &Input, out: &mut Out) {
+pub(crate) fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
     if facts.family() != Some(Family::Al2023) {
         return;
@@ -318,18 +313,9 @@ fn kubelet_doc(kubelet: &KubeletIntent) -> Map<String, Value> {
     k
 }
 
-/// The drop-in for this spec on this node with the config's taints alone (no user data to
-/// carry): what a converged node holds.
-pub fn text(spec: &Spec, facts: &Facts) -> String {
-    render(&crate::plan::aspects::intent(
-        spec,
-        facts,
-        &mut Findings::default(),
-    ))
-}
-
-/// The drop-in's bytes.
-fn render(h: &HandoffIntent) -> String {
+/// The drop-in's bytes for this intent (with the config's taints alone: what a converged
+/// node holds when no user data carries taints).
+pub fn render(h: &HandoffIntent) -> String {
     let mut s = serde_json::to_string_pretty(&document(h)).unwrap_or_default();
     s.push('\n');
     s
@@ -337,8 +323,9 @@ fn render(h: &HandoffIntent) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run, spec, Facts};
     use super::*;
+    use crate::plan::aspects::testing::{run, spec, Facts};
+    use crate::plan::aspects::AL2023_HANDOFF as ASPECT;
 
     const CONFIG: &str = r#"{"cluster":{"name":"prod","apiServerEndpoint":"https://k.example","certificateAuthority":"Q0E=","cidr":"10.100.0.0/16"},"labels":{"team":"a"},"kubelet":{"shutdownGracePeriod":"90s"}}"#;
 
@@ -404,7 +391,9 @@ mod tests {
     fn a_converged_node_plans_only_the_hand_off() {
         let s = spec(CONFIG);
         let facts = node().build();
-        let facts = node().file(DROPIN, &text(&s, &facts)).build();
+        let facts = node()
+            .file(DROPIN, &render(&crate::plan::handoff_intent(&s, &facts)))
+            .build();
         let out = run(&ASPECT, &s, &facts);
         assert!(
             matches!(out.steps[..], [Step::Handoff(Handoff::Dropin(_))]),

@@ -25,22 +25,17 @@ use crate::spec::Spec;
 pub use crate::base::bootstrap_sh::{Grammar, NEWEST_OPTIONS};
 pub use crate::spec::bootstrap::FLAGS_OWNED;
 
-use super::{Aspect, Input, Out, Reads};
+use super::Input;
 use crate::facts::Read;
-
-pub(crate) const ASPECT: Aspect = Aspect {
-    name: "bootstrap",
-    reads,
-    plan,
-    contribute: super::Contribution::Nothing,
-};
+use crate::facts::Reads;
+use crate::plan::out::Out;
 
 /// Written (per boot: /run is a tmpfs) just before bootstrap.sh is exec'd; a later run in the
 /// same boot reads it ([`crate::os::marker`]) and hands off again only when bootstrap.sh never
 /// started.
 pub use crate::os::marker::MARKER;
 
-fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
+pub(crate) fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2) {
         r.ask(Read::HandoffMarker);
         r.file(spec.bootstrap.path.clone());
@@ -48,7 +43,7 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     }
 }
 
-fn plan(i: &Input, out: &mut Out) {
+pub(crate) fn plan(i: &Input, out: &mut Out) {
     let facts = i.facts;
     if facts.family() != Some(Family::Al2) {
         return;
@@ -382,9 +377,10 @@ fn check_exec_limits(argv: &[String], l: &ExecLimits, f: &mut Findings) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{findings, run, spec, Facts};
     use super::*;
     use crate::os::marker::Record;
+    use crate::plan::aspects::testing::{findings, run, spec, Facts};
+    use crate::plan::aspects::AL2_HANDOFF as ASPECT;
 
     const SCRIPT: &str = include_str!("../../../examples/al2-root/etc/eks/bootstrap.sh");
 
