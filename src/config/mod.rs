@@ -8,6 +8,7 @@
 mod cluster;
 mod handoff;
 mod host;
+mod images;
 mod imds;
 mod kernel;
 mod kubelet;
@@ -37,6 +38,7 @@ pub use cluster::{
 };
 pub use handoff::{HandoffMode, HandoffSettings};
 pub use host::{HostSettings, HugepageAmount, HugepagesSettings, SwapSettings};
+pub use images::{ImagesSettings, PullSettings};
 pub use imds::ImdsSettings;
 pub use kernel::KernelSettings;
 pub use kubelet::{
@@ -131,6 +133,9 @@ pub struct Config {
     /// Kernel modules loaded now and at every boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelSettings>,
+    /// How the node pulls images: containerd's and the kubelet's pull settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<ImagesSettings>,
     /// What the node's kernel holds for pods before the kubelet starts: huge pages, swap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostSettings>,

@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod cluster;
 pub mod discovery;
 pub mod host;
+pub mod images;
 pub mod imds;
 pub mod kernel;
 pub mod kubelet;
@@ -59,6 +60,8 @@ pub struct Spec {
     pub trust: Option<trust::TrustSpec>,
     /// Kernel modules loaded now and at every boot (`kernel`).
     pub kernel: Option<kernel::KernelSpec>,
+    /// How the node pulls images (`images`).
+    pub images: Option<images::ImagesSpec>,
     /// Huge pages (`host`).
     pub host: Option<host::HostSpec>,
     /// The instance store's disks, set up by the hand-off target (`localStorage`).
@@ -121,6 +124,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         proxy: proxy::spec(c.proxy.as_ref(), &mut f),
         trust: trust::spec(c.trust.as_ref(), &mut f),
         kernel: kernel::spec(c.kernel.as_ref(), &mut f),
+        images: images::spec(c.images.as_ref(), &mut f),
         host: host::spec(c.host.as_ref(), &mut f),
         local_storage: local_storage::spec(c.local_storage.as_ref(), &mut f),
         verify: verify::spec(&c.verify, &mut f),

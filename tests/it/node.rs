@@ -44,7 +44,31 @@ fn apply_al2_then_second_run_plans_nothing() {
     applied_logind_drop_in(r);
     let ca = report_without_the_ca(r, &cfg, &out);
     bootstrap_sh_argv(&argv_file, &ca, &k);
+    containerd_config_from_the_template(r);
     nothing_planned_again(r, &cfg);
+}
+
+/// The file bootstrap.sh is given: the node's template, every line kept, the pull settings in
+/// its CRI table.
+fn containerd_config_from_the_template(r: &std::path::Path) {
+    let template =
+        std::fs::read_to_string(r.join("etc/eks/containerd/containerd-config.toml")).unwrap();
+    let given = std::fs::read_to_string(r.join("etc/eks-nodeinit/containerd-config.toml")).unwrap();
+    let added: Vec<&str> = given
+        .lines()
+        .filter(|l| !template.lines().any(|t| t == *l))
+        .collect();
+    assert_eq!(
+        added,
+        [
+            "max_concurrent_downloads = 8",
+            "image_pull_progress_timeout = \"2m\""
+        ]
+    );
+    assert!(
+        template.lines().all(|l| given.lines().any(|g| g == l)),
+        "{given}"
+    );
 }
 
 /// The live sysctls, and the persisted ones: one file, rewritten whole.
@@ -154,6 +178,8 @@ fn bootstrap_sh_argv(argv_file: &std::path::Path, ca: &str, k: &Value) {
         // own max pods out, and the kubelet gets both numbers as flags, which bootstrap.sh's
         // rewrite of kubelet-config.json cannot undo.
         "--use-max-pods", "false",
+        // images.pull: the node's containerd template with the pull settings.
+        "--containerd-config-file", "/etc/eks-nodeinit/containerd-config.toml",
         "--kubelet-extra-args", "--node-labels=example.com/team=platform,node.kubernetes.io/lifecycle=spot,node.kubernetes.io/role=scaler --max-pods=29 --kube-reserved=cpu=70m,ephemeral-storage=1Gi,memory=574Mi",
     ]);
     assert!(

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod credential_providers;
 pub mod hugepages;
 pub mod image_gc;
+pub mod images;
 pub mod join;
 pub mod kernel_modules;
 pub mod kubelet_config;
@@ -100,6 +101,7 @@ pub(crate) const AL2023_HANDOFF: Aspect = Aspect {
 /// containerd's part of the hand-off, on both families ([`handoff::containerd`]).
 pub(crate) const CONTAINERD_HANDOFF: Aspect = Aspect {
     name: "containerd",
+    reads: handoff::containerd::reads,
     plan: handoff::containerd::plan,
     ..Aspect::BASE
 };
@@ -120,6 +122,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     registration::ASPECT,
     kubelet_config::ASPECT,
     logind::ASPECT,
+    images::ASPECT,
     registries::ASPECT,
     CONTAINERD_HANDOFF,
     proxy::ASPECT,

@@ -202,6 +202,13 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
     if let Some(ls) = &i.handoff.local_storage {
         a.local_disks(ls, f);
     }
+    if !i.handoff.containerd.pull.is_empty() {
+        a.opt(
+            "--containerd-config-file",
+            super::containerd::AL2_CONFIG,
+            "images.pull",
+        );
+    }
     let flags = i.handoff.kubelet.kubelet_flags_with(&config_flags);
     if !flags.is_empty() {
         a.opt(

@@ -266,7 +266,9 @@ fn add(
 }
 
 /// The NodeConfig document: the cluster block from `cluster` (the config's values with what
-/// discovery found), the kubelet intent as `kubelet.config` and `kubelet.flags`.
+/// discovery found), the kubelet intent as `kubelet.config` and `kubelet.flags`, containerd's
+/// pull settings as `containerd.config` (nodeadm merges it over its own, its values winning),
+/// nodeadm's `FastImagePull` gate.
 pub fn document(h: &HandoffIntent) -> Value {
     let mut spec_doc = Map::new();
     spec_doc.insert("cluster".into(), Value::Object(cluster_doc(&h.cluster)));
@@ -276,6 +278,12 @@ pub fn document(h: &HandoffIntent) -> Value {
     }
     if let Some(ls) = &h.local_storage {
         spec_doc.insert("instance".into(), json!({ "localStorage": ls }));
+    }
+    if let Some(c) = super::containerd::inline_config(&h.containerd.pull) {
+        spec_doc.insert("containerd".into(), json!({ "config": c }));
+    }
+    if h.containerd.fast_image_pull {
+        spec_doc.insert("featureGates".into(), json!({ "FastImagePull": true }));
     }
     json!({
         "apiVersion": "node.eks.aws/v1alpha1",

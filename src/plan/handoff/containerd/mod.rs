@@ -8,11 +8,16 @@
 
 use std::fmt::Write as _;
 
+use crate::facts::{Family, Reads};
 use crate::plan::out::Out;
 use crate::plan::step::Mode;
 use crate::spec::registries::RegistrySpec;
 
 use super::Input;
+
+pub use pull::{inline_config, merged_template, CriPull, AL2_CONFIG, AL2_TEMPLATE};
+
+mod pull;
 
 /// containerd's `config_path` on AL2 and AL2023.
 pub const CERTS_D: &str = "/etc/containerd/certs.d";
@@ -28,6 +33,10 @@ const REGISTRY_CA: &str = "ca.crt";
 pub struct ContainerdIntent {
     /// The registries whose hosts directory the hand-off writes (`registries`).
     pub registries: Vec<RegistrySpec>,
+    /// The CRI plugin's pull settings.
+    pub pull: CriPull,
+    /// nodeadm's `FastImagePull` feature gate (AL2023).
+    pub fast_image_pull: bool,
 }
 
 /// Every file of `r`'s hosts directory, as a node path: what the registries setting reads.
@@ -94,12 +103,61 @@ fn tls(t: &mut String, indent: &str, ca_file: Option<&str>, skip_verify: bool) {
     }
 }
 
-/// The hosts directories of the intent's registries.
+/// On AL2, the node's containerd template and the agent's copy of it.
+pub(crate) fn reads(_: &crate::spec::Spec, family: Option<Family>, r: &mut Reads) {
+    if family == Some(Family::Al2) {
+        r.file(AL2_TEMPLATE);
+        r.file(AL2_CONFIG);
+    }
+}
+
+/// containerd's files: the hosts directories of the intent's registries, and on AL2 the
+/// template with the pull settings.
 pub(crate) fn plan(i: &Input, out: &mut Out) {
-    let facts = i.facts;
-    if facts.family().is_none() {
+    if i.facts.family().is_none() {
         return;
     }
+    hosts_dirs(i, out);
+    if i.facts.family() == Some(Family::Al2) && !i.handoff.containerd.pull.is_empty() {
+        al2_config(i, out);
+    }
+}
+
+/// AL2: the node's template with the pull settings, for bootstrap.sh's
+/// `--containerd-config-file` (which the AL2 renderer passes).
+fn al2_config(i: &Input, out: &mut Out) {
+    const FIELD: &str = "images.pull";
+    if i.spec
+        .bootstrap
+        .extra_args
+        .iter()
+        .any(|a| a == "--containerd-config-file")
+    {
+        out.findings.push(FIELD, "handoff.extraBootstrapArgs gives bootstrap.sh its own --containerd-config-file, and the pull settings need the agent's: keep one (put the settings in that file, or leave it out)");
+        return;
+    }
+    let Some(cur) = i.facts.current_file(AL2_TEMPLATE, FIELD, &mut out.findings) else {
+        return;
+    };
+    let Some(template) = cur.content else {
+        out.findings.push(FIELD, format!("{AL2_TEMPLATE} is missing: the pull settings are set in the node's own containerd template, which every AL2 EKS AMI has; use such an AMI, or leave images.pull out"));
+        return;
+    };
+    match merged_template(&template, &i.handoff.containerd.pull) {
+        Ok(new) => {
+            let purpose = "containerd's config with the pull settings (bootstrap.sh --containerd-config-file)";
+            out.file(i.facts, FIELD, AL2_CONFIG, purpose, new, Mode::Keep(0o644));
+        }
+        Err(e) => out.findings.push(
+            FIELD,
+            format!("{AL2_TEMPLATE} {e}; fix the AMI's template, or leave images.pull out"),
+        ),
+    }
+}
+
+/// The hosts directories of the intent's registries.
+fn hosts_dirs(i: &Input, out: &mut Out) {
+    let facts = i.facts;
     for r in &i.handoff.containerd.registries {
         let field = format!("registries.\"{}\"", r.name);
         let hosts = path(r, "hosts.toml");

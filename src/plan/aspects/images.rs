@@ -1,0 +1,178 @@
+//! How the node pulls images (`images.pull`): containerd's CRI pull settings in the containerd
+//! part of the hand-off intent, the kubelet's in its intent, nodeadm's `FastImagePull` gate on
+//! AL2023 with nodeadm's own rule stated, and a note in the plan saying what a pull will do.
+//!
+//! On containerd 2.1 and later the CRI pulls through the transfer service unless the node's
+//! config turns on `discard_unpacked_layers` (both AMIs do) or sets `max_concurrent_downloads`
+//! other than 3; either makes it pull itself, where the CRI plugin's settings decide. The
+//! transfer service's own settings therefore never apply on these nodes and are not offered.
+
+use serde_json::json;
+
+use crate::base::findings::Findings;
+use crate::base::node::{self, count_cpus, mem_total_kib};
+use crate::facts::{Facts, Family};
+use crate::plan::handoff::containerd::CriPull;
+use crate::plan::handoff::HandoffIntent;
+use crate::plan::step::Note;
+use crate::spec::images::PullSpec;
+use crate::spec::Spec;
+
+use super::{Aspect, Contribution, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "images",
+    reads,
+    contribute: Contribution::Handoff(contribute),
+    plan,
+};
+
+/// nodeadm's `UseSOCISnapshotter`: at least this many vCPUs online…
+const SOCI_MIN_VCPUS: u64 = 4;
+/// …and this much memory online (7 GiB), in KiB.
+const SOCI_MIN_MEM_KIB: u64 = 7 * 1024 * 1024;
+
+const FIELD_FAST: &str = "images.pull.fastImagePull";
+
+fn pull(spec: &Spec) -> Option<&PullSpec> {
+    spec.images.as_ref()?.pull.as_ref()
+}
+
+fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
+    if family == Some(Family::Al2023) && pull(spec).is_some() {
+        r.file(node::CPU_ONLINE);
+        r.file(node::MEMINFO);
+    }
+}
+
+fn contribute(spec: &Spec, facts: &Facts, h: &mut HandoffIntent, f: &mut Findings) {
+    let Some(p) = pull(spec) else { return };
+    h.containerd.pull = CriPull {
+        max_concurrent_downloads: p.max_concurrent_downloads,
+        progress_timeout: p.progress_timeout.as_ref().map(|d| d.text.clone()),
+    };
+    let k = &mut h.kubelet;
+    // A kubelet before 1.33 defaults serializeImagePulls to true whatever maxParallelImagePulls
+    // says, and then refuses the pair: say false with more than one pull at once.
+    let serialize = p
+        .serialize
+        .or_else(|| p.max_parallel.filter(|n| *n > 1).map(|_| false));
+    if let Some(s) = serialize {
+        k.set("serializeImagePulls", json!(s));
+    }
+    if let Some(n) = p.max_parallel {
+        k.set("maxParallelImagePulls", json!(n));
+    }
+    if let Some(n) = p.registry_qps {
+        k.set("registryPullQPS", json!(n));
+    }
+    if let Some(n) = p.registry_burst {
+        k.set("registryBurst", json!(n));
+    }
+    if p.fast_image_pull {
+        fast_image_pull(facts, h, f);
+    }
+}
+
+/// nodeadm's decision, stated: the gate goes into the NodeConfig only where nodeadm will act on
+/// it; elsewhere a finding names the rule instead of a silent no-op.
+fn fast_image_pull(facts: &Facts, h: &mut HandoffIntent, f: &mut Findings) {
+    match facts.family() {
+        Some(Family::Al2023) => {
+            let s = soci(facts);
+            if s.used {
+                h.containerd.fast_image_pull = true;
+            } else {
+                f.push(FIELD_FAST, format!("nodeadm would ignore it on this node ({}); use a larger instance type, or leave it out", s.reason));
+            }
+        }
+        Some(Family::Al2) => f.push(
+            FIELD_FAST,
+            "is nodeadm's FastImagePull (SOCI parallel pull), which AL2's bootstrap.sh does not have: leave it out on AL2",
+        ),
+        None => {}
+    }
+}
+
+/// nodeadm's rule (`UseSOCISnapshotter`) on this node: whether it uses SOCI, and why.
+struct Soci {
+    used: bool,
+    reason: String,
+}
+
+/// nodeadm counts the CPUs online and the memory online; `MemTotal` is the memory online less
+/// the kernel's own, so never more than nodeadm's figure.
+fn soci(facts: &Facts) -> Soci {
+    let cpus = facts
+        .text(node::CPU_ONLINE)
+        .and_then(|t| count_cpus(&t).ok());
+    let mem = facts.text(node::MEMINFO).and_then(|t| mem_total_kib(&t));
+    let gib = |kib: u64| format!("{:.1} GiB", kib as f64 / 1_048_576.0);
+    let (used, reason) = match (cpus, mem) {
+        (None, _) => (false, format!("{} cannot be read: the vCPUs nodeadm counts are unknown", node::CPU_ONLINE)),
+        (Some(c), _) if c < SOCI_MIN_VCPUS => (false, format!("{c} vCPUs online, and nodeadm needs {SOCI_MIN_VCPUS}")),
+        (Some(c), Some(kib)) if kib >= SOCI_MIN_MEM_KIB => (true, format!("{c} vCPUs online, at least {SOCI_MIN_VCPUS}; MemTotal {}, so at least 7 GiB online", gib(kib))),
+        (Some(_), Some(kib)) => (false, format!("MemTotal {}, and nodeadm needs 7 GiB online, which exceeds MemTotal only by the kernel's own memory", gib(kib))),
+        (Some(_), None) => (false, format!("{} holds no MemTotal: the memory nodeadm counts is unknown", node::MEMINFO)),
+    };
+    Soci { used, reason }
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    let Some(p) = pull(i.spec) else { return };
+    let (h, facts) = (i.handoff, i.facts);
+    let mut lines: Vec<String> = (h.containerd.pull.entries().into_iter())
+        .map(|(k, v)| format!("image pulls: containerd CRI {k} = {v}"))
+        .collect();
+    let mut kubelet = serde_json::Map::new();
+    for key in KUBELET_KEYS {
+        if let Some((_, v)) = h.kubelet.config.iter().find(|(k, _)| *k == key) {
+            lines.push(format!("image pulls: kubelet {key} = {v}"));
+            kubelet.insert(key.into(), v.clone());
+        }
+    }
+    if p.registry_burst.is_some() && p.registry_qps == Some(0) {
+        out.warnings.push("images.pull.registryBurst: the kubelet uses the burst only when registryPullQPS is above 0, and registryQPS is 0 (no limit)".into());
+    }
+    let soci = (facts.family() == Some(Family::Al2023)).then(|| {
+        let s = soci(facts);
+        let asked = if p.fast_image_pull {
+            "asked"
+        } else {
+            "not asked (images.pull.fastImagePull)"
+        };
+        let would = if s.used {
+            "would use it"
+        } else {
+            "would not use it"
+        };
+        format!("{asked}; on this node nodeadm {would}: {}", s.reason)
+    });
+    lines.extend(
+        soci.iter()
+            .map(|s| format!("image pulls: SOCI parallel pull {s}")),
+    );
+    let c = &h.containerd.pull;
+    let value = json!({
+        "containerd": {
+            "max_concurrent_downloads": c.max_concurrent_downloads,
+            "image_pull_progress_timeout": c.progress_timeout,
+        },
+        "kubelet": kubelet,
+        "fastImagePull": h.containerd.fast_image_pull,
+        "soci": soci,
+    });
+    out.notes.push(Note {
+        key: "images".into(),
+        lines,
+        value,
+    });
+}
+
+/// The kubelet's pull settings this setting may set.
+const KUBELET_KEYS: [&str; 4] = [
+    "serializeImagePulls",
+    "maxParallelImagePulls",
+    "registryPullQPS",
+    "registryBurst",
+];
