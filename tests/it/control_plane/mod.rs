@@ -10,6 +10,7 @@
 
 mod credentials;
 mod identity;
+mod images;
 mod join;
 mod matrix;
 mod names;
