@@ -68,6 +68,11 @@ pub enum Command {
     /// pool (/run/eks-nodeinit/handoff-held), so the boot after the start into service runs again.
     #[command(hide = true)]
     MarkDone(MarkDoneArgs),
+    /// Label containerd's sandbox (pause) image pinned, so the kubelet's image garbage
+    /// collection keeps it (the packaged drop-ins run it once the image is in containerd's
+    /// store: after sandbox-image.service on AL2, containerd.service on AL2023). The name and
+    /// socket come from /etc/containerd/config.toml.
+    PinSandboxImage(PinSandboxArgs),
     /// Background continuation of tagging (started by `init`; not for direct use).
     #[command(hide = true)]
     TagContinue(TagContinueArgs),
@@ -264,6 +269,16 @@ pub struct CompleteHookArgs {
     /// a proof longer than the hook's heartbeat timeout keeps the launch waiting.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub heartbeat_sec: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PinSandboxArgs {
+    /// Root of the node's filesystem.
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// containerd's client.
+    #[arg(long, default_value = "ctr")]
+    pub ctr: String,
 }
 
 #[derive(Debug, clap::Args)]

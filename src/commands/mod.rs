@@ -4,6 +4,7 @@
 pub mod await_service;
 pub mod cli;
 pub mod complete_hook;
+pub mod pin_sandbox;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -304,6 +305,12 @@ pub fn mark_done(root: &Path) -> Result<()> {
     let done = crate::os::fsutil::under(root, DONE_MARKER);
     crate::os::fsutil::write_atomic(&done, b"", 0o644)?;
     tracing::info!(marker = %done.display(), "first boot done");
+    Ok(())
+}
+
+/// `pin-sandbox-image`: label containerd's sandbox image pinned.
+pub async fn pin_sandbox_image(a: &crate::commands::cli::PinSandboxArgs) -> Result<()> {
+    crate::commands::pin_sandbox::run(&a.root, &a.ctr).await?;
     Ok(())
 }
 

@@ -24,6 +24,7 @@ pub mod kubelet_config;
 pub mod launch_hook;
 pub mod logind;
 pub mod name_tag;
+pub mod pause;
 pub mod pod_capacity;
 pub mod preflight;
 pub mod proxy;
@@ -123,6 +124,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     kubelet_config::ASPECT,
     logind::ASPECT,
     images::ASPECT,
+    pause::ASPECT,
     registries::ASPECT,
     CONTAINERD_HANDOFF,
     proxy::ASPECT,

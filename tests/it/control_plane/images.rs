@@ -2,16 +2,21 @@
 //! imports, migrated to version 3, every plugin's section over its defaults): the file the agent
 //! gives AL2's bootstrap.sh, from a version-3 and a version-2 template, and the fragment the
 //! NodeConfig carries for nodeadm to merge, each shows the settings in the CRI images plugin,
-//! and the template's own settings kept.
+//! and the template's own settings kept. And the pause image, pinned by the agent's
+//! `pin-sandbox-image`, survives the real kubelet's image garbage collection, which removes an
+//! unpinned image beside it.
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::ready;
-use crate::common::control_plane::peers_bin;
+use crate::common::control_plane::{peers_bin, wait_until, ControlPlane};
+use crate::common::kubelet::{tail, Kubelet, Start};
 use crate::common::*;
+use crate::common::{pods, tls};
 
 const PULL: &str = r#"{"maxConcurrentDownloads": 8, "progressTimeout": "2m"}"#;
 
@@ -114,4 +119,103 @@ fn containerd_2_reads_the_pull_settings_as_each_family_renders_them() {
         &fragment.replacen("version = 2\n", &format!("version = 2\n{own}"), 1),
     );
     assert_pull_settings(&out);
+}
+
+/// An image of the suite's own under `name`, unused by any container: the pause program with
+/// bytes of its own appended, so that it is not the pause image under a second name (one image,
+/// one pinned flag).
+fn import(cp: &ControlPlane, pause: &Path, dir: &Path, name: &str) {
+    let mut bytes = std::fs::read(pause).unwrap();
+    bytes.extend_from_slice(name.as_bytes());
+    let program = dir.join("program");
+    std::fs::write(&program, bytes).unwrap();
+    let tar = dir.join("image.tar");
+    tls::sh(
+        Command::new("python3")
+            .arg(manifest_dir().join("tests/registry/oci_archive.py"))
+            .arg(&tar)
+            .arg(name)
+            .arg(program),
+    );
+    tls::sh(pods::ctr(cp, "k8s.io").args(["images", "import"]).arg(&tar));
+}
+
+/// A kubelet under disk pressure at once (`nodefs`/`imagefs.available` below 99 %), with a
+/// minimum image age of 1 s (0 means the default, 2 min): its eviction manager frees space by the image garbage collection every
+/// 10 s, removing each image no container uses unless the CRI reports it pinned.
+fn gc_kubelet(cp: &ControlPlane) -> Kubelet {
+    let config = json!({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "imageMinimumGCAge": "1s",
+        "evictionHard": {"nodefs.available": "99%", "imagefs.available": "99%", "memory.available": "100Mi"},
+        "evictionPressureTransitionPeriod": "5s",
+    });
+    let start = Start {
+        config,
+        dropins: vec![],
+        flags: vec![],
+    };
+    Kubelet::start(cp, "images-gc", &start)
+}
+
+/// containerd 2 pins the image its config names in `pinned_images` by itself; containerd 1.7
+/// (AL2) only pins one that carries the label, which an image pulled by `ctr` (AL2's
+/// sandbox-image.service) or imported into an AMI lacks. The case models that: the root's
+/// containerd config names an image of its own as the sandbox, which the running containerd
+/// does not pin, so only the agent's label keeps it.
+#[test]
+#[ignore = "needs the control-plane peers: make control-plane"]
+fn the_pinned_pause_image_survives_the_kubelets_image_gc() {
+    if !(ready() && peer_present(&missing_commands(&["ctr", "go"]))) {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let program = pods::ensure_sandbox(&cp);
+    let work = tempfile::tempdir().unwrap();
+    const KEPT: &str = "eks-nodeinit.test/node-pause:1";
+    const VICTIM: &str = "eks-nodeinit.test/unused:1";
+    import(&cp, &program, work.path(), KEPT);
+    import(&cp, &program, work.path(), VICTIM);
+    // containerd's config under a root, as bootstrap.sh or nodeadm leave it, naming KEPT.
+    let root = work.path().join("root");
+    std::fs::create_dir_all(root.join("etc/containerd")).unwrap();
+    let own = std::fs::read_to_string(cp.dir.path().join("containerd/config.toml")).unwrap();
+    std::fs::write(
+        root.join("etc/containerd/config.toml"),
+        own.replace(pods::SANDBOX_IMAGE, KEPT),
+    )
+    .unwrap();
+    let out = run(Command::new(bin())
+        .args(["pin-sandbox-image", "--root"])
+        .arg(&root));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let labels = tls::sh(pods::ctr(&cp, "k8s.io").args(["images", "ls"]));
+    let line = labels
+        .lines()
+        .find(|l| l.starts_with(KEPT))
+        .unwrap_or_default();
+    assert!(line.contains("io.cri-containerd.pinned=pinned"), "{labels}");
+
+    let mut kubelet = gc_kubelet(&cp);
+    assert!(kubelet.accepted(&cp), "{}", tail(&kubelet.log_text()));
+    let gone = wait_until(Duration::from_secs(120), || {
+        !pods::images(&cp).lines().any(|l| l == VICTIM)
+    });
+    assert!(
+        gone,
+        "the kubelet's image GC never removed {VICTIM}: {}\n{}",
+        pods::images(&cp),
+        tail(&kubelet.log_text())
+    );
+    // Two more rounds of the collection (every 10 s): the pinned image is still there.
+    let removed = wait_until(Duration::from_secs(25), || {
+        !pods::images(&cp).lines().any(|l| l == KEPT)
+    });
+    let left = pods::images(&cp);
+    assert!(!removed, "the pinned pause image was removed: {left}");
+    assert!(
+        left.lines().any(|l| l == pods::SANDBOX_IMAGE),
+        "containerd's own sandbox image was removed: {left}"
+    );
 }

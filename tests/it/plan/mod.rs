@@ -88,7 +88,8 @@ fn node(family: Family, tags: &[(&str, &str)]) -> Facts {
     if family == Family::Al2023 {
         files.push(nodeconfig::DROPIN);
     }
-    for p in files {
+    let pin = eks_nodeinit::plan::aspects::pause::dropin(family);
+    for p in files.into_iter().chain([pin.as_str()]) {
         f.set_file(p, absent());
     }
     f
@@ -348,12 +349,19 @@ fn handoffs_per_family_and_undetected_family() {
     assert_eq!(
         steps(&p),
         [
+            "write /etc/systemd/system/containerd.service.d/90-eks-nodeinit-pin.conf",
+            "reload systemd's units",
             "write /etc/eks/nodeadm.d/10-eks-nodeinit.json",
             "nodeadm reads /etc/eks/nodeadm.d/10-eks-nodeinit.json"
         ]
     );
     let text = nodeconfig::render(&eks_nodeinit::plan::handoff_intent(&s, &configured(&s, &f)));
     f.set_file(nodeconfig::DROPIN, file(&text));
+    let pin = eks_nodeinit::plan::aspects::pause::dropin_text(Family::Al2023);
+    f.set_file(
+        eks_nodeinit::plan::aspects::pause::dropin(Family::Al2023),
+        file(&pin),
+    );
     let p = build(&s, &f).unwrap();
     assert_eq!(p.changes(), 0);
     // No NodeConfig in the user data, no nodeadm: warnings. Nodeadm passes over the user data,

@@ -1,0 +1,176 @@
+//! The pause image kept: the sandbox image the node's containerd uses is named in the plan, its
+//! presence in the AMI's cache checked where the AMI has one (AL2023), and it is pinned at every
+//! boot by a drop-in that runs `eks-nodeinit pin-sandbox-image` once the image is in containerd's
+//! store (after sandbox-image.service's pull on AL2, at containerd's start on AL2023), so the
+//! kubelet's image garbage collection never removes it. Without the pause image no new pod
+//! starts on the node.
+
+use serde_json::json;
+
+use crate::facts::{Family, Read};
+use crate::plan::step::{IfFailed, Mode, Note, Step, Unit, UnitJob};
+use crate::spec::Spec;
+
+use super::{Aspect, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "pause image",
+    reads,
+    plan,
+    ..Aspect::BASE
+};
+
+/// nodeadm's sandbox image (its `enrichConfig`), imported into the AMI's store at bake and
+/// exported to [`AL2023_CACHE`].
+pub const AL2023_SANDBOX: &str = "localhost/kubernetes/pause:latest";
+/// The AL2023 AMI's copy of the pause image.
+pub const AL2023_CACHE: &str = "/etc/eks/pause.tar";
+
+/// The unit after whose start the image is in containerd's store, per family.
+fn unit(family: Family) -> &'static str {
+    match family {
+        Family::Al2 => "sandbox-image.service",
+        Family::Al2023 => "containerd.service",
+    }
+}
+
+/// The drop-in that pins the image after `unit` starts.
+pub fn dropin(family: Family) -> String {
+    format!(
+        "/etc/systemd/system/{}.d/90-eks-nodeinit-pin.conf",
+        unit(family)
+    )
+}
+
+/// The drop-in's text.
+pub fn dropin_text(family: Family) -> String {
+    format!(
+        "# Written by eks-nodeinit: pin the sandbox image once {} has started, so the kubelet's\n# image garbage collection keeps it (docs/images.md). A failure is logged, never fatal.\n[Service]\nExecStartPost=-/usr/bin/eks-nodeinit pin-sandbox-image\n",
+        unit(family)
+    )
+}
+
+fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
+    let Some(family) = family else { return };
+    r.file(dropin(family));
+    if family == Family::Al2023 {
+        r.ask(Read::Exists(AL2023_CACHE.into()));
+    }
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    let Some(family) = i.facts.family() else {
+        return;
+    };
+    let (image, cached) = match family {
+        Family::Al2 => ("the image bootstrap.sh sets as containerd's sandbox_image (<the region's EKS ECR>/eks/pause, --pause-container-account and --pause-container-version), pulled by sandbox-image.service".to_string(), None),
+        Family::Al2023 => {
+            let cached = i.facts.exists(std::path::Path::new(AL2023_CACHE));
+            (format!("{AL2023_SANDBOX} (nodeadm's)"), Some(cached))
+        }
+    };
+    let mut lines = vec![format!("pause image: {image}")];
+    lines.push(format!("pause image: pinned at every boot after {} starts (eks-nodeinit pin-sandbox-image), so the kubelet's image garbage collection keeps it", unit(family)));
+    if let Some(c) = cached {
+        lines.push(format!(
+            "pause image: in the AMI's cache {AL2023_CACHE}: {}",
+            if c { "yes" } else { "no" }
+        ));
+    }
+    let value = json!({"image": image, "pinnedAfter": unit(family), "amiCache": cached});
+    out.notes.push(Note {
+        key: "pause".into(),
+        lines,
+        value,
+    });
+    let path = dropin(family);
+    let purpose = format!("pin the sandbox image after {} starts", unit(family));
+    if out.file(
+        i.facts,
+        "pause",
+        &path,
+        purpose,
+        dropin_text(family),
+        Mode::Keep(0o644),
+    ) {
+        out.steps.push(Step::Unit(reload()));
+    }
+}
+
+/// systemd told of the drop-in before the unit starts: on AL2023 containerd starts after the
+/// agent; on AL2 bootstrap.sh reloads again before it restarts sandbox-image.service.
+fn reload() -> Unit {
+    Unit {
+        job: UnitJob::Reload,
+        why: "the pause image's drop-in applies to units started after a reload".into(),
+        required: false,
+        if_failed: IfFailed::new(
+            "systemd did not reload its units",
+            "the pause image is pinned from the next boot on; until then the kubelet's image garbage collection may remove it",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{run, spec};
+    use super::*;
+    use crate::facts::Facts;
+
+    #[test]
+    fn each_family_pins_after_its_unit_and_a_configured_node_plans_nothing() {
+        let s = spec(r#"{"cluster": {"name": "c"}}"#);
+        for family in [Family::Al2, Family::Al2023] {
+            let facts = Facts::builder(family).absent([dropin(family)]).build();
+            let out = run(&ASPECT, &s, &facts);
+            assert!(out.findings.is_empty(), "{:?}", out.findings);
+            assert!(
+                matches!(&out.steps[0], Step::File(f) if f.new.contains("ExecStartPost=-/usr/bin/eks-nodeinit pin-sandbox-image\n")),
+                "{:?}",
+                out.steps
+            );
+            assert!(matches!(&out.steps[1], Step::Unit(u) if u.job == UnitJob::Reload));
+            let done = Facts::builder(family)
+                .file(dropin(family), &dropin_text(family))
+                .build();
+            assert!(run(&ASPECT, &s, &done).steps.is_empty());
+        }
+        assert_eq!(
+            dropin(Family::Al2),
+            "/etc/systemd/system/sandbox-image.service.d/90-eks-nodeinit-pin.conf"
+        );
+        assert_eq!(
+            dropin(Family::Al2023),
+            "/etc/systemd/system/containerd.service.d/90-eks-nodeinit-pin.conf"
+        );
+    }
+
+    #[test]
+    fn al2023_says_whether_the_ami_cached_nodeadms_pause_image() {
+        let s = spec(r#"{"cluster": {"name": "c"}}"#);
+        let without = Facts::builder(Family::Al2023)
+            .absent([dropin(Family::Al2023)])
+            .build();
+        let out = run(&ASPECT, &s, &without);
+        assert!(
+            out.warnings
+                .iter()
+                .any(|w| w.contains("/etc/eks/pause.tar is missing")),
+            "{:?}",
+            out.warnings
+        );
+        assert!(out.notes[0]
+            .lines
+            .iter()
+            .any(|l| l.ends_with("/etc/eks/pause.tar: no")));
+        let with = Facts::builder(Family::Al2023)
+            .absent([dropin(Family::Al2023)])
+            .exists(AL2023_CACHE, true)
+            .build();
+        let out = run(&ASPECT, &s, &with);
+        assert!(out.notes[0]
+            .lines
+            .iter()
+            .any(|l| l.ends_with("/etc/eks/pause.tar: yes")));
+    }
+}
