@@ -7,9 +7,11 @@
 //! * the floor: this process fetching the same manifest, then the config and every layer at once
 //!   (one thread and one connection each, a minimal HTTP/1.1 GET), each blob's sha256 checked
 //!   and written to its own file, fsync'd, as containerd's content store writes and syncs them;
-//! * the floor with the unpack: the same, each layer also piped as it arrives into `tar -xzf`
-//!   (GNU tar and gzip) into a directory of its own, all layers at once; the unpacked files are
-//!   not fsync'd (containerd's default, `image_pull_with_sync_fs = false`).
+//! * the floor with the unpack, two ways: each layer also piped as it arrives into `tar -xzf`
+//!   (GNU tar and gzip) into a directory of its own, all layers at once; or, as containerd
+//!   applies layers (each on its parent, one at a time by default), `tar -xzf` of each layer's
+//!   file in the manifest's order once it has arrived, the fetches still all at once. The
+//!   unpacked files are not fsync'd (containerd's default, `image_pull_with_sync_fs = false`).
 //!
 //! The image: `PULL_LAYERS` (`COUNTxMIB`, default 8x8) layers of random bytes (incompressible:
 //! the gzip'd layers are as large as their files), pushed once by tests/registry/push_image.py.
@@ -78,8 +80,8 @@ const MODES: [Mode; 5] = [
     Mode {
         name: "profile-transfer",
         cri: "discard_unpacked_layers = false",
-        transfer: "max_concurrent_downloads = 8\nconcurrent_layer_fetch_buffer = 1048576\nmax_concurrent_unpacks = 2",
-        path: "transfer service: 8 downloads, 1 MiB ranges, 2 unpacks",
+        transfer: "max_concurrent_downloads = 8\nmax_concurrent_unpacks = 4",
+        path: "transfer service: 8 downloads, 4 unpacks",
     },
 ];
 
@@ -127,8 +129,33 @@ fn run_ok(c: &mut Command, what: &str) {
     );
 }
 
-/// One pull by a fresh containerd in `mode`: the time `crictl pull` took.
-fn containerd_pull(mode: &Mode, base: &Path, hosts: &Path, image: &str) -> Duration {
+/// CPU seconds `pid` has used (user + system; with `children`, also its reaped children's), from
+/// `/proc/PID/stat` in USER_HZ (100 a second on Linux whatever the kernel's tick).
+fn cpu(pid: u32, children: bool) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<f64> = after
+        .split(' ')
+        .skip(11)
+        .take(4)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let ticks: f64 = if children {
+        f.iter().sum()
+    } else {
+        f[0] + f[1]
+    };
+    ticks / 100.0
+}
+
+/// One run's wall time and the CPU seconds the puller used in it.
+struct Sample {
+    wall: Duration,
+    cpu: f64,
+}
+
+/// One pull by a fresh containerd in `mode`: the time `crictl pull` took, and containerd's CPU.
+fn containerd_pull(mode: &Mode, base: &Path, hosts: &Path, image: &str) -> Sample {
     let dir = tempfile::Builder::new()
         .prefix("pull-containerd")
         .tempdir_in(base)
@@ -142,11 +169,12 @@ fn containerd_pull(mode: &Mode, base: &Path, hosts: &Path, image: &str) -> Durat
             .is_ok_and(|o| o.status.success())
     });
     assert!(ready, "containerd ({}): the CRI does not answer", mode.name);
-    let t = Instant::now();
+    let (t, c) = (Instant::now(), cpu(proc.0.id(), false));
     run_ok(crictl(&sock).args(["pull", image]), mode.name);
-    let d = t.elapsed();
+    let wall = t.elapsed();
+    let used = cpu(proc.0.id(), false) - c;
     drop(proc);
-    d
+    Sample { wall, cpu: used }
 }
 
 /// A blob of the image: its digest and whether it is a layer (the config is not).
@@ -218,21 +246,36 @@ fn manifest(port: u16) -> Vec<Blob> {
     blobs
 }
 
-/// One blob into `dir/blobs/<hex>` (sha256 checked, fsync'd); a layer also into `tar -xzf`
-/// under `dir/layers/<hex>` when `unpack`.
+/// How the floor unpacks the layers: not at all, each as it arrives (all at once), or one at a
+/// time in the manifest's order as each has arrived (as containerd applies layers, each on its
+/// parent, with one unpack at a time).
+#[derive(Clone, Copy, PartialEq)]
+enum Unpack {
+    No,
+    AsTheyArrive,
+    InOrder,
+}
+
+/// `tar -xzf SOURCE -C dir/layers/<hex>` (SOURCE `-`: its stdin, piped).
+fn untar(dir: &Path, hex: &str, source: &Path) -> std::process::Child {
+    let out = dir.join("layers").join(hex);
+    std::fs::create_dir_all(&out).unwrap();
+    Command::new("tar")
+        .arg("-xzf")
+        .arg(source)
+        .arg("-C")
+        .arg(&out)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// One blob into `dir/blobs/<hex>` (sha256 checked, fsync'd); a layer also piped into `untar`
+/// as it arrives when `unpack`.
 fn fetch(port: u16, blob: &Blob, dir: &Path, unpack: bool) {
     let hex = blob.digest.trim_start_matches("sha256:");
     let mut file = std::fs::File::create(dir.join("blobs").join(hex)).unwrap();
-    let mut tar = (unpack && blob.layer).then(|| {
-        let out = dir.join("layers").join(hex);
-        std::fs::create_dir_all(&out).unwrap();
-        Command::new("tar")
-            .args(["-xzf", "-", "-C"])
-            .arg(&out)
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap()
-    });
+    let mut tar = (unpack && blob.layer).then(|| untar(dir, hex, Path::new("-")));
     let mut sha = Sha256::new();
     let path = format!("/v2/{REPO}/blobs/{}", blob.digest);
     let status = get(port, &path, "*/*", |b| {
@@ -251,26 +294,39 @@ fn fetch(port: u16, blob: &Blob, dir: &Path, unpack: bool) {
     }
 }
 
-/// The floor: the manifest, then every blob at once (`fetch`), in a fresh directory.
-fn floor(port: u16, base: &Path, unpack: bool) -> Duration {
+/// The floor: the manifest, then every blob at once (`fetch`), in a fresh directory; the CPU of
+/// this process and its `tar`s.
+fn floor(port: u16, base: &Path, unpack: Unpack) -> Sample {
     let dir = tempfile::Builder::new()
         .prefix("pull-floor")
         .tempdir_in(base)
         .unwrap();
     let d = dir.path();
     std::fs::create_dir_all(d.join("blobs")).unwrap();
-    let t = Instant::now();
+    let (t, c) = (Instant::now(), cpu(std::process::id(), true));
     let blobs = manifest(port);
+    let piped = unpack == Unpack::AsTheyArrive;
     std::thread::scope(|s| {
-        for b in &blobs {
-            s.spawn(move || fetch(port, b, d, unpack));
+        let fetched: Vec<_> = blobs
+            .iter()
+            .map(|b| s.spawn(move || fetch(port, b, d, piped)))
+            .collect();
+        for (b, f) in blobs.iter().zip(fetched) {
+            f.join().unwrap();
+            if unpack == Unpack::InOrder && b.layer {
+                let hex = b.digest.trim_start_matches("sha256:");
+                let blob = d.join("blobs").join(hex);
+                assert!(untar(d, hex, &blob).wait().unwrap().success());
+            }
         }
     });
     std::fs::File::open(d.join("blobs"))
         .unwrap()
         .sync_all()
         .unwrap();
-    t.elapsed()
+    let wall = t.elapsed();
+    let used = cpu(std::process::id(), true) - c;
+    Sample { wall, cpu: used }
 }
 
 /// What the bench needs that is not here; empty when it can run.
@@ -295,34 +351,45 @@ fn env_or(key: &str, default: &str) -> String {
     std::env::var(key).unwrap_or_else(|_| default.to_string())
 }
 
-/// One row's times, in the order run.
+/// One row's runs, in the order run: the sample and the registry's CPU seconds in it.
 struct Row {
     name: String,
     path: String,
-    times: Vec<Duration>,
+    runs: Vec<(Sample, f64)>,
 }
 
-/// (median, min, max) in seconds.
-fn stats(times: &[Duration]) -> (f64, f64, f64) {
-    let mut v: Vec<f64> = times.iter().map(Duration::as_secs_f64).collect();
+/// (median, min, max) of `v`.
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
+/// A row's wall times in seconds, the puller's CPU seconds, the registry's.
+fn columns(r: &Row) -> [Vec<f64>; 3] {
+    [
+        r.runs.iter().map(|(s, _)| s.wall.as_secs_f64()).collect(),
+        r.runs.iter().map(|(s, _)| s.cpu).collect(),
+        r.runs.iter().map(|(_, reg)| *reg).collect(),
+    ]
+}
+
 fn print_table(rows: &[Row], layers: &str, runs: usize) {
-    let floor = stats(&rows[rows.len() - 2].times).0;
+    let floor = stats(columns(&rows[rows.len() - FLOORS.len()])[0].clone()).0;
     println!(
-        "image: {layers} (layers x MiB, random bytes, gzip'd), {runs} runs each, interleaved (s)"
+        "image: {layers} (layers x MiB, random bytes, gzip'd), {runs} runs each, interleaved; seconds, CPU in CPU-seconds (median)"
     );
-    println!("| mode | how it pulls | median | min–max | median / floor |");
-    println!("|---|---|---:|---:|---:|");
+    println!("| mode | how it pulls | median | min–max | median / floor | puller's CPU | registry's CPU |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
     for r in rows {
-        let (med, lo, hi) = stats(&r.times);
+        let [wall, cpu, reg] = columns(r);
+        let (med, lo, hi) = stats(wall);
         println!(
-            "| {} | {} | {med:.3} | {lo:.3}–{hi:.3} | {:.2}× |",
+            "| {} | {} | {med:.3} | {lo:.3}–{hi:.3} | {:.2}× | {:.2} | {:.2} |",
             r.name,
             r.path,
-            med / floor
+            med / floor,
+            stats(cpu).0,
+            stats(reg).0
         );
     }
 }
@@ -363,47 +430,57 @@ fn main() {
         .prefix("pull-bench")
         .tempdir_in(&base)
         .unwrap();
-    let (_registry, port, _log) = common::registry::start_plain(work.path());
+    let (registry, port, _log) = common::registry::start_plain(work.path());
     let url = format!("http://127.0.0.1:{port}");
     common::registry::push_layers(&url, REPO, TAG, &layers);
     let hosts = work.path().join("hosts");
     write_hosts(&hosts, port);
     let image = format!("127.0.0.1:{port}/{REPO}:{TAG}");
     let modes = modes();
-    let mut rows: Vec<Row> = modes
-        .iter()
-        .map(|m| Row {
-            name: m.name.into(),
-            path: m.path.into(),
-            times: vec![],
-        })
-        .collect();
-    rows.push(Row {
-        name: "floor".into(),
-        path: "parallel GETs, sha256, fsync'd files".into(),
-        times: vec![],
-    });
-    rows.push(Row {
-        name: "floor+unpack".into(),
-        path: "the floor, each layer piped into tar -xzf".into(),
-        times: vec![],
-    });
+    let mut rows = rows(&modes);
     let n = rows.len();
-    let run = |i: usize| -> Duration {
-        match i.checked_sub(modes.len()) {
-            None => containerd_pull(modes[i], &base, &hosts, &image),
-            Some(k) => floor(port, &base, k == 1),
-        }
+    let run = |i: usize| match i.checked_sub(modes.len()) {
+        None => containerd_pull(modes[i], &base, &hosts, &image),
+        Some(k) => floor(port, &base, FLOORS[k].2),
     };
     // Warm-up: the registry's blobs in the page cache, containerd's binary loaded.
     run(0);
-    run(n - 2);
+    run(n - FLOORS.len());
+    let registry = registry.0.id();
     for round in 0..runs {
         for k in 0..n {
             let i = (round + k) % n;
-            let d = run(i);
-            rows[i].times.push(d);
+            let c = cpu(registry, false);
+            let sample = run(i);
+            rows[i].runs.push((sample, cpu(registry, false) - c));
         }
     }
     print_table(&rows, &layers, runs);
+}
+
+/// The floor's rows: the floor itself first (the others are multiples of it).
+const FLOORS: [(&str, &str, Unpack); 3] = [
+    ("floor", "parallel GETs, sha256, fsync'd files", Unpack::No),
+    (
+        "floor+unpack",
+        "the floor, each layer piped into tar -xzf as it arrives",
+        Unpack::AsTheyArrive,
+    ),
+    (
+        "floor+ordered unpack",
+        "the floor, then tar -xzf of each layer in order once it is there",
+        Unpack::InOrder,
+    ),
+];
+
+/// A row for each containerd mode, then the floor's.
+fn rows(modes: &[&Mode]) -> Vec<Row> {
+    let row = |name: &str, path: &str| Row {
+        name: name.into(),
+        path: path.into(),
+        runs: vec![],
+    };
+    let mut rows: Vec<Row> = modes.iter().map(|m| row(m.name, m.path)).collect();
+    rows.extend(FLOORS.iter().map(|(name, path, _)| row(name, path)));
+    rows
 }
