@@ -52,7 +52,7 @@ struct Mode {
 /// the transfer service lacks (`discard_unpacked_layers = true`, which AL2023's nodeadm writes,
 /// or `max_concurrent_downloads` other than 3): then the CRI pulls itself, with its own
 /// settings, and the transfer service's are not read (`CheckLocalImagePullConfigs`).
-const MODES: [Mode; 5] = [
+const MODES: [Mode; 6] = [
     Mode {
         name: "defaults",
         cri: "discard_unpacked_layers = true",
@@ -76,6 +76,12 @@ const MODES: [Mode; 5] = [
         cri: "discard_unpacked_layers = false",
         transfer: "",
         path: "transfer service, its defaults: 3 downloads, 1 unpack",
+    },
+    Mode {
+        name: "transfer-unpacks",
+        cri: "discard_unpacked_layers = false",
+        transfer: "max_concurrent_unpacks = 4",
+        path: "transfer service: 3 downloads, 4 unpacks",
     },
     Mode {
         name: "profile-transfer",
