@@ -30,15 +30,19 @@ peers:
 test: peers
 	$(CARGO) test --locked
 
-# Every bench once, on the debug build the tests made (one startup run, small fleets): a bench
-# that cannot run fails CI. The figures themselves come from `cargo bench` on a release build.
+# Every bench once, on the debug build the tests made (one startup run, small fleets, one pull
+# of a small image): a bench that cannot run fails CI. The figures themselves come from `cargo
+# bench` on a release build. The pull bench needs root and the peers' containerd and crictl
+# (`make peers-k8s`, built in CI by `make control-plane` before this): without them it prints
+# SKIP and what is missing, and fails when CI is set.
 # `cargo test --no-run` (a no-op after `make test`) leaves the binary the tests run at
 # target/debug/eks-nodeinit.
 bench-smoke: deps
 	$(CARGO) test --locked --no-run
 	STARTUP_RUNS=1 EKS_NODEINIT_BIN=$(TARGET_DIR)/debug/eks-nodeinit \
 	FLEET_SIZES=20 FLEET_SPREADS=0,auto DISCOVERY_SIZES=20 DISCOVERY_SPREADS=0,auto \
-	$(CARGO) test --locked --bench startup --bench fleet --bench discovery
+	PULL_RUNS=1 PULL_LAYERS=2x1 \
+	$(CARGO) test --locked --bench startup --bench fleet --bench discovery --bench pull
 
 lint:
 	$(CARGO) fmt --check

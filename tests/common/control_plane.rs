@@ -609,6 +609,17 @@ fn start_apiserver(d: &Path, netns: &Path, port: u16, etcd: u16) -> Proc {
 /// the suite's own sandbox image (`pods.rs`), and OOM scores no lower than its own (this host
 /// may not lower them: runc's init fails on the sandbox's -998).
 fn start_containerd(d: &Path) -> (Proc, PathBuf) {
+    let images = format!(
+        "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"{}\"\n",
+        super::pods::SANDBOX_IMAGE
+    );
+    containerd(d, &images)
+}
+
+/// containerd 2 from the peers, its root, state, socket and CNI config under `d/containerd`,
+/// with the suite's runtime settings and `images` (TOML: the CRI images plugin's and the
+/// transfer service's tables) after them: (the process, its socket). Stopped when dropped.
+pub fn containerd(d: &Path, images: &str) -> (Proc, PathBuf) {
     let c = d.join("containerd");
     let cni = c.join("net.d");
     std::fs::create_dir_all(&cni).unwrap();
@@ -623,12 +634,11 @@ fn start_containerd(d: &Path) -> (Proc, PathBuf) {
     std::fs::write(
         &cfg,
         format!(
-            "version = 3\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n[plugins.'io.containerd.cri.v1.runtime']\n  restrict_oom_score_adj = true\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  conf_dir = \"{cni}\"\n  bin_dirs = [\"/usr/lib/cni\"]\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = false\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"{sandbox}\"\n",
+            "version = 3\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n[plugins.'io.containerd.cri.v1.runtime']\n  restrict_oom_score_adj = true\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  conf_dir = \"{cni}\"\n  bin_dirs = [\"/usr/lib/cni\"]\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = false\n{images}",
             root = p(&c.join("root")),
             state = p(&c.join("state")),
             sock = p(&sock),
             cni = p(&cni),
-            sandbox = super::pods::SANDBOX_IMAGE,
         ),
     )
     .unwrap();

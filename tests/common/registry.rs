@@ -38,6 +38,13 @@ pub fn start_with_basic_auth(dir: &Path, user: &str, password: &str) -> (Proc, u
     serve(dir, "", &auth)
 }
 
+/// The registry on 127.0.0.1 over plain HTTP, open to all: (the process, its port, its request
+/// log).
+#[allow(dead_code)] // the pull bench's, not the suites'
+pub fn start_plain(dir: &Path) -> (Proc, u16, PathBuf) {
+    serve(dir, "", "")
+}
+
 /// `docker-registry serve` with its storage under `dir`, `http` added to its `http` section and
 /// `rest` after it.
 fn serve(dir: &Path, http: &str, rest: &str) -> (Proc, u16, PathBuf) {
@@ -63,6 +70,17 @@ fn serve(dir: &Path, http: &str, rest: &str) -> (Proc, u16, PathBuf) {
 /// `base` (`https://…`), verified with `ca`. The manifest's digest.
 pub fn push_image(base: &str, repo: &str, tag: &str, ca: &Path) -> String {
     push(base, repo, tag, &ca.display().to_string(), None, None)
+}
+
+/// Push an image of `layers` (`COUNTxMIB`: COUNT layers of MIB MiB of random bytes each) as
+/// `repo:tag` to the open plain-HTTP registry at `base`. The manifest's digest.
+#[allow(dead_code)] // the pull bench's, not the suites'
+pub fn push_layers(base: &str, repo: &str, tag: &str, layers: &str) -> String {
+    let mut c = Command::new("python3");
+    c.arg(manifest_dir().join("tests/registry/push_image.py"))
+        .args([base, repo, tag, "-"])
+        .env("PUSH_LAYERS", layers);
+    sh(&mut c).trim().to_string()
 }
 
 /// Push the small image with `program` in it as its command to the plain-HTTP registry at

@@ -16,8 +16,8 @@ from push_image import OCI, digest, image_config, image_manifest, layer
 def main():
     out, name, program = sys.argv[1:4]
     gz, diff_id = layer(program)
-    config = image_config(diff_id, program)
-    manifest = image_manifest(config, gz, OCI)
+    config = image_config([diff_id], program)
+    manifest = image_manifest(config, [gz], OCI)
     index = json.dumps({
         "schemaVersion": 2,
         "manifests": [{
