@@ -68,6 +68,34 @@ pub struct Instance {
     pub target_lifecycle_state: Option<String>,
 }
 
+/// A reload of systemd's units followed by another before any unit starts is the same reload
+/// twice: the later one stays, required when either was (settings that write drop-ins each plan
+/// their reload, and need only that one runs after their files).
+fn one_reload_per_run_of_drop_ins(steps: Vec<Step>) -> Vec<Step> {
+    let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+    let mut pending: Option<usize> = None;
+    for step in steps {
+        match &step {
+            Step::Unit(u) if u.job == UnitJob::Reload => {
+                let mut u = u.clone();
+                if let Some(i) = pending.take() {
+                    if let Step::Unit(earlier) = out.remove(i) {
+                        u.required |= earlier.required;
+                    }
+                }
+                pending = Some(out.len());
+                out.push(Step::Unit(u));
+            }
+            Step::Unit(_) | Step::Handoff(_) | Step::Run(_) => {
+                pending = None;
+                out.push(step);
+            }
+            _ => out.push(step),
+        }
+    }
+    out
+}
+
 /// Every finding for this spec on this node, each aspect's in registry order.
 pub fn findings(spec: &Spec, facts: &Facts) -> Vec<Finding> {
     match build(spec, facts) {
@@ -102,6 +130,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
     }
     // The order the steps run in is the plan's: the registry's, with the hand-off last.
     out.steps.sort_by_key(|s| matches!(s, Step::Handoff(_)));
+    out.steps = one_reload_per_run_of_drop_ins(std::mem::take(&mut out.steps));
     // The checks come before a hand-off: none when this run hands nothing off (done already in
     // this boot, or held for a warm pool).
     let hands_off = out
