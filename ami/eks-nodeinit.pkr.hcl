@@ -54,8 +54,20 @@ variable "config_path" {
   default = ""
 }
 
+# Optional: images to pull into containerd's store at bake time (the CRI's namespace, as a pod
+# names them: `registry.example/team/app:1.2`), recorded with their digests in
+# /etc/eks-nodeinit/image-cache.json; every boot's plan checks each is still there as baked and
+# says which will be pulled instead (docs/images.md). Registries that need credentials are not
+# reached from here.
+variable "cache_images" {
+  type    = list(string)
+  default = []
+}
+
 locals {
   bake_config = var.config_path != ""
+  # One `--image '<ref>'` per image (a reference holds no quote: bake-images checks each).
+  cache_args = join(" ", [for i in var.cache_images : "--image '${i}'"])
   al2023      = var.family == "al2023"
   # Written on the builder by the shell provisioner below (Packer 1.6.6's file provisioner takes
   # only a source file, and has no condition).
@@ -114,6 +126,11 @@ build {
       "  systemctl show -p ExecStart nodeadm-config.service | grep -qF 'file:///etc/eks/nodeadm.d/'",
       # Warm pools: nodeadm-run.service carries the package's hold condition.
       "  systemctl cat nodeadm-run.service | grep -qxF 'ConditionPathExists=!/run/eks-nodeinit/handoff-held'",
+      "fi",
+      # The image cache: containerd running with the AMI's config, each image pulled and recorded.
+      "if [ -n \"${local.cache_args}\" ]; then",
+      "  sudo systemctl start containerd",
+      "  sudo /usr/bin/eks-nodeinit bake-images ${local.cache_args}",
       "fi",
       "rm -f /tmp/eks-nodeinit.rpm /tmp/eks-nodeinit-config.json",
     ]

@@ -111,6 +111,9 @@ pub enum Read {
     File(PathBuf),
     /// The names in a directory ending in `suffix`, sorted; each named file is read too.
     Dir { path: PathBuf, suffix: String },
+    /// The names in a directory, sorted, none of them read (a store of many files, such as
+    /// containerd's content blobs).
+    Names(PathBuf),
     /// A live kernel value (a key the spec checked), under `<root>/proc/sys`.
     Sysctl(String),
     /// Does the path exist?
@@ -326,6 +329,14 @@ impl Facts {
         }
     }
 
+    /// The names in the directory at `p`, sorted ([`Read::Names`]); none when it is missing.
+    pub fn names(&self, p: impl AsRef<Path>) -> &[String] {
+        match self.answers.get(&Read::Names(p.as_ref().into())) {
+            Some(Answer::Dir(names)) => names,
+            _ => &[],
+        }
+    }
+
     /// A live kernel value, or why it could not be read.
     pub fn sysctl(&self, key: &str) -> Option<&Result<String, String>> {
         match self.answers.get(&Read::Sysctl(key.into())) {
@@ -381,6 +392,10 @@ impl Facts {
         let (path, suffix) = (p.into(), suffix.into());
         let read = Read::Dir { path, suffix };
         self.answers.insert(read, Answer::Dir(names));
+    }
+    pub fn set_names(&mut self, p: impl Into<PathBuf>, names: Vec<String>) {
+        self.answers
+            .insert(Read::Names(p.into()), Answer::Dir(names));
     }
     pub fn set_sysctl(&mut self, key: &str, live: Result<String, String>) {
         self.answers

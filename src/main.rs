@@ -87,6 +87,7 @@ fn main() -> ExitCode {
             Command::CompleteHook(a) => commands::complete_hook(a).await,
             Command::Status(a) => commands::status(a),
             Command::PinSandboxImage(a) => commands::pin_sandbox_image(a).await,
+            Command::BakeImages(a) => commands::bake_images(a).await,
             Command::TagContinue(a) => commands::tag_continue(&a.root).await,
             Command::Generate(a) => {
                 eks_nodeinit::commands::cli::generate(&a.out).map_err(Into::into)

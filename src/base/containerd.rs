@@ -11,6 +11,11 @@ pub const DEFAULT_SOCKET: &str = "/run/containerd/containerd.sock";
 /// image the CRI reports pinned.
 pub const PINNED_LABEL: &str = "io.cri-containerd.pinned=pinned";
 
+/// containerd's state directory when the config names none.
+pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
+/// The content store's blobs under containerd's root: one file per digest, named by its hex.
+pub const BLOBS: &str = "io.containerd.content.v1.content/blobs/sha256";
+
 /// What the agent needs of containerd's config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Runtime {
@@ -18,6 +23,18 @@ pub struct Runtime {
     pub sandbox_image: Option<String>,
     /// containerd's socket.
     pub address: String,
+    /// containerd's state directory (`root`).
+    pub root: String,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime {
+            sandbox_image: None,
+            address: DEFAULT_SOCKET.into(),
+            root: DEFAULT_ROOT.into(),
+        }
+    }
 }
 
 fn at<'a>(doc: &'a DocumentMut, path: &[&str]) -> Option<&'a Item> {
@@ -50,13 +67,16 @@ pub fn runtime(text: &str) -> Result<Runtime, String> {
         }
     };
     let sandbox_image = at(&doc, path).and_then(Item::as_str).map(String::from);
-    let address = at(&doc, &["grpc", "address"])
-        .and_then(Item::as_str)
-        .unwrap_or(DEFAULT_SOCKET)
-        .to_string();
+    let text_at = |path: &[&str], default: &str| {
+        at(&doc, path)
+            .and_then(Item::as_str)
+            .unwrap_or(default)
+            .to_string()
+    };
     Ok(Runtime {
         sandbox_image,
-        address,
+        address: text_at(&["grpc", "address"], DEFAULT_SOCKET),
+        root: text_at(&["root"], DEFAULT_ROOT),
     })
 }
 
@@ -89,6 +109,146 @@ pub fn stored_names(image: &str) -> Vec<String> {
     out
 }
 
+/// The images baked into an AMI's containerd store, as `eks-nodeinit bake-images` recorded them:
+/// what the plan checks at every boot.
+pub const IMAGE_CACHE: &str = "/etc/eks-nodeinit/image-cache.json";
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImageCache {
+    /// containerd's state directory at bake time.
+    pub containerd_root: String,
+    pub images: Vec<CachedImage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CachedImage {
+    /// The reference as the CRI names it (normalized).
+    pub image: String,
+    /// The digest of what the reference named when baked (an index or a manifest).
+    pub digest: String,
+}
+
+impl CachedImage {
+    /// The digest's hex when it is a sha256 digest (the content store's file name).
+    pub fn sha256_hex(&self) -> Option<&str> {
+        self.digest
+            .strip_prefix("sha256:")
+            .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
+}
+
+/// Whether `r` is an image reference containerd's grammar takes (`distribution/reference`:
+/// `[domain/]path[:tag][@algorithm:hex]`, lower-case path components joined by `.`, `_`, `__`
+/// or dashes, a tag of at most 128 word characters, dots and dashes, a digest of at least 32
+/// hex digits, a path of at most 255 characters); why not.
+pub fn check_reference(r: &str) -> Result<(), String> {
+    let (rest, digest) = match r.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (r, None),
+    };
+    if let Some(d) = digest {
+        let (alg, hex) = d.split_once(':').ok_or("its digest has no `algorithm:`")?;
+        let alg_ok = alg.starts_with(|c: char| c.is_ascii_alphabetic())
+            && alg
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_+.".contains(c));
+        if !alg_ok || hex.len() < 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("its digest is not `algorithm:hex` with at least 32 hex digits".into());
+        }
+    }
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest[last_slash..].rfind(':') {
+        Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
+        None => (rest, None),
+    };
+    if let Some(tag) = tag {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let ok = tag.len() <= 128
+            && tag.starts_with(word)
+            && tag.chars().all(|c| word(c) || c == '.' || c == '-');
+        if !ok {
+            return Err(format!("its tag `{tag}` is not 1 to 128 letters, digits, `_`, `.` or `-`, starting with a letter, digit or `_`"));
+        }
+    }
+    let mut parts: Vec<&str> = name.split('/').collect();
+    let first = parts[0];
+    if parts.len() > 1
+        && (first == "localhost"
+            || first.contains(['.', ':'])
+            || first.chars().any(|c| c.is_ascii_uppercase()))
+    {
+        check_domain(first)?;
+        parts.remove(0);
+    }
+    let path = parts.join("/");
+    if path.is_empty() || path.len() > 255 {
+        return Err("its repository path is empty or longer than 255 characters".into());
+    }
+    match parts.iter().find(|p| !path_component(p)) {
+        Some(p) => Err(format!("`{p}` is not a repository path component: lower-case letters and digits, joined by `.`, `_`, `__` or dashes")),
+        None => Ok(()),
+    }
+}
+
+fn path_component(p: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = p.as_bytes();
+    if b.is_empty() || !alnum(b[0] as char) || !alnum(b[b.len() - 1] as char) {
+        return false;
+    }
+    // Separators: one `.` or `_`, `__`, or any number of `-`, each between alphanumerics.
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i] as char;
+        if alnum(c) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && !alnum(b[i] as char) {
+            i += 1;
+        }
+        let sep = &p[start..i];
+        if !(sep == "." || sep == "_" || sep == "__" || sep.bytes().all(|x| x == b'-')) {
+            return false;
+        }
+    }
+    true
+}
+
+fn check_domain(d: &str) -> Result<(), String> {
+    let (host, port) = match d.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || d.starts_with('[') => (h, Some(p)),
+        _ => (d, None),
+    };
+    if let Some(p) = port {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!(
+                "its registry `{d}` has a port that is not a number"
+            ));
+        }
+    }
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let ipv6 = host.starts_with('[')
+        && host.ends_with(']')
+        && host.len() > 2
+        && host[1..host.len() - 1]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':');
+    if ipv6 || host.split('.').all(label) {
+        Ok(())
+    } else {
+        Err(format!("its registry `{d}` is not a host name"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,11 +268,48 @@ mod tests {
             r.sandbox_image.as_deref(),
             Some("localhost/kubernetes/pause:latest")
         );
-        assert_eq!(r.address, DEFAULT_SOCKET);
+        assert_eq!(
+            (r.address.as_str(), r.root.as_str()),
+            (DEFAULT_SOCKET, DEFAULT_ROOT)
+        );
         assert_eq!(runtime("version = 3\n").unwrap().sandbox_image, None);
         for bad in ["[plugins\n", "root = \"/x\"\n", "version = 4\n"] {
             assert!(runtime(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn references_as_containerd_takes_them() {
+        for ok in [
+            "registry.k8s.io/pause:3.10",
+            "localhost/kubernetes/pause:latest",
+            "public.ecr.aws/eks-distro/kubernetes/pause:3.10",
+            "602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/pause:3.5",
+            "127.0.0.1:5000/suite/img__x.y-z:v1.0_rc-1",
+            "busybox",
+            "[::1]:5000/a/b",
+            "a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(check_reference(ok), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            (
+                "Registry.example/Pause:1",
+                "`Pause` is not a repository path component",
+            ),
+            ("nginx:", "tag ``"),
+            ("nginx:-x", "tag `-x`"),
+            ("a/b@sha256:abc", "digest"),
+            ("a//b", "`` is not"),
+            ("a/b-", "`b-` is not"),
+            ("reg.example:port/x", "port that is not a number"),
+            ("", "empty"),
+        ] {
+            let e = check_reference(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let long = format!("x:{}", "t".repeat(129));
+        assert!(check_reference(&long).is_err());
     }
 
     #[test]

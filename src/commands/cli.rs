@@ -73,6 +73,10 @@ pub enum Command {
     /// store: after sandbox-image.service on AL2, containerd.service on AL2023). The name and
     /// socket come from /etc/containerd/config.toml.
     PinSandboxImage(PinSandboxArgs),
+    /// At AMI bake time: pull images into containerd's store (the CRI's namespace) and record
+    /// each with its digest in /etc/eks-nodeinit/image-cache.json, which every boot's plan
+    /// checks (present as baked, or pulled at first use instead).
+    BakeImages(BakeImagesArgs),
     /// Background continuation of tagging (started by `init`; not for direct use).
     #[command(hide = true)]
     TagContinue(TagContinueArgs),
@@ -269,6 +273,22 @@ pub struct CompleteHookArgs {
     /// a proof longer than the hook's heartbeat timeout keeps the launch waiting.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub heartbeat_sec: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BakeImagesArgs {
+    /// An image to bake (repeat for more), as a pod names it.
+    #[arg(long, required = true)]
+    pub image: Vec<String>,
+    /// Root of the node's filesystem.
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// containerd's client.
+    #[arg(long, default_value = "ctr")]
+    pub ctr: String,
+    /// Pull over plain HTTP (a registry on loopback or a local mirror).
+    #[arg(long)]
+    pub plain_http: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -2,6 +2,7 @@
 //! background `tag-continue`. No command runs a step itself.
 
 pub mod await_service;
+pub mod bake_images;
 pub mod cli;
 pub mod complete_hook;
 pub mod pin_sandbox;
@@ -311,6 +312,23 @@ pub fn mark_done(root: &Path) -> Result<()> {
 /// `pin-sandbox-image`: label containerd's sandbox image pinned.
 pub async fn pin_sandbox_image(a: &crate::commands::cli::PinSandboxArgs) -> Result<()> {
     crate::commands::pin_sandbox::run(&a.root, &a.ctr).await?;
+    Ok(())
+}
+
+/// `bake-images`: pull images into containerd's store and record them for every boot's check.
+pub async fn bake_images(a: &crate::commands::cli::BakeImagesArgs) -> Result<()> {
+    let b = crate::commands::bake_images::Bake {
+        root: &a.root,
+        ctr: &a.ctr,
+        images: &a.image,
+        plain_http: a.plain_http,
+    };
+    let cache = crate::commands::bake_images::run(&b).await?;
+    println!(
+        "{} image(s) in containerd's store, recorded in {}",
+        cache.images.len(),
+        crate::base::containerd::IMAGE_CACHE
+    );
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::base::containerd::{self, PINNED_LABEL};
-use crate::base::text::{escaped, printable};
+use crate::base::text::printable;
 use crate::os::fsutil;
 
 /// How long one `ctr` call may take.
@@ -27,10 +27,8 @@ pub enum PinError {
     Config { path: PathBuf, why: String },
     #[error("{path} names no sandbox image: containerd uses its built-in default, which this node's kubelet does not get from the AMI; set it in the config")]
     NoSandbox { path: PathBuf },
-    #[error(
-        "`{ctr}` could not be run ({why}); it is containerd's client, installed with containerd"
-    )]
-    Spawn { ctr: String, why: String },
+    #[error("{why}; `ctr` is containerd's client, installed with containerd")]
+    Spawn { why: String },
     #[error("containerd at {address} holds no image named {names}: the sandbox image is missing, and pods will not start until it is pulled; `ctr` said: {said}")]
     Missing {
         address: String,
@@ -71,32 +69,15 @@ pub async fn run(root: &Path, ctr: &str) -> Result<String, PinError> {
 
 /// One `ctr images label`: `Ok(Err(what ctr said))` when it refused.
 async fn label(ctr: &str, address: &str, name: &str) -> Result<Result<(), String>, PinError> {
-    let spawn = |why: String| PinError::Spawn {
-        ctr: printable(ctr),
-        why,
-    };
-    let mut cmd = tokio::process::Command::new(ctr);
-    cmd.args([
-        "--address",
-        address,
-        "--namespace",
-        "k8s.io",
-        "images",
-        "label",
-        name,
-        PINNED_LABEL,
-    ])
-    .stdin(std::process::Stdio::null())
-    .kill_on_drop(true);
-    let out = tokio::time::timeout(CTR_TIMEOUT, cmd.output())
+    let args = ["images", "label", name, PINNED_LABEL];
+    let out = crate::os::ctr::run(ctr, address, &args, CTR_TIMEOUT)
         .await
-        .map_err(|_| spawn(format!("no answer in {CTR_TIMEOUT:?}")))?
-        .map_err(|e| spawn(e.to_string()))?;
+        .map_err(|why| PinError::Spawn { why })?;
     if out.status.success() {
         tracing::info!(image = %printable(name), "sandbox image pinned ({PINNED_LABEL})");
         return Ok(Ok(()));
     }
-    Ok(Err(escaped(String::from_utf8_lossy(&out.stderr).trim())))
+    Ok(Err(crate::os::ctr::said(&out)))
 }
 
 #[cfg(test)]

@@ -98,6 +98,7 @@ fn answer(root: &Path, read: &Read) -> Answer {
     match read {
         Read::File(p) => Answer::File(read_file(root, p)),
         Read::Dir { path, suffix } => Answer::Dir(names(&under(root, path), suffix)),
+        Read::Names(path) => Answer::Dir(names(&under(root, path), "")),
         Read::Sysctl(key) => {
             Answer::Sysctl(procsys::read_live(root, key).map_err(|e| e.to_string()))
         }

@@ -40,7 +40,6 @@ pub fn start_with_basic_auth(dir: &Path, user: &str, password: &str) -> (Proc, u
 
 /// The registry on 127.0.0.1 over plain HTTP, open to all: (the process, its port, its request
 /// log).
-#[allow(dead_code)] // the pull bench's, not the suites'
 pub fn start_plain(dir: &Path) -> (Proc, u16, PathBuf) {
     serve(dir, "", "")
 }
@@ -74,7 +73,6 @@ pub fn push_image(base: &str, repo: &str, tag: &str, ca: &Path) -> String {
 
 /// Push an image of `layers` (`COUNTxMIB`: COUNT layers of MIB MiB of random bytes each) as
 /// `repo:tag` to the open plain-HTTP registry at `base`. The manifest's digest.
-#[allow(dead_code)] // the pull bench's, not the suites'
 pub fn push_layers(base: &str, repo: &str, tag: &str, layers: &str) -> String {
     let mut c = Command::new("python3");
     c.arg(manifest_dir().join("tests/registry/push_image.py"))

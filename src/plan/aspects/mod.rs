@@ -16,6 +16,7 @@ use crate::spec::Spec;
 pub mod cluster;
 pub mod credential_providers;
 pub mod hugepages;
+pub mod image_cache;
 pub mod image_gc;
 pub mod images;
 pub mod join;
@@ -125,6 +126,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     logind::ASPECT,
     images::ASPECT,
     pause::ASPECT,
+    image_cache::ASPECT,
     registries::ASPECT,
     CONTAINERD_HANDOFF,
     proxy::ASPECT,

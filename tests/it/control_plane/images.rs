@@ -4,7 +4,8 @@
 //! NodeConfig carries for nodeadm to merge, each shows the settings in the CRI images plugin,
 //! and the template's own settings kept. And the pause image, pinned by the agent's
 //! `pin-sandbox-image`, survives the real kubelet's image garbage collection, which removes an
-//! unpinned image beside it.
+//! unpinned image beside it. An image `bake-images` put into the store is found by its digest
+//! at boot, and said to be pulled instead once it is gone.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,7 +17,7 @@ use super::ready;
 use crate::common::control_plane::{peers_bin, wait_until, ControlPlane};
 use crate::common::kubelet::{tail, Kubelet, Start};
 use crate::common::*;
-use crate::common::{pods, tls};
+use crate::common::{pods, registry, tls};
 
 const PULL: &str = r#"{"maxConcurrentDownloads": 8, "progressTimeout": "2m"}"#;
 
@@ -217,5 +218,91 @@ fn the_pinned_pause_image_survives_the_kubelets_image_gc() {
     assert!(
         left.lines().any(|l| l == pods::SANDBOX_IMAGE),
         "containerd's own sandbox image was removed: {left}"
+    );
+}
+
+/// A sample AL2023 root whose containerd config is the suite's, its state directory named
+/// `/var/lib/containerd` as on a node and linked there to the suite's.
+fn baked_root(cp: &ControlPlane) -> tempfile::TempDir {
+    let root = sample_root("al2023-root");
+    let r = root.path();
+    let own = std::fs::read_to_string(cp.dir.path().join("containerd/config.toml")).unwrap();
+    let state = cp.dir.path().join("containerd/root");
+    let config = own.replace(
+        &format!("root = \"{}\"", state.display()),
+        "root = \"/var/lib/containerd\"",
+    );
+    assert_ne!(config, own, "the suite's containerd config names its root");
+    std::fs::create_dir_all(r.join("etc/containerd")).unwrap();
+    std::fs::write(r.join("etc/containerd/config.toml"), config).unwrap();
+    std::fs::create_dir_all(r.join("var/lib")).unwrap();
+    std::os::unix::fs::symlink(&state, r.join("var/lib/containerd")).unwrap();
+    root
+}
+
+/// The dry run's `imageCache` note.
+fn cache_note(root: &Path) -> Value {
+    let cfg = config_with(root, "c.json", |v| v["tagging"] = json!({"enabled": false}));
+    let out = init(root, &cfg, &["--dry-run", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    plan["imageCache"].clone()
+}
+
+#[test]
+#[ignore = "needs the control-plane peers: make control-plane"]
+fn an_image_baked_is_checked_at_every_boot_by_its_digest() {
+    if !(ready() && peer_present(&missing_commands(&["ctr", "docker-registry"]))) {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let work = tempfile::tempdir().unwrap();
+    let (_registry, port, _log) = registry::start_plain(work.path());
+    let digest = registry::push_layers(
+        &format!("http://127.0.0.1:{port}"),
+        "suite/cached",
+        "1",
+        "2x1",
+    );
+    let image = format!("127.0.0.1:{port}/suite/cached:1");
+    let root = baked_root(&cp);
+    let bake = run(Command::new(bin())
+        .args(["bake-images", "--plain-http", "--image", &image, "--root"])
+        .arg(root.path()));
+    assert!(bake.status.success(), "{}", stderr(&bake));
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(root.path().join("etc/eks-nodeinit/image-cache.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        manifest,
+        json!({"containerdRoot": "/var/lib/containerd", "images": [{"image": image, "digest": digest}]})
+    );
+
+    let note = cache_note(root.path());
+    assert_eq!(
+        note["present"],
+        json!([format!("{image} ({digest})")]),
+        "{note}"
+    );
+    // Gone from the store (its blobs collected at once): the plan says it will be pulled.
+    // Every name of it (the CRI adds its ID as one), so that nothing holds its blobs.
+    let listed = tls::sh(pods::ctr(&cp, "k8s.io").args(["images", "ls"]));
+    let names: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some(digest.as_str()))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(names.contains(&image.as_str()), "{listed}");
+    tls::sh(
+        pods::ctr(&cp, "k8s.io")
+            .args(["images", "rm", "--sync"])
+            .args(&names),
+    );
+    let note = cache_note(root.path());
+    assert_eq!(
+        note["pulled"],
+        json!([format!("{image} ({digest})")]),
+        "{note}"
     );
 }

@@ -1,0 +1,154 @@
+//! The image cache checked at every boot: the images `eks-nodeinit bake-images` put into the
+//! AMI's containerd store ([`IMAGE_CACHE`]) are each looked up in the content store by the digest
+//! they had when baked; the plan says which are there and which the kubelet will pull at first
+//! use instead (a warning: a pod waits for it). The store is containerd's directory of blobs,
+//! one file per digest, listed by name and never read.
+
+use serde_json::json;
+
+use crate::base::containerd::{ImageCache, BLOBS, DEFAULT_ROOT, IMAGE_CACHE};
+use crate::base::text::{printable, serde_message};
+use crate::facts::{Family, Read};
+use crate::plan::step::Note;
+use crate::spec::Spec;
+
+use super::{Aspect, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "image cache",
+    reads,
+    plan,
+    ..Aspect::BASE
+};
+
+fn blobs() -> String {
+    format!("{DEFAULT_ROOT}/{BLOBS}")
+}
+
+fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
+    if family.is_some() {
+        r.file(IMAGE_CACHE);
+        r.ask(Read::Names(blobs().into()));
+    }
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    if i.facts.family().is_none() {
+        return;
+    }
+    let Some(Some(text)) = i
+        .facts
+        .file(IMAGE_CACHE)
+        .map(|f| f.content.as_ref().ok().cloned().flatten())
+    else {
+        return;
+    };
+    let cache: ImageCache = match serde_json::from_str(&text) {
+        Ok(c) => c,
+        Err(e) => {
+            out.warnings.push(format!("{IMAGE_CACHE} cannot be read ({}): the baked images are not checked; bake the AMI again with `eks-nodeinit bake-images`", serde_message(&e)));
+            return;
+        }
+    };
+    if cache.containerd_root != DEFAULT_ROOT {
+        out.warnings.push(format!("{IMAGE_CACHE}: the images were baked into containerd's root {}, and the agent checks {DEFAULT_ROOT}: not checked", printable(&cache.containerd_root)));
+        return;
+    }
+    let names = i.facts.names(blobs());
+    let (mut present, mut missing) = (Vec::new(), Vec::new());
+    for img in &cache.images {
+        let there = img
+            .sha256_hex()
+            .is_some_and(|h| names.binary_search_by(|n| n.as_str().cmp(h)).is_ok());
+        let shown = format!("{} ({})", printable(&img.image), printable(&img.digest));
+        if there {
+            present.push(shown)
+        } else {
+            missing.push(shown)
+        }
+    }
+    let mut lines = vec![format!(
+        "image cache ({IMAGE_CACHE}): {} of {} in containerd's store as baked",
+        present.len(),
+        cache.images.len()
+    )];
+    lines.extend(present.iter().map(|p| format!("  present: {p}")));
+    lines.extend(
+        missing
+            .iter()
+            .map(|m| format!("  pulled at first use instead (not in the store): {m}")),
+    );
+    if !missing.is_empty() {
+        out.warnings.push(format!("{} of the {} images baked into this AMI are not in containerd's store as baked, and will be pulled when a pod first needs them: {}", missing.len(), cache.images.len(), missing.join(", ")));
+    }
+    let value = json!({"manifest": IMAGE_CACHE, "present": present, "pulled": missing});
+    out.notes.push(Note {
+        key: "imageCache".into(),
+        lines,
+        value,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{run, spec};
+    use super::*;
+    use crate::facts::Facts;
+
+    const A: &str = "0000000000000000000000000000000000000000000000000000000000000001";
+    const B: &str = "0000000000000000000000000000000000000000000000000000000000000002";
+
+    fn manifest() -> String {
+        json!({"containerdRoot": DEFAULT_ROOT, "images": [
+            {"image": "registry.example/a:1", "digest": format!("sha256:{A}")},
+            {"image": "registry.example/b:1", "digest": format!("sha256:{B}")},
+        ]})
+        .to_string()
+    }
+
+    #[test]
+    fn each_baked_image_is_found_by_its_digest_or_said_to_be_pulled() {
+        let s = spec(r#"{"cluster": {"name": "c"}}"#);
+        let mut f = Facts::builder(Family::Al2023)
+            .file(IMAGE_CACHE, &manifest())
+            .build();
+        f.set_names(blobs(), vec![A.into(), "ff".into()]);
+        let out = run(&ASPECT, &s, &f);
+        let lines = &out.notes[0].lines;
+        assert_eq!(lines[0], "image cache (/etc/eks-nodeinit/image-cache.json): 1 of 2 in containerd's store as baked");
+        assert!(
+            lines[1].starts_with("  present: registry.example/a:1 (sha256:"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].starts_with(
+                "  pulled at first use instead (not in the store): registry.example/b:1"
+            ),
+            "{lines:?}"
+        );
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+        f.set_names(blobs(), vec![A.into(), B.into()]);
+        let out = run(&ASPECT, &s, &f);
+        assert!(
+            out.warnings.is_empty()
+                && out.notes[0].lines[0].ends_with("2 of 2 in containerd's store as baked")
+        );
+    }
+
+    #[test]
+    fn no_manifest_says_nothing_and_a_broken_one_is_a_warning() {
+        let s = spec(r#"{"cluster": {"name": "c"}}"#);
+        let none = Facts::builder(Family::Al2).absent([IMAGE_CACHE]).build();
+        let out = run(&ASPECT, &s, &none);
+        assert!(out.notes.is_empty() && out.warnings.is_empty());
+        let broken = Facts::builder(Family::Al2)
+            .file(IMAGE_CACHE, "{\"images\": 1}")
+            .build();
+        let out = run(&ASPECT, &s, &broken);
+        assert!(
+            out.warnings[0].contains("cannot be read"),
+            "{:?}",
+            out.warnings
+        );
+    }
+}
