@@ -620,6 +620,12 @@ fn start_containerd(d: &Path) -> (Proc, PathBuf) {
 /// with the suite's runtime settings and `images` (TOML: the CRI images plugin's and the
 /// transfer service's tables) after them: (the process, its socket). Stopped when dropped.
 pub fn containerd(d: &Path, images: &str) -> (Proc, PathBuf) {
+    let (cfg, sock) = containerd_config(d, images);
+    (start_containerd_with(d, &cfg, &sock), sock)
+}
+
+/// The config [`containerd`] starts with, written: (its path, the socket it names).
+pub fn containerd_config(d: &Path, images: &str) -> (PathBuf, PathBuf) {
     let c = d.join("containerd");
     let cni = c.join("net.d");
     std::fs::create_dir_all(&cni).unwrap();
@@ -642,17 +648,23 @@ pub fn containerd(d: &Path, images: &str) -> (Proc, PathBuf) {
         ),
     )
     .unwrap();
+    (cfg, sock)
+}
+
+/// containerd 2 from the peers with the config at `cfg`, logging under `d`, once `sock` is
+/// there. Stopped when dropped.
+pub fn start_containerd_with(d: &Path, cfg: &Path, sock: &Path) -> Proc {
     let mut cmd = Command::new(peers_bin().join("containerd"));
     // Its own runc shim first: Debian's (containerd 1.6) cannot start containerd 2's tasks.
     let path = std::env::var("PATH").unwrap_or_default();
     cmd.arg("--config")
-        .arg(&cfg)
+        .arg(cfg)
         .env("PATH", format!("{}:{path}", peers_bin().display()));
     let proc = tied(cmd, &d.join("containerd.log"));
     wait_long("containerd's socket", Duration::from_secs(30), || {
         sock.exists()
     });
-    (proc, sock)
+    proc
 }
 
 fn curl(d: &Path, netns: &Path, port: u16, path: &str) -> Command {

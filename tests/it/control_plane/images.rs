@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::ready;
-use crate::common::control_plane::{peers_bin, wait_until, ControlPlane};
+use crate::common::control_plane::{self, peers_bin, wait_until, ControlPlane};
 use crate::common::kubelet::{tail, Kubelet, Start};
 use crate::common::*;
 use crate::common::{pods, registry, tls};
@@ -305,4 +305,87 @@ fn an_image_baked_is_checked_at_every_boot_by_its_digest() {
         json!([format!("{image} ({digest})")]),
         "{note}"
     );
+}
+
+/// `crictl` on the containerd at `sock`: the CRI calls a kubelet makes.
+fn crictl(sock: &Path) -> Command {
+    let ep = format!("unix://{}", sock.display());
+    let mut c = Command::new(peers_bin().join("crictl"));
+    c.args([
+        "--runtime-endpoint",
+        &ep,
+        "--image-endpoint",
+        &ep,
+        "--timeout",
+        "120s",
+    ]);
+    c
+}
+
+/// The whole AL2 road: a node's version-3 template (a working containerd config, its registry
+/// hosts under `certs.d`), the agent's file for `--containerd-config-file` from it, and the real
+/// containerd 2 started with that file, pulling through its CRI from the suite's registry.
+#[test]
+#[ignore = "needs the control-plane peers: make control-plane"]
+fn containerd_2_starts_with_the_al2_file_and_pulls_through_it() {
+    if !(ready() && peer_present(&missing_commands(&["docker-registry"]))) {
+        return;
+    }
+    assert!(
+        peers_bin().join("crictl").exists(),
+        "crictl: make peers-k8s"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let (_registry, port, _log) = registry::start_plain(work.path());
+    registry::push_layers(
+        &format!("http://127.0.0.1:{port}"),
+        "suite/pulled",
+        "1",
+        "3x1",
+    );
+    let hosts = work.path().join("certs.d");
+    let host = hosts.join(format!("127.0.0.1:{port}"));
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::write(
+        host.join("hosts.toml"),
+        format!("server = \"http://127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let images = format!(
+        "[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = \"{}\"\n",
+        hosts.display()
+    );
+    let (cfg, sock) = control_plane::containerd_config(work.path(), &images);
+    let root = sample_root("al2-root");
+    std::fs::copy(
+        &cfg,
+        root.path()
+            .join("etc/eks/containerd/containerd-config.toml"),
+    )
+    .unwrap();
+    let given = planned(
+        root.path(),
+        "al2",
+        "/etc/eks-nodeinit/containerd-config.toml",
+    );
+    std::fs::write(&cfg, &given).unwrap();
+    let _containerd = control_plane::start_containerd_with(work.path(), &cfg, &sock);
+    // containerd read the setting, and says which road its CRI pulls take with it: its own,
+    // where the CRI section's settings are the ones used (docs/images.md).
+    let log = std::fs::read_to_string(work.path().join("containerd.log")).unwrap_or_default();
+    assert!(
+        log.contains("Found 'MaxConcurrentDownloads' in CRI config")
+            && log.contains("Falling back to local image pull mode"),
+        "{log}"
+    );
+    let image = format!("127.0.0.1:{port}/suite/pulled:1");
+    let out = run(crictl(&sock).args(["pull", &image]));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        stderr(&out),
+        std::fs::read_to_string(work.path().join("containerd.log")).unwrap_or_default()
+    );
+    let listed = tls::sh(crictl(&sock).args(["images", "-q"]));
+    assert!(!listed.trim().is_empty(), "{listed}");
 }
