@@ -1,7 +1,7 @@
 //! The image cache checked at every boot: the images `eks-nodeinit bake-images` put into the
 //! AMI's containerd store ([`IMAGE_CACHE`]) are each looked up in the content store by the digest
 //! they had when baked; the plan says which are there and which the kubelet will pull at first
-//! use instead (a warning: a pod waits for it). The store is containerd's directory of blobs,
+//! use instead (a warning: a pod waits for it); without the file, that none was baked. The store is containerd's directory of blobs,
 //! one file per digest, listed by name and never read.
 
 use serde_json::json;
@@ -41,6 +41,11 @@ fn plan(i: &Input, out: &mut Out) {
         .file(IMAGE_CACHE)
         .map(|f| f.content.as_ref().ok().cloned().flatten())
     else {
+        out.notes.push(Note {
+            key: "imageCache".into(),
+            lines: vec![format!("image cache: none baked ({IMAGE_CACHE} is absent): every image is pulled at first use")],
+            value: json!({"manifest": null}),
+        });
         return;
     };
     let cache: ImageCache = match serde_json::from_str(&text) {
@@ -140,7 +145,8 @@ mod tests {
         let s = spec(r#"{"cluster": {"name": "c"}}"#);
         let none = Facts::builder(Family::Al2).absent([IMAGE_CACHE]).build();
         let out = run(&ASPECT, &s, &none);
-        assert!(out.notes.is_empty() && out.warnings.is_empty());
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        assert_eq!(out.notes[0].lines, ["image cache: none baked (/etc/eks-nodeinit/image-cache.json is absent): every image is pulled at first use"]);
         let broken = Facts::builder(Family::Al2)
             .file(IMAGE_CACHE, "{\"images\": 1}")
             .build();
