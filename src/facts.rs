@@ -114,6 +114,9 @@ pub enum Read {
     /// The names in a directory, sorted, none of them read (a store of many files, such as
     /// containerd's content blobs).
     Names(PathBuf),
+    /// A text file inside a tar archive on the node (an image archive's `index.json`): its
+    /// content, or absence when the archive or the member is missing.
+    TarMember { path: PathBuf, member: String },
     /// A live kernel value (a key the spec checked), under `<root>/proc/sys`.
     Sysctl(String),
     /// Does the path exist?
@@ -337,6 +340,18 @@ impl Facts {
         }
     }
 
+    /// The text of `member` in the tar archive at `p` ([`Read::TarMember`]).
+    pub fn tar_member(&self, p: impl AsRef<Path>, member: &str) -> Option<&FileFact> {
+        let read = Read::TarMember {
+            path: p.as_ref().into(),
+            member: member.into(),
+        };
+        match self.answers.get(&read) {
+            Some(Answer::File(f)) => Some(f),
+            _ => None,
+        }
+    }
+
     /// A live kernel value, or why it could not be read.
     pub fn sysctl(&self, key: &str) -> Option<&Result<String, String>> {
         match self.answers.get(&Read::Sysctl(key.into())) {
@@ -392,6 +407,13 @@ impl Facts {
         let (path, suffix) = (p.into(), suffix.into());
         let read = Read::Dir { path, suffix };
         self.answers.insert(read, Answer::Dir(names));
+    }
+    pub fn set_tar_member(&mut self, p: impl Into<PathBuf>, member: &str, f: FileFact) {
+        let read = Read::TarMember {
+            path: p.into(),
+            member: member.into(),
+        };
+        self.answers.insert(read, Answer::File(f));
     }
     pub fn set_names(&mut self, p: impl Into<PathBuf>, names: Vec<String>) {
         self.answers

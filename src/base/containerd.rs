@@ -16,6 +16,11 @@ pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
 /// The content store's blobs under containerd's root: one file per digest, named by its hex.
 pub const BLOBS: &str = "io.containerd.content.v1.content/blobs/sha256";
 
+/// The content store's sha256 blobs under containerd's default root, as a node path.
+pub fn default_blobs() -> String {
+    format!("{DEFAULT_ROOT}/{BLOBS}")
+}
+
 /// What the agent needs of containerd's config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Runtime {
@@ -137,6 +142,37 @@ impl CachedImage {
             .strip_prefix("sha256:")
             .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
     }
+}
+
+/// The content of the regular file `member` in a tar archive (ustar or GNU headers, as
+/// `ctr images export` writes them); `None` when the archive holds no such file or is cut short.
+pub fn tar_member(archive: &[u8], member: &str) -> Option<Vec<u8>> {
+    let mut at = 0usize;
+    while at.checked_add(512)? <= archive.len() {
+        let h = &archive[at..at + 512];
+        if h.iter().all(|&b| b == 0) {
+            return None;
+        }
+        let field = |r: std::ops::Range<usize>| {
+            let f = &h[r];
+            let end = f.iter().position(|&b| b == 0).unwrap_or(f.len());
+            String::from_utf8_lossy(&f[..end]).into_owned()
+        };
+        let size = usize::from_str_radix(field(124..136).trim(), 8).ok()?;
+        let (prefix, name) = (field(345..500), field(0..100));
+        let path = if h[257..262] == *b"ustar" && !prefix.is_empty() {
+            format!("{prefix}/{name}")
+        } else {
+            name
+        };
+        let body = at + 512;
+        let end = body.checked_add(size)?;
+        if matches!(h[156], b'0' | 0) && path.trim_start_matches("./") == member {
+            return archive.get(body..end).map(<[u8]>::to_vec);
+        }
+        at = body.checked_add(size.div_ceil(512).checked_mul(512)?)?;
+    }
+    None
 }
 
 /// Whether `r` is an image reference containerd's grammar takes (`distribution/reference`:
@@ -310,6 +346,38 @@ mod tests {
         }
         let long = format!("x:{}", "t".repeat(129));
         assert!(check_reference(&long).is_err());
+    }
+
+    /// A ustar header for `name` of `size` bytes, its checksum left blank (not read).
+    fn header(name: &str, size: usize) -> Vec<u8> {
+        let mut h = vec![0u8; 512];
+        h[..name.len()].copy_from_slice(name.as_bytes());
+        let s = format!("{size:011o}");
+        h[124..135].copy_from_slice(s.as_bytes());
+        h[156] = b'0';
+        h[257..262].copy_from_slice(b"ustar");
+        h
+    }
+
+    #[test]
+    fn a_member_of_a_tar_archive() {
+        let mut a = Vec::new();
+        for (name, body) in [
+            ("oci-layout", &b"{}"[..]),
+            ("index.json", &b"{\"manifests\": []}"[..]),
+        ] {
+            a.extend(header(name, body.len()));
+            a.extend(body);
+            a.resize(a.len().div_ceil(512) * 512, 0);
+        }
+        a.extend([0u8; 1024]);
+        assert_eq!(
+            tar_member(&a, "index.json").as_deref(),
+            Some(&b"{\"manifests\": []}"[..])
+        );
+        assert_eq!(tar_member(&a, "manifest.json"), None);
+        assert_eq!(tar_member(&a[..700], "index.json"), None, "cut short");
+        assert_eq!(tar_member(b"not a tar", "index.json"), None);
     }
 
     #[test]

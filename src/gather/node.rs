@@ -99,6 +99,7 @@ fn answer(root: &Path, read: &Read) -> Answer {
         Read::File(p) => Answer::File(read_file(root, p)),
         Read::Dir { path, suffix } => Answer::Dir(names(&under(root, path), suffix)),
         Read::Names(path) => Answer::Dir(names(&under(root, path), "")),
+        Read::TarMember { path, member } => Answer::File(tar_member(root, path, member)),
         Read::Sysctl(key) => {
             Answer::Sysctl(procsys::read_live(root, key).map_err(|e| e.to_string()))
         }
@@ -146,6 +147,37 @@ fn names(dir: &Path, suffix: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The largest archive a [`Read::TarMember`] opens (an image archive of the pause image is
+/// well under 1 MiB).
+const TAR_MAX: u64 = 64 << 20;
+
+/// The text of `member` in the tar archive at `p` under `root`.
+fn tar_member(root: &Path, p: &Path, member: &str) -> crate::os::fsutil::FileFact {
+    use std::io::Read as _;
+    let full = under(root, p);
+    let content = match std::fs::File::open(&full) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", full.display())),
+        Ok(f) => {
+            let mut bytes = Vec::new();
+            match f.take(TAR_MAX).read_to_end(&mut bytes) {
+                Err(e) => Err(format!("{}: {e}", full.display())),
+                Ok(_) => crate::base::containerd::tar_member(&bytes, member)
+                    .map(|b| {
+                        String::from_utf8(b)
+                            .map_err(|_| format!("{}: {member} is not UTF-8", full.display()))
+                    })
+                    .transpose(),
+            }
+        }
+    };
+    crate::os::fsutil::FileFact {
+        content,
+        mode: None,
+        link: None,
+    }
 }
 
 /// The size of the file at `full` and the room on the filesystem of its nearest existing

@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use crate::base::containerd::{ImageCache, BLOBS, DEFAULT_ROOT, IMAGE_CACHE};
+use crate::base::containerd::{default_blobs, ImageCache, DEFAULT_ROOT, IMAGE_CACHE};
 use crate::base::text::{printable, serde_message};
 use crate::facts::{Family, Read};
 use crate::plan::step::Note;
@@ -21,14 +21,10 @@ pub(crate) const ASPECT: Aspect = Aspect {
     ..Aspect::BASE
 };
 
-fn blobs() -> String {
-    format!("{DEFAULT_ROOT}/{BLOBS}")
-}
-
 fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
     if family.is_some() {
         r.file(IMAGE_CACHE);
-        r.ask(Read::Names(blobs().into()));
+        r.ask(Read::Names(default_blobs().into()));
     }
 }
 
@@ -59,7 +55,7 @@ fn plan(i: &Input, out: &mut Out) {
         out.warnings.push(format!("{IMAGE_CACHE}: the images were baked into containerd's root {}, and the agent checks {DEFAULT_ROOT}: not checked", printable(&cache.containerd_root)));
         return;
     }
-    let names = i.facts.names(blobs());
+    let names = i.facts.names(default_blobs());
     let (mut present, mut missing) = (Vec::new(), Vec::new());
     for img in &cache.images {
         let there = img
@@ -117,7 +113,7 @@ mod tests {
         let mut f = Facts::builder(Family::Al2023)
             .file(IMAGE_CACHE, &manifest())
             .build();
-        f.set_names(blobs(), vec![A.into(), "ff".into()]);
+        f.set_names(default_blobs(), vec![A.into(), "ff".into()]);
         let out = run(&ASPECT, &s, &f);
         let lines = &out.notes[0].lines;
         assert_eq!(lines[0], "image cache (/etc/eks-nodeinit/image-cache.json): 1 of 2 in containerd's store as baked");
@@ -132,7 +128,7 @@ mod tests {
             "{lines:?}"
         );
         assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
-        f.set_names(blobs(), vec![A.into(), B.into()]);
+        f.set_names(default_blobs(), vec![A.into(), B.into()]);
         let out = run(&ASPECT, &s, &f);
         assert!(
             out.warnings.is_empty()

@@ -7,6 +7,8 @@
 
 use serde_json::json;
 
+use crate::base::containerd::default_blobs;
+use crate::base::text::printable;
 use crate::facts::{Family, Read};
 use crate::plan::step::{IfFailed, Mode, Note, Step, Unit, UnitJob};
 use crate::spec::Spec;
@@ -55,6 +57,11 @@ fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
     r.file(dropin(family));
     if family == Family::Al2023 {
         r.ask(Read::Exists(AL2023_CACHE.into()));
+        r.ask(Read::TarMember {
+            path: AL2023_CACHE.into(),
+            member: "index.json".into(),
+        });
+        r.ask(Read::Names(default_blobs().into()));
     }
 }
 
@@ -70,6 +77,9 @@ fn plan(i: &Input, out: &mut Out) {
         }
     };
     let mut lines = vec![format!("pause image: {image}")];
+    if cached == Some(true) {
+        lines.push(in_store(i.facts, out));
+    }
     lines.push(format!("pause image: pinned at every boot after {} starts (eks-nodeinit pin-sandbox-image), so the kubelet's image garbage collection keeps it", unit(family)));
     if let Some(c) = cached {
         lines.push(match c {
@@ -95,6 +105,48 @@ fn plan(i: &Input, out: &mut Out) {
     ) {
         out.steps.push(Step::Unit(reload()));
     }
+}
+
+/// The digest `ctr images export` recorded in the AMI's copy (its `index.json`), if it names one.
+fn cached_digest(facts: &crate::facts::Facts) -> Option<String> {
+    let text = facts
+        .tar_member(AL2023_CACHE, "index.json")?
+        .content
+        .as_ref()
+        .ok()?
+        .clone()?;
+    let index: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let manifests = index["manifests"].as_array()?;
+    let named = |m: &&serde_json::Value| {
+        m["annotations"]["io.containerd.image.name"].as_str() == Some(AL2023_SANDBOX)
+    };
+    let m = manifests.iter().find(named).or(manifests.first())?;
+    m["digest"].as_str().map(String::from)
+}
+
+/// Whether the AMI's pause image is in containerd's store, by the digest its copy records; a
+/// finding when the store is there and the image is not: no pod would start, and nodeadm cannot
+/// pull a `localhost` image.
+fn in_store(facts: &crate::facts::Facts, out: &mut Out) -> String {
+    let Some(digest) = cached_digest(facts) else {
+        return format!("pause image: in containerd's store: not checked ({AL2023_CACHE} names no digest the agent can read)");
+    };
+    let names = facts.names(default_blobs());
+    if names.is_empty() {
+        return format!(
+            "pause image: in containerd's store: not checked ({} is empty or missing)",
+            default_blobs()
+        );
+    }
+    let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+    if names.binary_search_by(|n| n.as_str().cmp(hex)).is_ok() {
+        return format!(
+            "pause image: in containerd's store: yes ({})",
+            printable(&digest)
+        );
+    }
+    out.findings.push("pause", format!("nodeadm's pause image {AL2023_SANDBOX} ({}, as {AL2023_CACHE} records it) is not in containerd's store ({}): no pod can start on this node, and nodeadm cannot pull a localhost image; rebuild the AMI, or import {AL2023_CACHE} with `ctr --namespace k8s.io images import`", printable(&digest), default_blobs()));
+    "pause image: in containerd's store: no".into()
 }
 
 /// systemd told of the drop-in before the unit starts: on AL2023 containerd starts after the
@@ -165,5 +217,48 @@ mod tests {
             .lines
             .iter()
             .any(|l| l.ends_with("/etc/eks/pause.tar: yes")));
+    }
+
+    #[test]
+    fn al2023_finds_the_amis_pause_image_in_containerds_store_by_its_digest() {
+        const HEX: &str = "7031c1b283388d2c2e09b57badb803c05ebed362dc88d84b480cc47f72a21097";
+        let s = spec(r#"{"cluster": {"name": "c"}}"#);
+        let index = format!("{{\"manifests\": [{{\"digest\": \"sha256:{HEX}\", \"annotations\": {{\"io.containerd.image.name\": \"{AL2023_SANDBOX}\"}}}}]}}");
+        let mut f = Facts::builder(Family::Al2023)
+            .absent([dropin(Family::Al2023)])
+            .exists(AL2023_CACHE, true)
+            .build();
+        let member = crate::os::fsutil::FileFact {
+            content: Ok(Some(index)),
+            mode: None,
+            link: None,
+        };
+        f.set_tar_member(AL2023_CACHE, "index.json", member);
+        f.set_names(default_blobs(), vec!["00".into(), HEX.into()]);
+        let out = run(&ASPECT, &s, &f);
+        assert!(out.findings.is_empty(), "{:?}", out.findings);
+        assert!(
+            out.notes[0]
+                .lines
+                .iter()
+                .any(|l| l.ends_with(&format!("in containerd's store: yes (sha256:{HEX})"))),
+            "{:?}",
+            out.notes[0].lines
+        );
+        f.set_names(default_blobs(), vec!["00".into()]);
+        let out = run(&ASPECT, &s, &f);
+        assert!(
+            out.findings
+                .0
+                .iter()
+                .any(|x| x.field == "pause" && x.message.contains("no pod can start")),
+            "{:?}",
+            out.findings
+        );
+        f.set_names(default_blobs(), vec![]);
+        let out = run(&ASPECT, &s, &f);
+        assert!(
+            out.findings.is_empty() && out.notes[0].lines.iter().any(|l| l.contains("not checked"))
+        );
     }
 }

@@ -389,3 +389,70 @@ fn containerd_2_starts_with_the_al2_file_and_pulls_through_it() {
     let listed = tls::sh(crictl(&sock).args(["images", "-q"]));
     assert!(!listed.trim().is_empty(), "{listed}");
 }
+
+/// `init --dry-run` (text) on `root`: (its exit code, standard output, standard error).
+fn dry_run_text(root: &Path) -> (Option<i32>, String, String) {
+    let cfg = config_with(root, "c.json", |v| v["tagging"] = json!({"enabled": false}));
+    let out = init(root, &cfg, &["--dry-run"]);
+    (out.status.code(), stdout(&out), stderr(&out))
+}
+
+/// The AMI's copy of the pause image (`ctr images export`, as the AL2023 AMI's build writes
+/// `/etc/eks/pause.tar`) looked up in containerd's store by the digest its `index.json` records:
+/// there, the plan says so; gone from the store, the run stops before any change.
+#[test]
+#[ignore = "needs the control-plane peers: make control-plane"]
+fn the_amis_pause_image_missing_from_the_store_stops_the_run() {
+    if !(ready() && peer_present(&missing_commands(&["ctr", "go"]))) {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let program = pods::ensure_sandbox(&cp);
+    let root = baked_root(&cp);
+    let tar = root.path().join("etc/eks/pause.tar");
+    std::fs::create_dir_all(tar.parent().unwrap()).unwrap();
+    let export = |name: &str| {
+        let _ = std::fs::remove_file(&tar);
+        tls::sh(
+            pods::ctr(&cp, "k8s.io")
+                .args(["images", "export"])
+                .arg(&tar)
+                .arg(name),
+        );
+    };
+    export(pods::SANDBOX_IMAGE);
+    let (code, out, err) = dry_run_text(root.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("pause image: in containerd's store: yes (sha256:"),
+        "{out}"
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    const GONE: &str = "eks-nodeinit.test/gone-pause:1";
+    import(&cp, &program, work.path(), GONE);
+    export(GONE);
+    let listed = tls::sh(pods::ctr(&cp, "k8s.io").args(["images", "ls"]));
+    let digest = listed
+        .lines()
+        .find(|l| l.starts_with(GONE))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap()
+        .to_string();
+    let names: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some(digest.as_str()))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    tls::sh(
+        pods::ctr(&cp, "k8s.io")
+            .args(["images", "rm", "--sync"])
+            .args(&names),
+    );
+    let (code, _, err) = dry_run_text(root.path());
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("pause: nodeadm's pause image") && err.contains("no pod can start"),
+        "{err}"
+    );
+}
