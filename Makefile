@@ -34,7 +34,8 @@ test: peers
 # of a small image): a bench that cannot run fails CI. The figures themselves come from `cargo
 # bench` on a release build. The pull bench needs root and the peers' containerd and crictl
 # (`make peers-k8s`, built in CI by `make control-plane` before this): without them it prints
-# SKIP and what is missing, and fails when CI is set.
+# SKIP and what is missing, and fails when CI is set. Without SOCI's snapshotter (also
+# `make peers-k8s`) only its row is left out, with a SKIP line.
 # `cargo test --no-run` (a no-op after `make test`) leaves the binary the tests run at
 # target/debug/eks-nodeinit.
 bench-smoke: deps

@@ -4,6 +4,10 @@
 //!   asks, once per mode below: the node's defaults (AL2023's images section), and the pull
 //!   profiles. Each run starts a containerd of its own on a fresh root (empty content store, no
 //!   snapshots) and times the pull alone;
+//! * containerd 2 the same way with SOCI's snapshotter (the peers' `soci-snapshotter-grpc`) as a
+//!   proxy snapshotter in its parallel pull mode, nodeadm's FastImagePull: a daemon of its own
+//!   each run, its root under the run's directory, stopped after. Without the binary its row is
+//!   left out and the bench prints SKIP and why;
 //! * the floor: this process fetching the same manifest, then the config and every layer at once
 //!   (one thread and one connection each, a minimal HTTP/1.1 GET), each blob's sha256 checked
 //!   and written to its own file, fsync'd, as containerd's content store writes and syncs them;
@@ -19,7 +23,8 @@
 //! mode; `PULL_MODES` (comma-separated names) runs a part of the containerd modes; `PULL_DIR`
 //! is where the roots go (default the temp dir: the same file system for every mode).
 //! Needs root and the peers' containerd and crictl (`make peers-k8s`); without them it says so
-//! and stops (and fails when `CI` is set). Run: `cargo bench --bench pull`; CI runs it once on a
+//! and stops (and fails when `CI` is set). SOCI's row alone is left out, with a SKIP line, when
+//! its daemon is not built. Run: `cargo bench --bench pull`; CI runs it once on a
 //! small image (`make bench-smoke`).
 
 // The integration suites' shared helpers, of which the bench uses a part.
@@ -34,18 +39,21 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::control_plane::peers_bin;
+use common::peers::Proc;
 use sha2::{Digest, Sha256};
 
 const REPO: &str = "bench/layers";
 const TAG: &str = "1";
 
 /// One way containerd is configured: lines for the CRI images plugin's table and for the
-/// transfer service's (empty: the table left out), and the path the CRI then pulls by.
+/// transfer service's (empty: the table left out), the path the CRI then pulls by, and whether
+/// SOCI's snapshotter is its snapshotter.
 struct Mode {
     name: &'static str,
     cri: &'static str,
     transfer: &'static str,
     path: &'static str,
+    soci: bool,
 }
 
 /// containerd 2.3 pulls through its transfer service unless the CRI's config holds a setting
@@ -58,42 +66,102 @@ const MODES: [Mode; 6] = [
         cri: "discard_unpacked_layers = true",
         transfer: "",
         path: "CRI local pull: 3 downloads, one stream a layer",
+        soci: false,
     },
     Mode {
         name: "profile-cri",
         cri: "discard_unpacked_layers = true\nmax_concurrent_downloads = 8",
         transfer: "",
         path: "CRI local pull: 8 downloads",
+        soci: false,
     },
     Mode {
         name: "profile-cri-chunked",
         cri: "discard_unpacked_layers = true\nmax_concurrent_downloads = 8\nconcurrent_layer_fetch_buffer = 1048576",
         transfer: "",
         path: "CRI local pull: 8 downloads, 1 MiB ranges in parallel",
+        soci: false,
     },
     Mode {
         name: "transfer",
         cri: "discard_unpacked_layers = false",
         transfer: "",
         path: "transfer service, its defaults: 3 downloads, 1 unpack",
+        soci: false,
     },
     Mode {
         name: "transfer-unpacks",
         cri: "discard_unpacked_layers = false",
         transfer: "max_concurrent_unpacks = 4",
         path: "transfer service: 3 downloads, 4 unpacks",
+        soci: false,
     },
     Mode {
         name: "profile-transfer",
         cri: "discard_unpacked_layers = false",
         transfer: "max_concurrent_downloads = 8\nmax_concurrent_unpacks = 4",
         path: "transfer service: 8 downloads, 4 unpacks",
+        soci: false,
     },
 ];
 
+/// containerd with SOCI's snapshotter in its parallel pull mode, as nodeadm writes it for
+/// FastImagePull: the CRI prepares each layer's snapshot with its annotations, and the
+/// snapshotter fetches and unpacks the layer itself.
+static SOCI: Mode = Mode {
+    name: "soci-parallel",
+    cri: "discard_unpacked_layers = true\nsnapshotter = \"soci\"\ndisable_snapshot_annotations = false",
+    transfer: "",
+    path: "SOCI parallel pull: 20 downloads an image, 16 MiB ranges, 12 unpacks",
+    soci: true,
+};
+
+/// SOCI's daemon, built by `make peers-k8s`.
+const SOCI_BIN: &str = "soci-snapshotter-grpc";
+
+/// The daemon's config: nodeadm's FastImagePull values for the parallel pull mode.
+const SOCI_CONFIG: &str = "[pull_modes.parallel_pull_unpack]
+enable = true
+max_concurrent_downloads = -1
+max_concurrent_downloads_per_image = 20
+concurrent_download_chunk_size = \"16mb\"
+max_concurrent_unpacks = -1
+max_concurrent_unpacks_per_image = 12
+discard_unpacked_layers = true
+";
+
+/// SOCI's daemon for one run, its config and root under `d/soci`, serving at `sock`, reading
+/// the image's manifest from the content store of the containerd at `containerd`; once `sock` is
+/// there. Stopped when dropped.
+fn soci_daemon(d: &Path, sock: &Path, containerd: &Path) -> Proc {
+    let s = d.join("soci");
+    std::fs::create_dir_all(&s).unwrap();
+    let cfg = s.join("config.toml");
+    let store = format!(
+        "[content_store]\ncontainerd_address = \"{}\"\n",
+        containerd.display()
+    );
+    std::fs::write(&cfg, format!("{SOCI_CONFIG}{store}")).unwrap();
+    let mut cmd = Command::new(peers_bin().join(SOCI_BIN));
+    cmd.arg("--config").arg(&cfg);
+    cmd.arg("--root").arg(s.join("root"));
+    cmd.arg("--address").arg(sock);
+    cmd.args(["--log-level", "warn"]);
+    let log = s.join("soci.log");
+    let proc = common::control_plane::tied(cmd, &log);
+    let up = common::control_plane::wait_until(Duration::from_secs(30), || sock.exists());
+    assert!(
+        up,
+        "{SOCI_BIN}: no socket after 30 s; its log: {}",
+        log.display()
+    );
+    proc
+}
+
 /// The CRI images plugin's and transfer service's tables for `mode`, hosts under `hosts`
-/// (nodeadm's `config_path` moved there). Nothing here pulls the sandbox image.
-fn images_toml(mode: &Mode, hosts: &Path) -> String {
+/// (nodeadm's `config_path` moved there), and SOCI's proxy snapshotter at `soci` when there is
+/// one. Nothing here pulls the sandbox image.
+fn images_toml(mode: &Mode, hosts: &Path, soci: Option<&Path>) -> String {
     let mut t = format!(
         "[plugins.'io.containerd.cri.v1.images']\n{}\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"localhost/kubernetes/pause\"\n[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = \"{}\"\n",
         mode.cri,
@@ -103,6 +171,12 @@ fn images_toml(mode: &Mode, hosts: &Path) -> String {
         t.push_str(&format!(
             "[plugins.'io.containerd.transfer.v1.local']\n{}\n",
             mode.transfer
+        ));
+    }
+    if let Some(sock) = soci {
+        t.push_str(&format!(
+            "[proxy_plugins.soci]\n  type = \"snapshot\"\n  address = \"{}\"\n",
+            sock.display()
         ));
     }
     t
@@ -160,13 +234,24 @@ struct Sample {
     cpu: f64,
 }
 
-/// One pull by a fresh containerd in `mode`: the time `crictl pull` took, and containerd's CPU.
+/// One pull by a fresh containerd in `mode` (and a fresh SOCI daemon when the mode has one): the
+/// time `crictl pull` took, and the CPU of containerd and of SOCI's daemon.
 fn containerd_pull(mode: &Mode, base: &Path, hosts: &Path, image: &str) -> Sample {
     let dir = tempfile::Builder::new()
         .prefix("pull-containerd")
         .tempdir_in(base)
         .unwrap();
-    let (proc, sock) = common::control_plane::containerd(dir.path(), &images_toml(mode, hosts));
+    let d = dir.path();
+    let soci_sock = d.join("soci").join("soci.sock");
+    let images = images_toml(mode, hosts, mode.soci.then_some(soci_sock.as_path()));
+    let (cfg, sock) = common::control_plane::containerd_config(d, &images);
+    let soci = mode.soci.then(|| soci_daemon(d, &soci_sock, &sock));
+    let proc = common::control_plane::start_containerd_with(d, &cfg, &sock);
+    let pids: Vec<u32> = std::iter::once(&proc)
+        .chain(soci.as_ref())
+        .map(|p| p.0.id())
+        .collect();
+    let used = || pids.iter().map(|p| cpu(*p, false)).sum::<f64>();
     // Its image service answering before the clock starts.
     let ready = common::control_plane::wait_until(Duration::from_secs(30), || {
         crictl(&sock)
@@ -175,12 +260,13 @@ fn containerd_pull(mode: &Mode, base: &Path, hosts: &Path, image: &str) -> Sampl
             .is_ok_and(|o| o.status.success())
     });
     assert!(ready, "containerd ({}): the CRI does not answer", mode.name);
-    let (t, c) = (Instant::now(), cpu(proc.0.id(), false));
+    let (t, c) = (Instant::now(), used());
     run_ok(crictl(&sock).args(["pull", image]), mode.name);
     let wall = t.elapsed();
-    let used = cpu(proc.0.id(), false) - c;
+    let cpu = used() - c;
     drop(proc);
-    Sample { wall, cpu: used }
+    drop(soci);
+    Sample { wall, cpu }
 }
 
 /// A blob of the image: its digest and whether it is a layer (the config is not).
@@ -400,17 +486,32 @@ fn print_table(rows: &[Row], layers: &str, runs: usize) {
     }
 }
 
+/// The containerd modes `PULL_MODES` names (all by default); SOCI's only when its daemon is
+/// there, else a SKIP line saying why its row is left out.
 fn modes() -> Vec<&'static Mode> {
     let chosen = std::env::var("PULL_MODES").ok();
-    let picked: Vec<&Mode> = MODES
-        .iter()
-        .filter(|m| {
-            chosen
-                .as_deref()
-                .map_or(true, |c| c.split(',').any(|n| n == m.name))
-        })
-        .collect();
-    assert!(!picked.is_empty(), "PULL_MODES names none of the modes");
+    let wanted = |m: &Mode| {
+        chosen
+            .as_deref()
+            .map_or(true, |c| c.split(',').any(|n| n == m.name))
+    };
+    let mut picked: Vec<&Mode> = MODES.iter().filter(|m| wanted(m)).collect();
+    if wanted(&SOCI) {
+        let bin = peers_bin().join(SOCI_BIN);
+        if bin.exists() {
+            picked.push(&SOCI);
+        } else {
+            println!(
+                "SKIP: the {} row: {} is not there (make peers-k8s)",
+                SOCI.name,
+                bin.display()
+            );
+        }
+    }
+    assert!(
+        !picked.is_empty(),
+        "PULL_MODES names none of the modes here"
+    );
     picked
 }
 
