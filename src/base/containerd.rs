@@ -85,10 +85,9 @@ pub fn runtime(text: &str) -> Result<Runtime, String> {
     })
 }
 
-/// The names containerd may store `image` under: as written, then in the normalized form the
-/// CRI plugin gives a reference (a domain, `library/` for a single Docker Hub component,
-/// `:latest` when neither tag nor digest is given).
-pub fn stored_names(image: &str) -> Vec<String> {
+/// `image` in the normalized form the CRI plugin gives a reference: a domain, `library/` for a
+/// single Docker Hub component, `:latest` when neither tag nor digest is given.
+pub fn normalized(image: &str) -> String {
     let (name, suffix) = match image.find('@') {
         Some(i) => (&image[..i], &image[i..]),
         None => (image, ""),
@@ -107,11 +106,26 @@ pub fn stored_names(image: &str) -> Vec<String> {
         n.push_str(":latest");
     }
     n.push_str(suffix);
+    n
+}
+
+/// The names containerd may store `image` under: as written, then [`normalized`].
+pub fn stored_names(image: &str) -> Vec<String> {
+    let n = normalized(image);
     let mut out = vec![image.to_string()];
     if n != image {
         out.push(n);
     }
     out
+}
+
+/// Whether a content store whose sha256 blobs are `names` (sorted, [`BLOBS`]) holds `digest`;
+/// `None` when `digest` is not a sha256 digest, which that listing cannot answer.
+pub fn in_blobs(names: &[String], digest: &str) -> Option<bool> {
+    let hex = digest
+        .strip_prefix("sha256:")
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))?;
+    Some(names.binary_search_by(|n| n.as_str().cmp(hex)).is_ok())
 }
 
 /// The images baked into an AMI's containerd store, as `eks-nodeinit bake-images` recorded them:
@@ -133,15 +147,6 @@ pub struct CachedImage {
     pub image: String,
     /// The digest of what the reference named when baked (an index or a manifest).
     pub digest: String,
-}
-
-impl CachedImage {
-    /// The digest's hex when it is a sha256 digest (the content store's file name).
-    pub fn sha256_hex(&self) -> Option<&str> {
-        self.digest
-            .strip_prefix("sha256:")
-            .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-    }
 }
 
 /// The content of the regular file `member` in a tar archive (ustar or GNU headers, as
@@ -378,6 +383,22 @@ mod tests {
         assert_eq!(tar_member(&a, "manifest.json"), None);
         assert_eq!(tar_member(&a[..700], "index.json"), None, "cut short");
         assert_eq!(tar_member(b"not a tar", "index.json"), None);
+    }
+
+    #[test]
+    fn a_digest_is_looked_up_among_the_sha256_blobs_only() {
+        let hex = "a".repeat(64);
+        let names = vec!["0".repeat(64), hex.clone()];
+        assert_eq!(in_blobs(&names, &format!("sha256:{hex}")), Some(true));
+        assert_eq!(
+            in_blobs(&names, &format!("sha256:{}", "b".repeat(64))),
+            Some(false)
+        );
+        assert_eq!(
+            in_blobs(&names, &format!("sha512:{}", "a".repeat(128))),
+            None
+        );
+        assert_eq!(in_blobs(&names, "sha256:abc"), None);
     }
 
     #[test]

@@ -7,9 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::base::containerd::{
-    self, check_reference, stored_names, CachedImage, ImageCache, IMAGE_CACHE,
-};
+use crate::base::containerd::{self, check_reference, CachedImage, ImageCache, IMAGE_CACHE};
 use crate::base::text::printable;
 use crate::os::{ctr, fsutil};
 
@@ -48,7 +46,7 @@ pub struct Bake<'a> {
 }
 
 /// The references, checked and normalized, before anything is pulled.
-fn normalized(images: &[String]) -> Result<Vec<String>, BakeError> {
+fn checked(images: &[String]) -> Result<Vec<String>, BakeError> {
     if images.is_empty() {
         return Err(BakeError::NoImages);
     }
@@ -59,7 +57,7 @@ fn normalized(images: &[String]) -> Result<Vec<String>, BakeError> {
                 image: printable(i),
                 why,
             })?;
-            Ok(stored_names(i).pop().unwrap_or_else(|| i.clone()))
+            Ok(containerd::normalized(i))
         })
         .collect()
 }
@@ -76,7 +74,7 @@ fn runtime(root: &Path) -> Result<containerd::Runtime, BakeError> {
 /// Pull every image, then record them all; the record is written only when every pull
 /// succeeded.
 pub async fn run(b: &Bake<'_>) -> Result<ImageCache, BakeError> {
-    let images = normalized(b.images)?;
+    let images = checked(b.images)?;
     let rt = runtime(b.root)?;
     let mut cache = ImageCache {
         containerd_root: rt.root.clone(),
@@ -141,7 +139,7 @@ mod tests {
 
     #[test]
     fn references_are_checked_and_normalized_before_any_pull() {
-        let ok = normalized(&[
+        let ok = checked(&[
             "busybox:1.36".into(),
             "registry.k8s.io/pause:3.10".into(),
             "localhost/kubernetes/pause".into(),
@@ -155,8 +153,8 @@ mod tests {
                 "localhost/kubernetes/pause:latest"
             ]
         );
-        let e = normalized(&["ok:1".into(), "Bad/Name".into()]).unwrap_err();
+        let e = checked(&["ok:1".into(), "Bad/Name".into()]).unwrap_err();
         assert!(e.to_string().starts_with("--image Bad/Name: "), "{e}");
-        assert!(matches!(normalized(&[]), Err(BakeError::NoImages)));
+        assert!(matches!(checked(&[]), Err(BakeError::NoImages)));
     }
 }

@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use crate::base::containerd::{default_blobs, ImageCache, DEFAULT_ROOT, IMAGE_CACHE};
+use crate::base::containerd::{default_blobs, in_blobs, ImageCache, DEFAULT_ROOT, IMAGE_CACHE};
 use crate::base::text::{printable, serde_message};
 use crate::facts::{Family, Read};
 use crate::plan::step::Note;
@@ -58,9 +58,7 @@ fn plan(i: &Input, out: &mut Out) {
     let names = i.facts.names(default_blobs());
     let (mut present, mut missing) = (Vec::new(), Vec::new());
     for img in &cache.images {
-        let there = img
-            .sha256_hex()
-            .is_some_and(|h| names.binary_search_by(|n| n.as_str().cmp(h)).is_ok());
+        let there = in_blobs(names, &img.digest) == Some(true);
         let shown = format!("{} ({})", printable(&img.image), printable(&img.digest));
         if there {
             present.push(shown)

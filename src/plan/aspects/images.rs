@@ -52,8 +52,8 @@ fn contribute(spec: &Spec, facts: &Facts, h: &mut HandoffIntent, f: &mut Finding
         progress_timeout: p.progress_timeout.as_ref().map(|d| d.text.clone()),
     };
     let k = &mut h.kubelet;
-    // A kubelet before 1.33 defaults serializeImagePulls to true whatever maxParallelImagePulls
-    // says, and then refuses the pair: say false with more than one pull at once.
+    // Older kubelets default serializeImagePulls to true whatever maxParallelImagePulls
+    // says, and then refuse the pair: say false with more than one pull at once.
     let serialize = p
         .serialize
         .or_else(|| p.max_parallel.filter(|n| *n > 1).map(|_| false));

@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use crate::base::containerd::default_blobs;
+use crate::base::containerd::{default_blobs, in_blobs};
 use crate::base::text::printable;
 use crate::facts::{Family, Read};
 use crate::plan::step::{IfFailed, Mode, Note, Step, Unit, UnitJob};
@@ -138,12 +138,20 @@ fn in_store(facts: &crate::facts::Facts, out: &mut Out) -> String {
             default_blobs()
         );
     }
-    let hex = digest.strip_prefix("sha256:").unwrap_or_default();
-    if names.binary_search_by(|n| n.as_str().cmp(hex)).is_ok() {
-        return format!(
-            "pause image: in containerd's store: yes ({})",
-            printable(&digest)
-        );
+    match in_blobs(names, &digest) {
+        None => {
+            return format!(
+                "pause image: in containerd's store: not checked ({} is not a sha256 digest)",
+                printable(&digest)
+            )
+        }
+        Some(true) => {
+            return format!(
+                "pause image: in containerd's store: yes ({})",
+                printable(&digest)
+            )
+        }
+        Some(false) => {}
     }
     out.findings.push("pause", format!("nodeadm's pause image {AL2023_SANDBOX} ({}, as {AL2023_CACHE} records it) is not in containerd's store ({}): no pod can start on this node, and nodeadm cannot pull a localhost image; rebuild the AMI, or import {AL2023_CACHE} with `ctr --namespace k8s.io images import`", printable(&digest), default_blobs()));
     "pause image: in containerd's store: no".into()
@@ -255,6 +263,23 @@ mod tests {
             "{:?}",
             out.findings
         );
+        // A digest the sha256 listing cannot answer is not checked, never a finding.
+        let other = format!(
+            "{{\"manifests\": [{{\"digest\": \"sha512:{}\"}}]}}",
+            "a".repeat(128)
+        );
+        let member = crate::os::fsutil::FileFact {
+            content: Ok(Some(other)),
+            mode: None,
+            link: None,
+        };
+        f.set_tar_member(AL2023_CACHE, "index.json", member);
+        let out = run(&ASPECT, &s, &f);
+        assert!(out.findings.is_empty(), "{:?}", out.findings);
+        assert!(out.notes[0]
+            .lines
+            .iter()
+            .any(|l| l.contains("is not a sha256 digest")));
         f.set_names(default_blobs(), vec![]);
         let out = run(&ASPECT, &s, &f);
         assert!(
