@@ -108,7 +108,14 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
         _ => {}
     }
     check_node_path("kubelet.configPath", &k.config_path, f);
+    // Like every section, the providers reach the plan only when their checks passed: the plan
+    // joins each name to the plugin directory.
+    let before = f.0.len();
     credential_providers(&k.credential_providers, f);
+    let providers = match f.0.len() == before {
+        true => k.credential_providers.clone(),
+        false => Vec::new(),
+    };
     KubeletSpec {
         image_gc_high: high,
         image_gc_low: low,
@@ -127,7 +134,7 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
             k.memory_manager.as_ref(),
             f,
         ),
-        credential_providers: k.credential_providers.clone(),
+        credential_providers: providers,
     }
 }
 

@@ -181,10 +181,9 @@ fn check_against_node(at: &str, name: &str, node: &[Value], facts: &Facts, f: &m
             "`{name}` is the node's own provider in {NODE_CONFIG}: the agent adds providers and never replaces the node's; choose another name"
         ));
     }
+    // The spec passed only file names (`spec::kubelet`).
     let bin = Path::new(BIN_DIR).join(name);
-    // A name that is no file name is the spec's finding already.
-    let file_name = !name.contains('/') && !matches!(name, "" | "." | "..");
-    if file_name && !facts.executable(&bin) {
+    if !facts.executable(&bin) {
         f.push(format!("{at}.name"), format!(
             "no executable {} on the node: the kubelet refuses to start without its plugin; install it there first",
             bin.display()
@@ -407,5 +406,29 @@ mod tests {
             format!("{at}[1].matchImages"),
         ];
         assert_eq!(fields, want, "{e:#?}");
+    }
+
+    #[test]
+    fn a_name_given_twice_or_no_file_name_never_reaches_the_node() {
+        let cfg = config(json!([
+            {"name": "p", "matchImages": ["a.io"], "defaultCacheDuration": "1m"},
+            {"name": "p", "matchImages": ["b.io"], "defaultCacheDuration": "1m"},
+            {"name": "/usr/bin/x", "matchImages": ["c.io"], "defaultCacheDuration": "1m"},
+        ]));
+        let c = crate::config::parse(&cfg, "t").unwrap();
+        let (s, f) = crate::spec::resolve(&c);
+        let fields: Vec<&str> = f.0.iter().map(|x| x.field.as_str()).collect();
+        let at = "kubelet.credentialProviders";
+        assert_eq!(
+            fields,
+            [format!("{at}[1].name"), format!("{at}[2].name")],
+            "{f:?}"
+        );
+        assert!(f.0[0].message.contains("named twice"), "{f:?}");
+        // The partial spec the node is still checked with asks nothing of a path the name made.
+        assert!(s.kubelet.credential_providers.is_empty());
+        let mut r = Reads::default();
+        (ASPECT.reads)(&s, Some(Family::Al2), &mut r);
+        assert!(!format!("{r:?}").contains("/usr/bin/x"), "{r:?}");
     }
 }
