@@ -176,3 +176,75 @@ const KUBELET_KEYS: [&str; 4] = [
     "registryPullQPS",
     "registryBurst",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{findings, run, spec};
+    use super::*;
+    use crate::facts::Facts;
+
+    fn node(family: Family, cpus: &str, mem_kib: u64) -> Facts {
+        Facts::builder(family)
+            .file(node::CPU_ONLINE, cpus)
+            .file(node::MEMINFO, &format!("MemTotal: {mem_kib} kB\n"))
+            .build()
+    }
+
+    const FAST: &str = r#"{"cluster": {"name": "c"}, "images": {"pull": {"fastImagePull": true}}}"#;
+
+    #[test]
+    fn fast_image_pull_goes_to_nodeadm_only_where_its_rule_holds() {
+        let s = spec(FAST);
+        let big = node(Family::Al2023, "0-7\n", 16_000_000);
+        assert!(run(&ASPECT, &s, &big).findings.is_empty());
+        let doc = crate::plan::handoff::al2023::document(&crate::plan::handoff_intent(&s, &big));
+        assert_eq!(doc["spec"]["featureGates"], json!({"FastImagePull": true}));
+        for (facts, says) in [
+            (
+                node(Family::Al2023, "0-1\n", 16_000_000),
+                "2 vCPUs online, and nodeadm needs 4",
+            ),
+            (node(Family::Al2023, "0-3\n", 3_900_000), "MemTotal 3.7 GiB"),
+            (
+                node(Family::Al2, "0-7\n", 16_000_000),
+                "AL2's bootstrap.sh does not have",
+            ),
+        ] {
+            let f = findings(&run(&ASPECT, &s, &facts));
+            assert!(
+                f.iter()
+                    .any(|l| l.starts_with(FIELD_FAST) && l.contains(says)),
+                "{says}: {f:?}"
+            );
+            let doc =
+                crate::plan::handoff::al2023::document(&crate::plan::handoff_intent(&s, &facts));
+            assert!(doc["spec"].get("featureGates").is_none(), "{says}");
+        }
+    }
+
+    #[test]
+    fn the_plan_says_what_a_pull_will_do_and_a_burst_without_qps_is_a_warning() {
+        let s = spec(
+            r#"{"cluster": {"name": "c"}, "images": {"pull": {"maxParallel": 4, "registryQPS": 0, "registryBurst": 20}}}"#,
+        );
+        let out = run(&ASPECT, &s, &node(Family::Al2023, "0-1\n", 8_000_000));
+        let lines = &out.notes[0].lines;
+        assert!(
+            lines.contains(&"image pulls: kubelet serializeImagePulls = false".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"image pulls: kubelet maxParallelImagePulls = 4".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("SOCI parallel pull not asked")
+                    && l.contains("would not use it")),
+            "{lines:?}"
+        );
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+        assert!(out.warnings[0].starts_with("images.pull.registryBurst"));
+    }
+}
