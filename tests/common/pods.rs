@@ -3,7 +3,7 @@
 //! under a name of the suite's (no registry is reached for it); a pod is bound to its node by
 //! name (no scheduler) on the host network (no CNI plugin runs).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -115,9 +115,4 @@ pub fn anonymous_pull(cp: &ControlPlane, ns: &str, image: &str) -> (bool, String
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status.success(), said)
-}
-
-/// A path under `root` for the node path `p`.
-pub fn under(root: &Path, p: &str) -> PathBuf {
-    root.join(p.trim_start_matches('/'))
 }

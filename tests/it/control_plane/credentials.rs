@@ -17,14 +17,15 @@ use super::{agent, al2023_start, al2_start, config, ready};
 use crate::common;
 use common::control_plane::ControlPlane;
 use common::kubelet::{Kubelet, Start};
-use common::pods::{self, under};
+use common::pods;
 use common::registry;
 use common::{example, init, recording_bootstrap, sample_root, stderr};
+use eks_nodeinit::os::fsutil::under;
+use eks_nodeinit::plan::aspects::credential_providers::{BIN_DIR, KUBELET_VERSION, OWN_CONFIG};
 
 const USER: &str = "suite";
 const PASSWORD: &str = "only-the-provider-knows";
 const PLUGIN: &str = "suite-credentials";
-const BIN_DIR: &str = "/etc/eks/image-credential-provider";
 const FLAG: &str = "--image-credential-provider-config=";
 
 /// The ECR provider config an AL2 image ships (bootstrap.sh's kubelet unit names it).
@@ -58,7 +59,7 @@ fn node_root(sample: &str) -> tempfile::TempDir {
     } else {
         let kubelet = common::control_plane::peers_bin().join("kubelet");
         let version = common::tls::sh(std::process::Command::new(kubelet).arg("--version"));
-        std::fs::write(under(r, "/etc/eks/kubelet-version.txt"), version).unwrap();
+        std::fs::write(under(r, KUBELET_VERSION), version).unwrap();
     }
     root
 }
@@ -91,7 +92,7 @@ fn agent_with(cp: &ControlPlane, root: &Path, al2: bool, providers: Value) -> (V
     } else {
         al2023_start(root, None)
     };
-    let node_config = under(root, &format!("{BIN_DIR}/config.json"));
+    let node_config = under(root, format!("{BIN_DIR}/config.json"));
     let mut flags = vec![
         format!("{FLAG}{}", node_config.display()),
         format!(
@@ -139,10 +140,7 @@ fn prove_pull(sample: &'static str, name: &'static str) {
     let providers = json!([provider(port, &calls)]);
     let (plan, start) = agent_with(&cp, root.path(), sample == "al2-root", providers);
     let written = plan.to_string();
-    assert!(
-        written.contains("/etc/eks-nodeinit/image-credential-provider.json"),
-        "{plan}"
-    );
+    assert!(written.contains(OWN_CONFIG), "{plan}");
     let mut kubelet = Kubelet::start(&cp, name, &start);
     kubelet.node(&cp);
     let pod = format!("private-{}", sample.trim_end_matches("-root"));
@@ -203,7 +201,7 @@ fn the_kubelet_refuses_at_start_the_match_image_the_agent_refuses_first() {
     let log = r.join("provider.jsonl");
     let (_plan, start) = agent_with(&cp, r, false, json!([provider(5000, &log)]));
     // The agent's own file, one pattern made one the agent refuses.
-    let own = under(r, "/etc/eks-nodeinit/image-credential-provider.json");
+    let own = under(r, OWN_CONFIG);
     let mut doc: Value = serde_json::from_slice(&std::fs::read(&own).unwrap()).unwrap();
     doc["providers"][1]["matchImages"] = json!(["registry example.com"]);
     std::fs::write(&own, doc.to_string()).unwrap();

@@ -240,6 +240,30 @@ fn baked_root(cp: &ControlPlane) -> tempfile::TempDir {
     root
 }
 
+/// Remove `image` from the suite's containerd under every name of its digest (the CRI adds the
+/// image's ID as one), its blobs collected at once; the digest.
+fn remove_every_name(cp: &ControlPlane, image: &str) -> String {
+    let listed = tls::sh(pods::ctr(cp, "k8s.io").args(["images", "ls"]));
+    let digest_of = |l: &str| l.split_whitespace().nth(2).map(String::from);
+    let line = listed
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(image));
+    let digest = line
+        .and_then(digest_of)
+        .unwrap_or_else(|| panic!("{image} not in {listed}"));
+    let names: Vec<&str> = listed
+        .lines()
+        .filter(|l| digest_of(l).as_deref() == Some(digest.as_str()))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    tls::sh(
+        pods::ctr(cp, "k8s.io")
+            .args(["images", "rm", "--sync"])
+            .args(&names),
+    );
+    digest
+}
+
 /// The dry run's `imageCache` note.
 fn cache_note(root: &Path) -> Value {
     let cfg = config_with(root, "c.json", |v| v["tagging"] = json!({"enabled": false}));
@@ -286,19 +310,7 @@ fn an_image_baked_is_checked_at_every_boot_by_its_digest() {
         "{note}"
     );
     // Gone from the store (its blobs collected at once): the plan says it will be pulled.
-    // Every name of it (the CRI adds its ID as one), so that nothing holds its blobs.
-    let listed = tls::sh(pods::ctr(&cp, "k8s.io").args(["images", "ls"]));
-    let names: Vec<&str> = listed
-        .lines()
-        .filter(|l| l.split_whitespace().nth(2) == Some(digest.as_str()))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert!(names.contains(&image.as_str()), "{listed}");
-    tls::sh(
-        pods::ctr(&cp, "k8s.io")
-            .args(["images", "rm", "--sync"])
-            .args(&names),
-    );
+    assert_eq!(remove_every_name(&cp, &image), digest);
     let note = cache_note(root.path());
     assert_eq!(
         note["pulled"],
@@ -432,23 +444,7 @@ fn the_amis_pause_image_missing_from_the_store_stops_the_run() {
     const GONE: &str = "eks-nodeinit.test/gone-pause:1";
     import(&cp, &program, work.path(), GONE);
     export(GONE);
-    let listed = tls::sh(pods::ctr(&cp, "k8s.io").args(["images", "ls"]));
-    let digest = listed
-        .lines()
-        .find(|l| l.starts_with(GONE))
-        .and_then(|l| l.split_whitespace().nth(2))
-        .unwrap()
-        .to_string();
-    let names: Vec<&str> = listed
-        .lines()
-        .filter(|l| l.split_whitespace().nth(2) == Some(digest.as_str()))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    tls::sh(
-        pods::ctr(&cp, "k8s.io")
-            .args(["images", "rm", "--sync"])
-            .args(&names),
-    );
+    remove_every_name(&cp, GONE);
     let (code, _, err) = dry_run_text(root.path());
     assert_eq!(code, Some(3), "{err}");
     assert!(
