@@ -53,7 +53,7 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     );
 }
 
-fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
+fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
     if spec.kubelet.credential_providers.is_empty() {
         return;
     }
@@ -68,15 +68,15 @@ fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &mut Finding
             format!("{a} and kubelet.credentialProviders both choose the kubelet's credential provider config: keep one"),
         );
     }
-    if merged(spec, facts, f, &mut k.warnings).is_some() {
-        k.flags.push(format!("{FLAG}={OWN_CONFIG}"));
-    }
+    // The file is the plan's; a merge that fails is its finding, which stops the run.
+    k.flags.push(format!("{FLAG}={OWN_CONFIG}"));
 }
 
 fn plan(i: &Input, out: &mut Out) {
-    // The contributor reported the findings and warnings of the same merge.
-    let (mut scratch, mut said) = (Findings::default(), Vec::new());
-    let Some((doc, how)) = merged(i.spec, i.facts, &mut scratch, &mut said) else {
+    if i.spec.kubelet.credential_providers.is_empty() {
+        return;
+    }
+    let Some((doc, how)) = merged(i.spec, i.facts, &mut out.findings, &mut out.warnings) else {
         return;
     };
     let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
