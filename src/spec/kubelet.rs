@@ -112,6 +112,12 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
     // joins each name to the plugin directory.
     let before = f.0.len();
     credential_providers(&k.credential_providers, f);
+    let chosen = k.extra_args.iter().enumerate();
+    for (i, a) in chosen.filter(|(_, a)| super::is_flag(a, "--image-credential-provider-config")) {
+        if !k.credential_providers.is_empty() {
+            f.push(format!("kubelet.extraArgs[{i}]"), format!("`{}` and kubelet.credentialProviders both choose the kubelet's credential provider config: keep one", printable(a)));
+        }
+    }
     let providers = match f.0.len() == before {
         true => k.credential_providers.clone(),
         false => Vec::new(),

@@ -140,6 +140,12 @@ pub fn from_config(c: &Config) -> Result<Spec, Invalid> {
     }
 }
 
+/// Whether the kubelet argument `a` is `flag`, alone or as `flag=value`.
+pub(crate) fn is_flag(a: &str, flag: &str) -> bool {
+    a.strip_prefix(flag)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+}
+
 /// A config path: absolute, without `..`.
 pub(crate) fn check_node_path(field: &str, p: &std::path::Path, f: &mut Findings) {
     if !p.is_absolute() || p.components().any(|x| x == std::path::Component::ParentDir) {

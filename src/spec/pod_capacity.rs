@@ -54,7 +54,7 @@ pub fn spec(
         max_pods: max_pods.and_then(|v| max_pods_spec(v, f)),
         reserved: reserved.map_or(ReservedSpec::Auto, |v| reserved_spec(v, f)),
     };
-    let flag_of = |a: &str, flag: &str| a == flag || a.starts_with(&format!("{flag}="));
+    let flag_of = super::is_flag;
     for (i, a) in extra_args.iter().enumerate() {
         let sets = if flag_of(a, "--max-pods") && max_pods.is_some() {
             "kubelet.maxPods"

@@ -53,20 +53,9 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     );
 }
 
-fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, f: &mut Findings) {
+fn contribute(spec: &Spec, _: &Facts, k: &mut KubeletIntent, _: &mut Findings) {
     if spec.kubelet.credential_providers.is_empty() {
         return;
-    }
-    if let Some(a) = spec
-        .registration
-        .extra_args
-        .iter()
-        .find(|a| a.starts_with(FLAG))
-    {
-        f.push(
-            "kubelet.extraArgs",
-            format!("{a} and kubelet.credentialProviders both choose the kubelet's credential provider config: keep one"),
-        );
     }
     // The file is the plan's; a merge that fails is its finding, which stops the run.
     k.flags.push(format!("{FLAG}={OWN_CONFIG}"));
@@ -425,6 +414,18 @@ mod tests {
             "{f:?}"
         );
         assert!(f.0[0].message.contains("named twice"), "{f:?}");
+        // The kubelet's own flag beside them is a finding naming its place; a longer flag is not.
+        let mut v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
+        v["kubelet"]["credentialProviders"] =
+            json!([{"name": "p", "matchImages": ["a.io"], "defaultCacheDuration": "1m"}]);
+        v["kubelet"]["extraArgs"] = json!([
+            "--image-credential-provider-config-x=1",
+            "--image-credential-provider-config=/x.json"
+        ]);
+        let c = crate::config::parse(&v.to_string(), "t").unwrap();
+        let f = crate::spec::resolve(&c).1;
+        let fields: Vec<&str> = f.0.iter().map(|x| x.field.as_str()).collect();
+        assert_eq!(fields, ["kubelet.extraArgs[1]"], "{f:?}");
         // The partial spec the node is still checked with asks nothing of a path the name made.
         assert!(s.kubelet.credential_providers.is_empty());
         let mut r = Reads::default();
