@@ -7,6 +7,9 @@
 //! Auto Scaling replaces the instance at once. The verdict and its causes go to the console, the
 //! journal and the report's `join` section; a node that did not join exits non-zero. Without the
 //! proof's job (`verify.join: off`) the hook is completed once kubelet is active, as before.
+//! Once kubelet is active, and before the proof, it runs this boot's steps after the hand-off
+//! ([`crate::exec::after`]); a failure among them makes a joined Node a `mismatch`, and without
+//! the proof makes the unit fail once the hook is completed.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,10 +18,12 @@ use tokio::time::Instant;
 
 use crate::aws::autoscaling::{complete_launch, keep_alive, Completed, HookError, HookResult};
 use crate::base::retry::RetryPolicy;
+use crate::exec::after::{self, Ran};
 use crate::exec::report::{now_ms, Report};
 use crate::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB};
 use crate::os::fsutil::{self, under};
 use crate::os::systemd;
+use crate::plan::aspects::after_handoff::{AfterJob, AFTER_JOB};
 use crate::verify::fleet;
 use crate::verify::launch_of;
 use crate::verify::proof::{self, JoinJob, Proof, JOIN_JOB};
@@ -49,6 +54,8 @@ pub enum CompleteError {
         verdict: &'static str,
         error: String,
     },
+    #[error("after the hand-off, {failures}; see `eks-nodeinit status`")]
+    After { failures: String },
     #[error(transparent)]
     Hook(#[from] HookError),
     #[error(transparent)]
@@ -106,6 +113,7 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
     let join = read_job(c, JOIN_JOB, |t| {
         serde_json::from_str::<JoinJob>(t).map_err(|e| crate::base::text::serde_message(&e))
     })?;
+    let after = read_job(c, AFTER_JOB, AfterJob::from_text)?.map(|(j, _)| j);
     // A warm pool's launch: the node was prepared, and does not join now.
     if let Some((job, text)) = hook
         .as_ref()
@@ -114,23 +122,56 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
         complete(c, job, HookResult::Continue, from_env().as_ref()).await?;
         return Ok(fsutil::write_atomic(&done, text.as_bytes(), 0o644)?);
     }
-    if hook.is_none() && join.is_none() {
-        tracing::info!("nothing to prove or complete in this boot ({LAUNCH_HOOK_JOB} and {JOIN_JOB} are absent, or the hook is done)");
+    if hook.is_none() && join.is_none() && after.is_none() {
+        tracing::info!("nothing to run, prove or complete in this boot ({LAUNCH_HOOK_JOB}, {JOIN_JOB} and {AFTER_JOB} are absent, or the hook is done)");
         return Ok(());
     }
     let hook_name = hook
         .as_ref()
         .map_or_else(String::new, |(j, _)| j.hook.clone());
     let Some((job, _)) = join else {
-        // No proof asked for: the hook once kubelet is active, as before.
+        // No proof asked for: the steps after the hand-off and the hook once kubelet is active.
         wait_for_kubelet(c, &hook_name).await?;
+        let ran = run_after(after.as_ref()).await;
+        if !ran.outcomes().is_empty() {
+            update(c, |report| ran.record(report))?;
+        }
         if let Some((job, text)) = &hook {
             complete(c, job, HookResult::Continue, from_env().as_ref()).await?;
             fsutil::write_atomic(&done, text.as_bytes(), 0o644)?;
         }
-        return Ok(());
+        return match ran.failures.is_empty() {
+            true => Ok(()),
+            false => Err(CompleteError::After {
+                failures: ran.failures.join("; "),
+            }),
+        };
     };
-    prove_join(c, &job, hook.as_ref(), &done).await
+    prove_join(c, &job, hook.as_ref(), &done, after.as_ref()).await
+}
+
+/// This boot's steps after the hand-off, if it has any.
+async fn run_after(job: Option<&AfterJob>) -> Ran {
+    match job {
+        Some(j) => after::run(j).await,
+        None => Ran::default(),
+    }
+}
+
+/// Steps after the hand-off that failed: a Node Ready is not as planned, and each failure is a
+/// cause.
+fn fold_after(p: &mut Proof, ran: &Ran) {
+    if ran.failures.is_empty() {
+        return;
+    }
+    if p.verdict == JoinVerdict::Joined {
+        p.verdict = JoinVerdict::Mismatch;
+    }
+    let causes = ran
+        .failures
+        .iter()
+        .map(|f| format!("after the hand-off, {f}"));
+    p.causes.extend(causes);
 }
 
 /// The proof (with heartbeats for the hook meanwhile), whose cause a failure is, the verdict
@@ -140,26 +181,28 @@ async fn prove_join(
     job: &JoinJob,
     hook: Option<&(LaunchHookJob, String)>,
     done: &std::path::Path,
+    after: Option<&AfterJob>,
 ) -> Result<(), CompleteError> {
     let ctx = context(job);
     let hook_name = hook.map_or_else(String::new, |(j, _)| j.hook.clone());
-    let mut proof = match hook {
+    let (mut proof, ran) = match hook {
         Some((h, _)) => {
             // Heartbeats beside the proof; the proof goes on if they stop.
             let t = ctx.transport();
             let beats = keep_alive(launch_of(h), c.heartbeat, c.policy, t.as_ref());
-            let proving = prove(c, job, &ctx, &hook_name);
+            let proving = prove(c, job, &ctx, &hook_name, after);
             tokio::pin!(proving);
             tokio::select! {
                 p = &mut proving => p,
                 () = beats => proving.await,
             }
         }
-        None => prove(c, job, &ctx, &hook_name).await,
+        None => prove(c, job, &ctx, &hook_name, after).await,
     };
+    fold_after(&mut proof, &ran);
     judge(job, &ctx, &mut proof).await;
     let result = hook_result(proof.verdict, proof.blame, job.strict);
-    record(c, &proof)?;
+    record(c, &proof, &ran)?;
     let outcome = verdict(&proof, result);
     let Some((h, text)) = hook else {
         return outcome;
@@ -226,8 +269,15 @@ fn told(result: HookResult, h: &LaunchHookJob, o: Completed) -> String {
     }
 }
 
-/// kubelet active, then the Node: the proof under the job's deadline.
-async fn prove(c: &Completer, job: &JoinJob, ctx: &crate::verify::Context, hook: &str) -> Proof {
+/// kubelet active, the steps after the hand-off, then the Node: the proof under the job's
+/// deadline.
+async fn prove(
+    c: &Completer,
+    job: &JoinJob,
+    ctx: &crate::verify::Context,
+    hook: &str,
+    after: Option<&AfterJob>,
+) -> (Proof, Ran) {
     let start = Instant::now();
     let kubelet_wait = c.kubelet_wait.min(Duration::from_secs(job.deadline_secs));
     let waited = Completer {
@@ -235,7 +285,8 @@ async fn prove(c: &Completer, job: &JoinJob, ctx: &crate::verify::Context, hook:
         ..c.clone()
     };
     if let Err(e) = wait_for_kubelet(&waited, hook).await {
-        return Proof {
+        let not_run = after.map(|j| Ran::not_run(j, "kubelet never became active"));
+        let proof = Proof {
             verdict: JoinVerdict::Deadline,
             blame: None,
             causes: vec![e.to_string()],
@@ -245,19 +296,25 @@ async fn prove(c: &Completer, job: &JoinJob, ctx: &crate::verify::Context, hook:
             ready_at: None,
             seen: Seen::kubelet(e.to_string()),
         };
+        return (proof, not_run.unwrap_or_default());
     }
     let active = now_ms();
+    let ran = run_after(after).await;
     let left = JoinJob {
         deadline_secs: job.deadline_secs.saturating_sub(start.elapsed().as_secs()),
         ..job.clone()
     };
     let mut p = proof::prove(&left, ctx, c.poll).await;
     p.kubelet_active_at = Some(active);
-    p
+    (p, ran)
 }
 
-/// The proof into the report's `join` section (the run's lock held while it is written).
-fn record(c: &Completer, p: &Proof) -> Result<(), CompleteError> {
+/// The proof into the report's `join` section, and the steps after the hand-off into its
+/// steps (the run's lock held while it is written).
+fn record(c: &Completer, p: &Proof, ran: &Ran) -> Result<(), CompleteError> {
+    if !ran.outcomes().is_empty() {
+        update(c, |report| ran.record(report))?;
+    }
     update_join(c, |join| {
         for (name, at) in [
             ("kubelet active", p.kubelet_active_at),
@@ -291,11 +348,19 @@ fn update_join(
     c: &Completer,
     edit: impl FnOnce(&mut crate::verify::record::JoinRecord),
 ) -> Result<(), CompleteError> {
+    update(c, |report| {
+        let mut join: crate::verify::record::JoinRecord =
+            report.property("join").unwrap_or_default();
+        edit(&mut join);
+        report.set_property("join", &join);
+    })
+}
+
+/// The report edited under the run's lock.
+fn update(c: &Completer, edit: impl FnOnce(&mut Report)) -> Result<(), CompleteError> {
     let _lock = crate::os::lock::take(&c.root, true)?;
     let mut report = Report::read(&c.root).unwrap_or_default();
-    let mut join: crate::verify::record::JoinRecord = report.property("join").unwrap_or_default();
-    edit(&mut join);
-    report.set_property("join", &join);
+    edit(&mut report);
     report.write(&c.root, &[])?;
     Ok(())
 }
@@ -367,5 +432,48 @@ async fn wait_for_kubelet(c: &Completer, hook: &str) -> Result<(), CompleteError
             });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proof(verdict: JoinVerdict) -> Proof {
+        Proof {
+            verdict,
+            blame: None,
+            causes: Vec::new(),
+            checked: Vec::new(),
+            kubelet_active_at: None,
+            registered_at: None,
+            ready_at: None,
+            seen: Seen::default(),
+        }
+    }
+
+    #[test]
+    fn a_failed_step_after_the_hand_off_makes_a_joined_node_a_mismatch_and_a_cause() {
+        let failed = Ran {
+            failures: vec!["the sandbox image is not pinned".into()],
+            ..Ran::default()
+        };
+        let mut p = proof(JoinVerdict::Joined);
+        fold_after(&mut p, &failed);
+        assert_eq!(p.verdict, JoinVerdict::Mismatch);
+        assert_eq!(
+            p.causes,
+            ["after the hand-off, the sandbox image is not pinned"]
+        );
+        // A mismatch is a finding: the launch goes on unless the join is strict.
+        assert_eq!(hook_result(p.verdict, p.blame, false), HookResult::Continue);
+        assert_eq!(hook_result(p.verdict, p.blame, true), HookResult::Abandon);
+        // A verdict that is already a failure keeps its own, and gains the cause.
+        let mut p = proof(JoinVerdict::NotReady);
+        fold_after(&mut p, &failed);
+        assert_eq!((p.verdict, p.causes.len()), (JoinVerdict::NotReady, 1));
+        let mut p = proof(JoinVerdict::Joined);
+        fold_after(&mut p, &Ran::default());
+        assert_eq!((p.verdict, p.causes.len()), (JoinVerdict::Joined, 0));
     }
 }

@@ -3,6 +3,7 @@
 //! else. It knows the step vocabulary's effects, never the aspect that planned them: everything
 //! it runs is in the plan.
 
+pub mod after;
 mod call;
 mod checks;
 pub mod report;

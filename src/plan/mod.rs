@@ -28,6 +28,10 @@ pub struct Plan {
     pub family: Family,
     pub family_reason: String,
     pub steps: Vec<Step>,
+    /// The steps after the hand-off ([`step::When::After`]), in the plan's order: the executor
+    /// leaves them in this boot's job for the launch-hook unit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Step>,
     pub warnings: Vec<String>,
     /// What the aspects say beside their steps, each under its own key (in the JSON) and
     /// with its lines (in the text), in registry order.
@@ -96,6 +100,13 @@ fn one_reload_per_run_of_drop_ins(steps: Vec<Step>) -> Vec<Step> {
     out
 }
 
+/// Whether the steps hand the node off now (not held, not done already in this boot).
+pub(crate) fn hands_off(steps: &[Step]) -> bool {
+    steps
+        .iter()
+        .any(|s| matches!(s, Step::Handoff(Handoff::Exec { .. } | Handoff::Dropin(_))))
+}
+
 /// Every finding for this spec on this node, each aspect's in registry order.
 pub fn findings(spec: &Spec, facts: &Facts) -> Vec<Finding> {
     match build(spec, facts) {
@@ -128,18 +139,23 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
             "planned"
         );
     }
-    // The order the steps run in is the plan's: the registry's, with the hand-off last.
+    // The order the steps run in is the plan's: the registry's, with the hand-off last; the
+    // steps after it are the plan's own list.
+    let (after, steps): (Vec<Step>, Vec<Step>) = std::mem::take(&mut out.steps)
+        .into_iter()
+        .partition(|s| s.when() == step::When::After);
+    out.steps = steps;
     out.steps.sort_by_key(|s| matches!(s, Step::Handoff(_)));
     out.steps = one_reload_per_run_of_drop_ins(std::mem::take(&mut out.steps));
-    // The checks come before a hand-off: none when this run hands nothing off (done already in
-    // this boot, or held for a warm pool).
-    let hands_off = out
-        .steps
-        .iter()
-        .any(|s| matches!(s, Step::Handoff(Handoff::Exec { .. } | Handoff::Dropin(_))));
-    if !hands_off {
-        out.steps.retain(|s| !matches!(s, Step::Check(_)));
-    }
+    // The checks come before a hand-off, and the steps after it follow one: none when this run
+    // hands nothing off (done already in this boot, or held for a warm pool).
+    let after = match hands_off(&out.steps) {
+        true => after,
+        false => {
+            out.steps.retain(|s| !matches!(s, Step::Check(_)));
+            Vec::new()
+        }
+    };
     let family = match (&facts.family, out.findings.is_empty()) {
         (Ok(f), true) => f.clone(),
         _ => return Err(Invalid(out.findings.0)),
@@ -161,6 +177,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         family: family.family,
         family_reason: family.reason,
         steps: out.steps,
+        after,
         warnings: out.warnings,
         notes: out.notes,
         derived: handoff.kubelet.derived,
@@ -198,6 +215,11 @@ impl Plan {
         self.steps.iter().find_map(Step::handoff)
     }
 
+    /// Whether the plan hands the node off now (not held, not done already in this boot).
+    pub fn hands_off(&self) -> bool {
+        hands_off(&self.steps)
+    }
+
     /// Whether any step runs before the changes (and so the on-failure steps may run).
     pub fn first_phase(&self) -> bool {
         self.steps.iter().any(|s| s.when() == step::When::First)
@@ -219,6 +241,9 @@ impl Plan {
             "steps": self.steps,
             "warnings": self.warnings,
         });
+        if !self.after.is_empty() {
+            v["afterHandoff"] = serde_json::to_value(&self.after).unwrap_or_default();
+        }
         for n in &self.notes {
             v[n.key.as_str()] = n.value.clone();
         }
@@ -267,6 +292,12 @@ impl Plan {
         }
         for (n, s) in self.steps.iter().enumerate() {
             render_step(&mut o, n + 1, s);
+        }
+        if !self.after.is_empty() {
+            let _ = writeln!(o, "\n{AFTER}:");
+        }
+        for (n, s) in self.after.iter().enumerate() {
+            render_step(&mut o, self.steps.len() + n + 1, s);
         }
         if self.first_phase() && !self.on_failure.is_empty() {
             let _ = writeln!(
@@ -366,6 +397,9 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
         Step::Handoff(h) => render_handoff(o, n, h),
     }
 }
+
+/// How the steps after the hand-off run, in the text plan.
+const AFTER: &str = "after the hand-off (eks-nodeinit-launch-hook.service runs these once kubelet is active, before the proof; a failure stops the ones after it and is named in the join's verdict)";
 
 /// How the plan's checks run: together, under one budget, before the changes or beside them.
 fn render_checks(o: &mut String, steps: &[Step]) {

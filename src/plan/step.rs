@@ -74,6 +74,18 @@ pub enum When {
     Apply,
     /// Beside the second phase, from its start; its outcome recorded when both ended.
     Beside,
+    /// After the hand-off took: they are left in this boot's job
+    /// ([`crate::plan::aspects::after_handoff`]), which the packaged launch-hook unit runs once
+    /// kubelet is active, before the proof. A failure is named in the join's verdict. Programs
+    /// (`Run` steps) carry it; the plan keeps them in its own list, after the hand-off.
+    After,
+}
+
+impl When {
+    /// The default phase, left out of the plan's JSON.
+    pub fn is_apply(&self) -> bool {
+        *self == When::Apply
+    }
 }
 
 /// A check as the plan runs it: when, under which budget, and the report property its
@@ -235,6 +247,9 @@ pub struct Run {
     /// What a failure leaves and what to do, for the error.
     #[serde(skip)]
     pub if_failed: IfFailed,
+    /// In the plan's order ([`When::Apply`]) or after the hand-off ([`When::After`]).
+    #[serde(default, skip_serializing_if = "When::is_apply")]
+    pub when: When,
 }
 
 /// A job for systemd's manager.
@@ -309,7 +324,10 @@ impl Step {
     pub fn is_change(&self) -> bool {
         match self {
             Step::File(f) => !f.path.starts_with("/run"),
-            Step::Tag { .. } | Step::Live(_) | Step::Remove(_) | Step::Run(_) => true,
+            // A program after the hand-off is this boot's job, like the proof's.
+            Step::Run(r) => r.when != When::After,
+            Step::Remove(r) => !r.path.starts_with("/run"),
+            Step::Tag { .. } | Step::Live(_) => true,
             Step::Call(_) => true,
             Step::Unit(u) => !matches!(u.job, UnitJob::Start { .. }),
             Step::Handoff(_) | Step::Check(_) | Step::Record(_) => false,
@@ -320,6 +338,7 @@ impl Step {
     pub fn when(&self) -> When {
         match self {
             Step::Check(c) => c.when,
+            Step::Run(r) => r.when,
             Step::Tag { .. } => When::Beside,
             _ => When::Apply,
         }

@@ -90,6 +90,22 @@ pub fn counting_bootstrap(root: &Path, then: &str) -> PathBuf {
 /// Every regular file under `root` and its bytes, but the run lock: it is taken before the node
 /// is read (exactly one run plans and applies), and holding it changes nothing on the node.
 pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut m = snapshot_as_is(root);
+    // A file naming the root (the steps after the hand-off run the root's agent with --root)
+    // is the same node's whatever the root's temporary name.
+    let name = root.display().to_string();
+    for content in m.values_mut() {
+        if let Ok(text) = std::str::from_utf8(content) {
+            if text.contains(&name) {
+                *content = text.replace(&name, "<root>").into_bytes();
+            }
+        }
+    }
+    m
+}
+
+/// Every file under `root` with its bytes, by its path under the root (the run lock aside).
+fn snapshot_as_is(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut m = BTreeMap::new();
     fn walk(base: &Path, dir: &Path, m: &mut BTreeMap<PathBuf, Vec<u8>>) {
         for e in std::fs::read_dir(dir).unwrap() {

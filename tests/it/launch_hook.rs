@@ -17,6 +17,7 @@ use common::{cmd, run, sample_root, stderr, stdout, Moto};
 use eks_nodeinit::instance::lifecycle::{
     CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
+use eks_nodeinit::plan::aspects::after_handoff::{AfterJob, AFTER_JOB};
 use serde_json::{json, Value};
 
 const HOOK: &str = "eks-node-ready";
@@ -72,7 +73,17 @@ fn completed(a: &Asg) -> Vec<Value> {
 /// An AL2023 sample node (no EC2 tagging here) with the hook configured, and its metadata file
 /// in `state`, naming the group or not.
 fn node(a: &Asg, state: &str, group: bool) -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let root = sample_root("al2023-root");
+    node_of("al2023-root", a, state, group)
+}
+
+/// [`node`] from the sample root `sample`.
+fn node_of(
+    sample: &str,
+    a: &Asg,
+    state: &str,
+    group: bool,
+) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let root = sample_root(sample);
     let cfg = common::config_with(root.path(), "config.json", |v| {
         v["tagging"] = json!({"enabled": false});
         v["lifecycle"] = json!({"completeLaunchHook": HOOK});
@@ -168,6 +179,60 @@ fn in_service_the_hook_is_completed_once_kubelet_is_active_and_only_once() {
         !stdout(&out).contains("launch-hook job"),
         "{}",
         stdout(&out)
+    );
+}
+
+/// The steps after the hand-off run once kubelet is active, before the hook is completed. One
+/// that fails is named, and the unit fails; the hook still gets CONTINUE, since a node not as
+/// planned is a finding, not a cause a replacement escapes. The AL2 node's step is the pause
+/// image pinned by the root's agent (this build), which finds no containerd config here:
+/// bootstrap.sh's stand-in writes none.
+#[test]
+fn a_failed_step_after_the_hand_off_is_named_and_the_hook_still_completed() {
+    let Some(a) = asg() else { return };
+    let Some((bus, _kubelet)) = kubelet_bus("active") else {
+        return;
+    };
+    let (root, cfg, md) = node_of("al2-root", &a, "InService", true);
+    let r = root.path();
+    std::fs::create_dir_all(r.join("usr/bin")).unwrap();
+    std::os::unix::fs::symlink(common::bin(), r.join("usr/bin/eks-nodeinit")).unwrap();
+    let out = common::init_with(r, &cfg, &md, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(r.join(&AFTER_JOB[1..])).unwrap();
+    let after = AfterJob::from_text(&text).unwrap();
+    assert_eq!(after.steps.len(), 1);
+    assert_eq!(after.steps[0].argv[1..3], ["pin-sandbox-image", "--root"]);
+
+    let out = complete_hook(&a, r, &bus.address, &[]);
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    assert!(
+        e.contains("after the hand-off, the sandbox image is not pinned after the hand-off (")
+            && e.contains("etc/containerd/config.toml is missing"),
+        "{e}"
+    );
+    assert_eq!(
+        completed(&a),
+        vec![
+            json!({"AutoScalingGroupName": GROUP, "LifecycleHookName": HOOK,
+                    "InstanceId": a.instance_id, "LifecycleActionResult": "CONTINUE"})
+        ]
+    );
+    let rep = common::report(r);
+    let said =
+        common::report_outcome(&rep, "after the hand-off: the sandbox image").unwrap_or_default();
+    assert!(
+        said.as_str()
+            .is_some_and(|s| s.starts_with("failed: the sandbox image is not pinned")),
+        "{rep:#}"
+    );
+    // A rerun of the agent in this boot plans nothing for the job, which stays for the unit.
+    let again = common::init_with(r, &cfg, &md, &["--dry-run"]);
+    assert!(
+        !stdout(&again).contains("after-handoff.json"),
+        "{}",
+        stdout(&again)
     );
 }
 

@@ -205,8 +205,8 @@ fn nothing_planned_again(r: &std::path::Path, cfg: &std::path::Path) {
         "{plan:#}"
     );
     // after a reboot (/run is empty again) the hand-off is planned again, and with it only the
-    // proof's per-boot job and the start of the unit that proves the join: no change to the
-    // node's configuration
+    // per-boot jobs (the proof's, the steps after the hand-off) and the start of the unit that
+    // runs them: no change to the node's configuration
     std::fs::remove_dir_all(r.join("run/eks-nodeinit")).unwrap();
     let out = init(r, cfg, &["--dry-run", "--output", "json"]);
     let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -215,6 +215,7 @@ fn nothing_planned_again(r: &std::path::Path, cfg: &std::path::Path) {
         common::step_kinds(&plan),
         [
             "file",
+            "file",
             "unit:eks-nodeinit-launch-hook.service",
             "handoff:exec"
         ],
@@ -222,6 +223,10 @@ fn nothing_planned_again(r: &std::path::Path, cfg: &std::path::Path) {
     );
     assert_eq!(
         plan["steps"][8]["path"], "/run/eks-nodeinit/join.json",
+        "{plan:#}"
+    );
+    assert_eq!(
+        plan["steps"][9]["path"], "/run/eks-nodeinit/after-handoff.json",
         "{plan:#}"
     );
 }

@@ -13,7 +13,7 @@ use crate::facts::Family;
 use crate::instance::metadata::Metadata;
 use crate::instance::userdata::UserDataFact;
 use crate::plan::kubelet::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
-use crate::plan::step::{File, IfFailed, Mode, Step, Unit, UnitJob};
+use crate::plan::step::{File, Mode};
 use crate::spec::Spec;
 use crate::verify::name::NodeName;
 use crate::verify::proof::{Expect, JoinJob, JOIN_JOB};
@@ -187,14 +187,9 @@ fn plan(i: &Input, out: &mut Out) {
         // The launch hook's aspect starts the unit when there is a hook; a run from a user-data
         // script (not the agent's unit, which pulls it in) has it started here otherwise.
         if spec.launch_hook.is_none() {
-            out.steps.push(Step::Unit(Unit {
-                job: UnitJob::Start {
-                    unit: super::launch_hook::UNIT.into(),
-                },
-                why: "it proves the join once kubelet is active (in the packaged unit's run it is already pulled in, and this is the same job)".into(),
-                required: false,
-                if_failed: IfFailed::new(format!("{} not started", super::launch_hook::UNIT), ""),
-            }));
+            out.steps.push(super::launch_hook::start_unit(
+                "it proves the join once kubelet is active",
+            ));
         }
     }
 }
@@ -203,6 +198,7 @@ fn plan(i: &Input, out: &mut Out) {
 mod tests {
     use super::super::testing::{complete, instance, run, spec};
     use super::*;
+    use crate::plan::step::{Step, UnitJob};
 
     #[test]
     fn the_proofs_job_is_written_0600_and_its_unit_started_the_ca_a_secret() {

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::facts::{Facts, Family};
-use crate::plan::step::{IfFailed, Mode, Run, Step};
+use crate::plan::step::{IfFailed, Mode, Run, Step, When};
 use crate::spec::kernel::normalized;
 use crate::spec::Spec;
 
@@ -104,6 +104,7 @@ fn plan(i: &Input, out: &mut Out) {
             "kernel modules not loaded",
             "install the package that ships them (on Amazon Linux, kernel-modules-extra for many), or remove them from kernel.modules",
         ),
+        when: When::Apply,
     }));
 }
 

@@ -123,12 +123,21 @@ fn plan(i: &Input, out: &mut Out) {
     out.file_from(current, LAUNCH_HOOK_JOB, purpose, new, Mode::Exact(0o644));
     // A user-data script's run (cloud-final) is not the agent's unit, which pulls the hook unit
     // in: start it, ordered after nodeadm-run and waiting for kubelet, whoever ran the agent.
-    out.steps.push(Step::Unit(Unit {
+    out.steps
+        .push(start_unit("it completes the hook when its time comes"));
+}
+
+/// [`UNIT`] started because `why`: the run of a user-data script (cloud-final) is not the agent's
+/// unit, which pulls it in.
+pub(crate) fn start_unit(why: &str) -> Step {
+    Step::Unit(Unit {
         job: UnitJob::Start { unit: UNIT.into() },
-        why: "it completes the hook when its time comes (in the packaged unit's run it is already pulled in, and this is the same job)".into(),
+        why: format!(
+            "{why} (in the packaged unit's run it is already pulled in, and this is the same job)"
+        ),
         required: false,
         if_failed: IfFailed::new(format!("{UNIT} not started"), ""),
-    }));
+    })
 }
 
 #[cfg(test)]

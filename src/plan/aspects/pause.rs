@@ -3,14 +3,16 @@
 //! boot by a drop-in that runs `eks-nodeinit pin-sandbox-image` once the image is in containerd's
 //! store (after sandbox-image.service's pull on AL2, at containerd's start on AL2023), so the
 //! kubelet's image garbage collection never removes it. Without the pause image no new pod
-//! starts on the node.
+//! starts on the node. On AL2, where the image comes only after the agent, the same program
+//! runs once more after the hand-off, once kubelet (which requires sandbox-image.service) is
+//! active: a missing image is then named in the join's verdict.
 
 use serde_json::json;
 
 use crate::base::containerd::{default_blobs, in_blobs};
 use crate::base::text::printable;
 use crate::facts::{Family, Read};
-use crate::plan::step::{IfFailed, Mode, Note, Step, Unit, UnitJob};
+use crate::plan::step::{IfFailed, Mode, Note, Run, Step, Unit, UnitJob, When};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
@@ -105,6 +107,32 @@ fn plan(i: &Input, out: &mut Out) {
     ) {
         out.steps.push(Step::Unit(reload()));
     }
+    if family == Family::Al2 {
+        out.steps.push(Step::Run(checked_after(&i.facts.root)));
+    }
+}
+
+/// AL2's pause image pinned and so checked present after the hand-off: sandbox-image.service
+/// pulls it after the agent, so nothing before could tell. The agent under `root` is the root's
+/// copy of the packaged one.
+fn checked_after(root: &std::path::Path) -> Run {
+    let agent = crate::os::fsutil::under(root, "/usr/bin/eks-nodeinit");
+    let mut argv = vec![agent.display().to_string(), "pin-sandbox-image".into()];
+    if root != std::path::Path::new("/") {
+        argv.extend(["--root".into(), root.display().to_string()]);
+    }
+    Run {
+        purpose: "the sandbox image in containerd's store, pinned".into(),
+        argv,
+        timeout_secs: 120,
+        check: None,
+        skip: None,
+        if_failed: IfFailed::new(
+            "the sandbox image is not pinned after the hand-off",
+            "no new pod starts without it: see `journalctl -u sandbox-image` and bootstrap.sh's --pause-container-account",
+        ),
+        when: When::After,
+    }
 }
 
 /// The digest `ctr images export` recorded in the AMI's copy (its `index.json`), if it names one.
@@ -193,7 +221,8 @@ mod tests {
             let done = Facts::builder(family)
                 .file(dropin(family), &dropin_text(family))
                 .build();
-            assert!(run(&ASPECT, &s, &done).steps.is_empty());
+            let again = run(&ASPECT, &s, &done).steps;
+            assert!(again.iter().all(|s| !s.is_change()), "{again:?}");
         }
         assert_eq!(
             dropin(Family::Al2),
@@ -203,6 +232,41 @@ mod tests {
             dropin(Family::Al2023),
             "/etc/systemd/system/containerd.service.d/90-eks-nodeinit-pin.conf"
         );
+    }
+
+    #[test]
+    fn al2_checks_the_image_pinned_after_the_hand_off_with_the_roots_agent() {
+        let s = spec(r#"{"cluster": {"name": "c"}}"#);
+        let after = |family, root: &str| -> Vec<Run> {
+            let mut facts = Facts::builder(family).absent([dropin(family)]).build();
+            facts.root = root.into();
+            let steps = run(&ASPECT, &s, &facts).steps;
+            let runs = steps.into_iter().filter_map(|s| match s {
+                Step::Run(r) => Some(r),
+                _ => None,
+            });
+            runs.collect()
+        };
+        let on_node = after(Family::Al2, "/");
+        assert_eq!(on_node.len(), 1);
+        assert_eq!(on_node[0].when, When::After);
+        assert_eq!(
+            on_node[0].argv,
+            ["/usr/bin/eks-nodeinit", "pin-sandbox-image"]
+        );
+        assert!(!Step::Run(on_node[0].clone()).is_change());
+        let under = after(Family::Al2, "/tmp/r");
+        assert_eq!(
+            under[0].argv,
+            [
+                "/tmp/r/usr/bin/eks-nodeinit",
+                "pin-sandbox-image",
+                "--root",
+                "/tmp/r"
+            ]
+        );
+        // AL2023's image is checked before any change, from the AMI's copy.
+        assert!(after(Family::Al2023, "/").is_empty());
     }
 
     #[test]

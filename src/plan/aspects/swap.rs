@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::base::node::{mem_total_kib, MEMINFO};
 use crate::facts::{Facts, Family};
-use crate::plan::step::{IfFailed, Mode, Remove, Run, Step};
+use crate::plan::step::{IfFailed, Mode, Remove, Run, Step, When};
 use crate::spec::host::{SwapSize, SwapSpec};
 use crate::spec::Spec;
 
@@ -135,6 +135,7 @@ fn run(purpose: String, argv: Vec<String>, skip: Option<String>, todo: &str) -> 
         check: None,
         skip,
         if_failed: IfFailed::new("the swap file is not ready", todo),
+        when: When::Apply,
     })
 }
 

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::facts::Family;
-use crate::plan::step::{File, IfFailed, Mode, Remove, Run, Step};
+use crate::plan::step::{File, IfFailed, Mode, Remove, Run, Step, When};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
@@ -108,6 +108,7 @@ fn rebuild(store: Store, root: &Path) -> Run {
             "the CA trust store was not rebuilt",
             "the CA files are in place: run it by hand, then restart containerd",
         ),
+        when: When::Apply,
     }
 }
 

@@ -452,3 +452,64 @@ fn the_amis_pause_image_missing_from_the_store_stops_the_run() {
         "{err}"
     );
 }
+
+/// AL2's pause image checked after the hand-off: the job `init` leaves runs the root's agent
+/// (this build) through `complete-hook` with kubelet active, against the suite's containerd 2.
+/// The image is labelled pinned and the step done; with the image gone the step fails naming
+/// it, and so does the unit.
+#[test]
+#[ignore = "needs the control-plane peers: make control-plane"]
+fn al2s_pause_image_is_pinned_and_checked_after_the_hand_off() {
+    if !(ready() && peer_present(&missing_commands(&["ctr", "go"]))) {
+        return;
+    }
+    let Some(bus) = super::join::bus_with_kubelet_active() else {
+        return;
+    };
+    let cp = ControlPlane::shared();
+    let program = pods::ensure_sandbox(&cp);
+    let work = tempfile::tempdir().unwrap();
+    const KEPT: &str = "eks-nodeinit.test/al2-pause:1";
+    import(&cp, &program, work.path(), KEPT);
+    let root = sample_root("al2-root");
+    let r = root.path();
+    // containerd's config as bootstrap.sh leaves it, naming KEPT; the packaged agent's path.
+    std::fs::create_dir_all(r.join("etc/containerd")).unwrap();
+    let own = std::fs::read_to_string(cp.dir.path().join("containerd/config.toml")).unwrap();
+    let config = own.replace(pods::SANDBOX_IMAGE, KEPT);
+    std::fs::write(r.join("etc/containerd/config.toml"), config).unwrap();
+    std::fs::create_dir_all(r.join("usr/bin")).unwrap();
+    std::os::unix::fs::symlink(bin(), r.join("usr/bin/eks-nodeinit")).unwrap();
+    let cfg = config_with(r, "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["verify"] = json!({"join": "off"});
+    });
+    assert!(init(r, &cfg, &[]).status.success());
+    let after = || {
+        run(Command::new(bin())
+            .args(["complete-hook", "--root"])
+            .arg(r)
+            .args(["--system-bus-address", &bus.address]))
+    };
+    let out = after();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = tls::sh(pods::ctr(&cp, "k8s.io").args(["images", "ls"]));
+    let line = listed.lines().find(|l| l.starts_with(KEPT));
+    assert!(
+        line.is_some_and(|l| l.contains("io.cri-containerd.pinned=pinned")),
+        "{listed}"
+    );
+    let rep = report(r);
+    let step = "after the hand-off: the sandbox image in containerd's store, pinned";
+    assert_eq!(report_outcome(&rep, step), Some(json!("done")), "{rep:#}");
+
+    remove_every_name(&cp, KEPT);
+    let out = after();
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    assert!(
+        e.contains("after the hand-off, the sandbox image is not pinned")
+            && e.contains(&format!("holds no image named {KEPT}")),
+        "{e}"
+    );
+}
