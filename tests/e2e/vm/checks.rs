@@ -420,6 +420,19 @@ pub(super) fn check_bootstrap(sc: &Scenario, records: &[&str], run: &Run) {
         "{argv:?}"
     );
     check_bootstrap_planned_again(run, &argv);
+    check_after_handoff(run);
+}
+
+/// The boot that handed off left the step after it (the pause image pinned by the packaged
+/// agent, no --root) for the launch-hook unit.
+fn check_after_handoff(run: &Run) {
+    let job = run.must(1, "file:/run/eks-nodeinit/after-handoff.json");
+    let job: serde_json::Value = serde_json::from_str(&job).unwrap();
+    assert_eq!(
+        job["steps"][0]["argv"],
+        serde_json::json!(["/usr/bin/eks-nodeinit", "pin-sandbox-image"]),
+        "{job:#}"
+    );
 }
 
 /// In the boot that handed off, a later run sees the per-boot marker and plans no second exec
