@@ -36,11 +36,12 @@ pub enum CompleteError {
     Fs(#[from] fsutil::FsError),
     #[error("{path}: {message}; it is written by `eks-nodeinit init`: run `systemctl restart eks-nodeinit` to write it again")]
     Job { path: PathBuf, message: String },
-    #[error("kubelet.service is {state} after {waited:?}, not active: the node did not join, so launch hook `{hook}` is not completed (Auto Scaling applies its default result at the heartbeat timeout); see `journalctl -u kubelet`")]
+    #[error("kubelet.service is {state} after {waited:?}, not active: the node did not join, so {left}; see `journalctl -u kubelet`")]
     Kubelet {
         state: String,
         waited: Duration,
-        hook: String,
+        /// What is left undone.
+        left: String,
     },
     #[error("the node did not join (verdict {verdict}): {causes}; see `eks-nodeinit status`")]
     NotJoined {
@@ -54,7 +55,9 @@ pub enum CompleteError {
         verdict: &'static str,
         error: String,
     },
-    #[error("after the hand-off, {failures}; see `eks-nodeinit status`")]
+    #[error(
+        "after the hand-off, {failures}; `eks-nodeinit status` lists the steps after the hand-off"
+    )]
     After { failures: String },
     #[error(transparent)]
     Hook(#[from] HookError),
@@ -131,7 +134,13 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
         .map_or_else(String::new, |(j, _)| j.hook.clone());
     let Some((job, _)) = join else {
         // No proof asked for: the steps after the hand-off and the hook once kubelet is active.
-        wait_for_kubelet(c, &hook_name).await?;
+        if let Err(e) = wait_for_kubelet(c, &hook_name).await {
+            if let Some(j) = &after {
+                let not_run = Ran::not_run(j, "kubelet never became active");
+                update(c, |report| not_run.record(report))?;
+            }
+            return Err(e);
+        }
         let ran = run_after(after.as_ref()).await;
         if !ran.outcomes().is_empty() {
             update(c, |report| ran.record(report))?;
@@ -425,10 +434,14 @@ async fn wait_for_kubelet(c: &Completer, hook: &str) -> Result<(), CompleteError
             return Ok(());
         }
         if start.elapsed() >= c.kubelet_wait {
+            let left = match hook {
+                "" => "nothing after the hand-off is run".to_string(),
+                h => format!("launch hook `{h}` is not completed (Auto Scaling applies its default result at the heartbeat timeout)"),
+            };
             return Err(CompleteError::Kubelet {
                 state,
                 waited: c.kubelet_wait,
-                hook: hook.to_string(),
+                left,
             });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -261,6 +261,10 @@ pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
                 }
             );
             print!("{}", join.to_text());
+            let after = report.steps.iter();
+            for s in after.filter(|s| s.step.starts_with(crate::exec::after::PREFIX)) {
+                println!("{}: {}", s.step, s.outcome);
+            }
         }
         Output::Json => println!(
             "{}",

@@ -8,6 +8,9 @@ use crate::exec::report::{Outcome, StepOutcome};
 use crate::plan::aspects::after_handoff::AfterJob;
 use crate::plan::step::IfFailed;
 
+/// How the report names a step after the hand-off: this, then its purpose.
+pub const PREFIX: &str = "after the hand-off: ";
+
 /// What the steps came to.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ran {
@@ -20,7 +23,7 @@ pub struct Ran {
 pub async fn run(job: &AfterJob) -> Ran {
     let mut ran = Ran::default();
     for s in &job.steps {
-        let step = format!("after the hand-off: {}", s.purpose);
+        let step = format!("{PREFIX}{}", s.purpose);
         let outcome = match (&s.skip, ran.failures.is_empty()) {
             (_, false) => Outcome::Skipped("a step before it after the hand-off failed".into()),
             (Some(why), true) => Outcome::Skipped(why.clone()),
@@ -48,7 +51,7 @@ impl Ran {
     /// The job's steps, none run, and why.
     pub fn not_run(job: &AfterJob, why: &str) -> Ran {
         let outcomes = job.steps.iter().map(|s| StepOutcome {
-            step: format!("after the hand-off: {}", s.purpose),
+            step: format!("{PREFIX}{}", s.purpose),
             outcome: Outcome::Skipped(why.to_string()),
         });
         Ran {
@@ -63,8 +66,9 @@ impl Ran {
         self.outcomes.iter().map(line).collect()
     }
 
-    /// The outcomes into the report's steps.
+    /// The outcomes into the report's steps, in place of an earlier run's in this boot.
     pub(crate) fn record(&self, report: &mut crate::exec::report::Report) {
+        report.steps.retain(|s| !s.step.starts_with(PREFIX));
         report.steps.extend(self.outcomes.iter().cloned());
     }
 }
@@ -115,5 +119,16 @@ mod tests {
             none.outcomes()[3],
             "after the hand-off: third: skipped: kubelet never became active"
         );
+        // A second run in this boot replaces the first's outcomes in the report.
+        let mut report = crate::exec::report::Report::default();
+        report.steps.push(StepOutcome {
+            step: "write /etc/x".into(),
+            outcome: Outcome::Done,
+        });
+        none.record(&mut report);
+        ran.record(&mut report);
+        let steps: Vec<String> = report.steps.iter().map(|s| s.outcome.to_string()).collect();
+        assert_eq!(steps.len(), 5, "{steps:?}");
+        assert_eq!(steps[1], "done");
     }
 }

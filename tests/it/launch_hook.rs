@@ -227,6 +227,14 @@ fn a_failed_step_after_the_hand_off_is_named_and_the_hook_still_completed() {
             .is_some_and(|s| s.starts_with("failed: the sandbox image is not pinned")),
         "{rep:#}"
     );
+    let status = run(cmd().args(["status", "--root"]).arg(r));
+    assert!(
+        stdout(&status).contains(
+            "after the hand-off: the sandbox image in containerd's store, pinned: failed: "
+        ),
+        "{}",
+        stdout(&status)
+    );
     // A rerun of the agent in this boot plans nothing for the job, which stays for the unit.
     let again = common::init_with(r, &cfg, &md, &["--dry-run"]);
     assert!(

@@ -61,10 +61,14 @@ pub(super) fn endpoint() -> String {
 }
 
 /// The user data: the shipped name-only example with `kubelet.maxPods: {}` added, so that the
-/// plan says what the Node's pods and allocatable must be, 16 huge pages of 2 MiB and a 64 MiB
-/// swap file.
+/// plan says what the Node's pods and allocatable must be, 16 huge pages of 2 MiB, a 64 MiB
+/// swap file, and a preflight budget of 10 s: under TCG a guest's identity check (a presigned
+/// token, TLS to the host's API server, its webhook to the authenticator) once took 2.02 s of
+/// the default 2 s with the host loaded. Every check must still pass; the budget's own rule is
+/// the host suites'.
 pub(super) fn edit_user_data(sc: &mut Scenario) {
     sc.config["kubelet"]["maxPods"] = serde_json::json!({});
+    sc.config["verify"]["preflightBudget"] = serde_json::json!("10s");
     sc.config["host"] = serde_json::json!({
         "hugepages": {"2Mi": HUGEPAGES},
         "swap": {"size": format!("{}Mi", SWAP >> 20)},
