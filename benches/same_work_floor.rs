@@ -3,13 +3,14 @@
 //! on the bench's node, the cheapest way: the IMDSv2 token and the same concurrent reads (the
 //! agent's eight paths and each instance tag), the instance role's credentials (two GETs), one
 //! CreateTags signed with SigV4, the run lock, the three live sysctls, the same files written
-//! atomically with fsync (kubelet config and its backup, sysctl.d, logind drop-in, report), then
-//! `execv` of the same bootstrap.sh.
+//! atomically with fsync (kubelet config and its backup, sysctl.d, logind drop-in, the pause
+//! image's drop-in, containerd's config for bootstrap.sh, the proof's job, the steps after the
+//! hand-off, the hand-off's marker, report), then `execv` of the same bootstrap.sh.
 
 use std::ffi::CString;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -135,24 +136,37 @@ fn signed(
     .unwrap()
 }
 
-fn write_atomic(path: &Path, content: &[u8]) {
-    let dir = path.parent().unwrap();
-    std::fs::create_dir_all(dir).unwrap();
-    let tmp = dir.join(format!(
-        ".{}.floor.tmp",
-        path.file_name().unwrap().to_string_lossy()
-    ));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .open(&tmp)
-        .unwrap();
-    f.write_all(content).unwrap();
-    f.sync_all().unwrap();
-    drop(f);
-    std::fs::rename(&tmp, path).unwrap();
-    std::fs::File::open(dir).unwrap().sync_all().unwrap();
+/// Write every file beside its target, fsync them together (a thread each), then rename each
+/// into place and fsync its directory: the agent's two phases, done the cheapest way.
+fn write_all_atomic(files: Vec<(PathBuf, Vec<u8>)>) {
+    let staged: Vec<(PathBuf, PathBuf, std::fs::File)> = files
+        .into_iter()
+        .map(|(path, content)| {
+            let dir = path.parent().unwrap();
+            std::fs::create_dir_all(dir).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy();
+            let tmp = dir.join(format!(".{name}.floor.tmp"));
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&tmp)
+                .unwrap();
+            f.write_all(&content).unwrap();
+            (path, tmp, f)
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for (_, _, f) in &staged {
+            s.spawn(move || f.sync_all().unwrap());
+        }
+    });
+    for (path, tmp, f) in staged {
+        drop(f);
+        std::fs::rename(&tmp, &path).unwrap();
+        let dir = path.parent().unwrap();
+        std::fs::File::open(dir).unwrap().sync_all().unwrap();
+    }
 }
 
 /// Run the floor's work in this process and exec bootstrap.sh. Never returns.
@@ -264,23 +278,58 @@ fn write_node(root: &Path, region: &str, id: &str, ip: &str) {
     }
     let kpath = root.join("etc/kubernetes/kubelet/kubelet-config.json");
     let old = std::fs::read_to_string(&kpath).unwrap();
-    write_atomic(
-        &root.join("etc/kubernetes/kubelet/kubelet-config.json.orig"),
-        old.as_bytes(),
-    );
     let close = old.rfind('}').unwrap();
     let new = format!("{},\n  \"imageGCHighThresholdPercent\": 80,\n  \"imageGCLowThresholdPercent\": 60,\n  \"shutdownGracePeriod\": \"90s\",\n  \"shutdownGracePeriodCriticalPods\": \"30s\"\n}}\n", old[..close].trim_end());
-    write_atomic(&kpath, new.as_bytes());
-    write_atomic(&root.join("etc/sysctl.d/99-zz-eks-nodeinit.conf"), b"fs.inotify.max_user_instances = 8192\nfs.inotify.max_user_watches = 524288\nvm.max_map_count = 262144\n");
-    write_atomic(
-        &root.join("etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf"),
-        b"[Login]\nInhibitDelayMaxSec=90\n",
-    );
+    let mut files = vec![
+        (
+            root.join("etc/kubernetes/kubelet/kubelet-config.json.orig"),
+            old.clone().into_bytes(),
+        ),
+        (kpath, new.into_bytes()),
+        (
+            root.join("etc/sysctl.d/99-zz-eks-nodeinit.conf"),
+            b"fs.inotify.max_user_instances = 8192\nfs.inotify.max_user_watches = 524288\nvm.max_map_count = 262144\n".to_vec(),
+        ),
+        (
+            root.join("etc/systemd/logind.conf.d/99-zz-eks-nodeinit.conf"),
+            b"[Login]\nInhibitDelayMaxSec=90\n".to_vec(),
+        ),
+    ];
+    files.extend(per_boot(root, region, id));
     let report = serde_json::json!({"instanceId": id, "region": region, "address": ip, "handoff": "exec bootstrap.sh"});
-    write_atomic(
-        &root.join("var/lib/eks-nodeinit/report.json"),
-        report.to_string().as_bytes(),
-    );
+    files.push((
+        root.join("var/lib/eks-nodeinit/report.json"),
+        report.to_string().into_bytes(),
+    ));
+    write_all_atomic(files);
+}
+
+/// The pause image's drop-in, containerd's config for bootstrap.sh (the node's template, as the
+/// agent writes it with the pull settings), the per-boot jobs and the hand-off's marker.
+fn per_boot(root: &Path, region: &str, id: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let template = std::fs::read(root.join("etc/eks/containerd/containerd-config.toml")).unwrap();
+    let join = serde_json::json!({"cluster": "prod-eu", "region": region, "instanceId": id, "deadlineSecs": 300, "expect": {"labels": {"node.kubernetes.io/role": "scaler"}, "pods": 29}});
+    let after = serde_json::json!({"steps": [{"purpose": "the sandbox image pinned", "argv": ["/usr/bin/eks-nodeinit", "pin-sandbox-image"], "timeoutSecs": 120, "what": "not pinned"}]});
+    let run = root.join("run/eks-nodeinit");
+    vec![
+        (
+            root.join("etc/systemd/system/sandbox-image.service.d/90-eks-nodeinit-pin.conf"),
+            b"[Service]\nExecStartPost=-/usr/bin/eks-nodeinit pin-sandbox-image\n".to_vec(),
+        ),
+        (
+            root.join("etc/eks-nodeinit/containerd-config.toml"),
+            template,
+        ),
+        (run.join("join.json"), join.to_string().into_bytes()),
+        (
+            run.join("after-handoff.json"),
+            after.to_string().into_bytes(),
+        ),
+        (
+            run.join("bootstrap-exec"),
+            format!("{} {id}\n", std::process::id()).into_bytes(),
+        ),
+    ]
 }
 
 /// Become bootstrap.sh.
