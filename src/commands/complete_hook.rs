@@ -142,7 +142,7 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
             return Err(e);
         }
         let ran = run_after(after.as_ref()).await;
-        if !ran.outcomes().is_empty() {
+        if !ran.is_empty() {
             update(c, |report| ran.record(report))?;
         }
         if let Some((job, text)) = &hook {
@@ -321,7 +321,7 @@ async fn prove(
 /// The proof into the report's `join` section, and the steps after the hand-off into its
 /// steps (the run's lock held while it is written).
 fn record(c: &Completer, p: &Proof, ran: &Ran) -> Result<(), CompleteError> {
-    if !ran.outcomes().is_empty() {
+    if !ran.is_empty() {
         update(c, |report| ran.record(report))?;
     }
     update_join(c, |join| {

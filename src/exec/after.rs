@@ -60,6 +60,11 @@ impl Ran {
         }
     }
 
+    /// Whether there was no step to run.
+    pub fn is_empty(&self) -> bool {
+        self.outcomes.is_empty()
+    }
+
     /// What each step came to, as the report says it.
     pub fn outcomes(&self) -> Vec<String> {
         let line = |o: &StepOutcome| format!("{}: {}", o.step, o.outcome);

@@ -324,10 +324,8 @@ impl Step {
     pub fn is_change(&self) -> bool {
         match self {
             Step::File(f) => !f.path.starts_with("/run"),
-            // A program after the hand-off is this boot's job, like the proof's.
-            Step::Run(r) => r.when != When::After,
             Step::Remove(r) => !r.path.starts_with("/run"),
-            Step::Tag { .. } | Step::Live(_) => true,
+            Step::Tag { .. } | Step::Live(_) | Step::Run(_) => true,
             Step::Call(_) => true,
             Step::Unit(u) => !matches!(u.job, UnitJob::Start { .. }),
             Step::Handoff(_) | Step::Check(_) | Step::Record(_) => false,

@@ -208,7 +208,7 @@ fn a_failed_step_after_the_hand_off_is_named_and_the_hook_still_completed() {
     assert!(!out.status.success());
     let e = stderr(&out);
     assert!(
-        e.contains("after the hand-off, the sandbox image is not pinned after the hand-off (")
+        e.contains("after the hand-off, the sandbox image is not pinned (")
             && e.contains("etc/containerd/config.toml is missing"),
         "{e}"
     );
