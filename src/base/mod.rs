@@ -9,6 +9,7 @@ pub mod containerd;
 pub mod duration;
 pub mod ecr;
 pub mod findings;
+pub mod gourl;
 pub mod k8s;
 pub mod logging;
 pub mod node;

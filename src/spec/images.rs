@@ -57,7 +57,7 @@ fn pull(p: &PullSettings, f: &mut Findings) -> PullSpec {
         serialize,
         max_parallel,
         registry_qps: count(&field("registryQPS"), p.registry_qps, 0, f),
-        registry_burst: count(&field("registryBurst"), p.registry_burst, 0, f),
+        registry_burst: burst(p, f),
         fast_image_pull: p.fast_image_pull.unwrap_or(false),
     }
 }
@@ -75,15 +75,39 @@ fn count(field: &str, v: Option<i64>, min: i64, f: &mut Findings) -> Option<u32>
     u32::try_from(v).ok()
 }
 
-/// containerd parses the timeout with Go's `time.ParseDuration` and refuses to start on one it
-/// cannot parse; 0 turns the progress check off, which a boot that must not hang refuses too.
+/// The kubelet's registry burst: 0 is read as "unset" by its defaulting, which makes it 10, so
+/// a 0 is refused wherever the kubelet uses the burst (a registry QPS above 0, the kubelet's
+/// default 5 included); with `registryQPS: 0` the burst is unused, which the plan warns of.
+fn burst(p: &PullSettings, f: &mut Findings) -> Option<u32> {
+    let field = "images.pull.registryBurst";
+    let b = count(field, p.registry_burst, 0, f)?;
+    if b == 0 && p.registry_qps != Some(0) {
+        f.push(field, "0 is not a burst the kubelet keeps: its defaulting makes a 0 burst 10 while registryQPS is above 0 (the kubelet's default is 5); give 1 or more, or leave it out");
+        return None;
+    }
+    Some(b)
+}
+
+/// The shortest progress timeout a pull is given: containerd checks progress every half of the
+/// timeout (below 10 s), and a timeout under 2 ns gives a zero interval, on which Go's
+/// `time.NewTicker` panics at the first pull; below a second every pause of the network
+/// cancels the pull.
+const MIN_PROGRESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// containerd parses the timeout with Go's `time.ParseDuration`, and its CRI plugin does not
+/// load on one it cannot parse (containerd starts without it); 0 turns the progress check off,
+/// which a boot that must not hang refuses too, and under a second a pull has no room to pause.
 fn timeout(field: &str, text: &str, f: &mut Findings) -> Option<GoDuration> {
     let d = f.check(
         field,
-        parse_go(text).map_err(|e| format!("{e}: containerd refuses to start on it")),
+        parse_go(text).map_err(|e| format!("{e}: containerd's CRI plugin does not load on it")),
     )?;
     if d.value.is_zero() {
         f.push(field, "0 turns off containerd's check that a pull makes progress, so a stalled pull never ends: give a duration such as `5m`");
+        return None;
+    }
+    if d.value < MIN_PROGRESS_TIMEOUT {
+        f.push(field, format!("`{}` is under 1s: containerd checks a pull's progress every half of it, and a pull cancelled at every pause of the network (or, under 2ns, a containerd that panics at its first pull) is not what a boot wants; give a duration such as `5m`", crate::base::text::printable(text)));
         return None;
     }
     Some(d)
@@ -142,7 +166,27 @@ mod tests {
             (
                 r#"{"pull": {"progressTimeout": "5 minutes"}}"#,
                 "images.pull.progressTimeout",
-                "containerd refuses",
+                "CRI plugin does not load",
+            ),
+            (
+                r#"{"pull": {"progressTimeout": "1ns"}}"#,
+                "images.pull.progressTimeout",
+                "under 1s",
+            ),
+            (
+                r#"{"pull": {"progressTimeout": "999ms"}}"#,
+                "images.pull.progressTimeout",
+                "under 1s",
+            ),
+            (
+                r#"{"pull": {"registryQPS": 5, "registryBurst": 0}}"#,
+                "images.pull.registryBurst",
+                "makes a 0 burst 10",
+            ),
+            (
+                r#"{"pull": {"registryBurst": 0}}"#,
+                "images.pull.registryBurst",
+                "the kubelet's default is 5",
             ),
             (
                 r#"{"pull": {"progressTimeout": "0s"}}"#,
@@ -163,5 +207,8 @@ mod tests {
         }
         // One pull at a time is allowed with serialize on, as the kubelet allows it.
         assert!(checked(r#"{"pull": {"serialize": true, "maxParallel": 1}}"#).is_ok());
+        // A second is the shortest timeout; a 0 burst is kept where the QPS is 0 (unused).
+        assert!(checked(r#"{"pull": {"progressTimeout": "1s"}}"#).is_ok());
+        assert!(checked(r#"{"pull": {"registryQPS": 0, "registryBurst": 0}}"#).is_ok());
     }
 }

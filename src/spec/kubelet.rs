@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use crate::base::duration::{self, GoDuration};
 use crate::base::findings::Findings;
+use crate::base::gourl;
 use crate::base::text::printable;
 use crate::config::{CredentialProviderSettings, KubeletSettings, TokenAttributes};
 
@@ -205,84 +206,20 @@ fn provider_name(name: &str) -> Result<(), String> {
 }
 
 /// A `matchImages` entry as the kubelet parses it: Go's `url.Parse` of `https://` and the
-/// pattern (a host with globs, an optional port, an optional path).
+/// pattern ([`gourl`]). An empty pattern, which Go parses, matches no image: refused too.
 fn match_image(m: &str) -> Result<(), String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "`{}` is not an image pattern the kubelet accepts: {why}",
-            printable(m)
-        ))
-    };
-    if m.is_empty() {
-        return bad("it is empty (a pattern names a registry host, e.g. `*.example.com`)");
-    }
-    if m.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return bad("a control character");
-    }
-    let (rest, fragment) = m.split_once('#').unwrap_or((m, ""));
-    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
-    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if !escapes_valid(path, false) || !escapes_valid(fragment, false) {
-        return bad("an invalid `%` escape");
-    }
-    let (name, port) = match host.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((_, after)) => ("", after),
-            None => return bad("`[` without `]`"),
-        },
-        None => match host.rfind(':') {
-            Some(c) => (&host[..c], &host[c..]),
-            None => (host, ""),
-        },
-    };
-    if !port.is_empty()
-        && (!port.starts_with(':') || !port[1..].bytes().all(|b| b.is_ascii_digit()))
-    {
-        return bad(&format!(
-            "invalid port `{}` after the host",
-            printable(port)
-        ));
-    }
-    if let Some(c) = name.bytes().find(|&b| b < 0x80 && !host_byte(b)) {
-        return bad(&format!(
-            "invalid character `{}` in the host",
-            char::from(c)
-        ));
-    }
-    if !escapes_valid(name, true) {
-        return bad("an invalid `%` escape in the host");
-    }
-    Ok(())
-}
-
-/// Go's host bytes (`shouldEscape` in host mode says no): ASCII letters and digits, `-._~`, the
-/// sub-delimiters, `:[]<>"` and `%` (its escape checked apart). Globs (`*`) are among them.
-fn host_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]<>\"%".contains(&b)
-}
-
-/// Every `%` starts two hex digits; in a host only a non-ASCII byte or `%25` may be escaped.
-fn escapes_valid(s: &str, host: bool) -> bool {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let Some(h) = b
-                .get(i + 1..i + 3)
-                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-            else {
-                return false;
-            };
-            if host && h[0] < b'8' && h != b"25" {
-                return false;
-            }
-            i += 3;
-        } else {
-            i += 1;
+    let why = if m.is_empty() {
+        "it is empty (a pattern names a registry host, e.g. `*.example.com`)".to_string()
+    } else {
+        match gourl::parse_schemeless(m) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
         }
-    }
-    true
+    };
+    Err(format!(
+        "`{}` is not an image pattern the kubelet accepts: {why}",
+        printable(m)
+    ))
 }
 
 /// `tokenAttributes` by the kubelet's rules (whether the kubelet's version has them is the

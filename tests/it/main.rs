@@ -11,6 +11,7 @@ mod crash;
 mod discovery;
 mod examples;
 mod faults;
+mod go_url;
 mod golden;
 mod host_resources;
 mod imds;

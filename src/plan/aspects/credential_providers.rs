@@ -142,6 +142,9 @@ fn merged(
                 Some(v) if v < (1, 34, 0) => f.push(format!("{at}.tokenAttributes"), format!(
                     "the node's kubelet ({how}) refuses tokenAttributes: they need kubelet 1.34 or later (1.33 only with the KubeletServiceAccountTokenForCredentialProviders gate)"
                 )),
+                None if facts.family() == Some(Family::Al2) => f.push(format!("{at}.tokenAttributes"),
+                    "no EKS AL2 AMI has a kubelet of 1.33 or later (EKS published AL2 AMIs up to Kubernetes 1.32), and an older kubelet never sends a token: use AL2023, or leave tokenAttributes out"
+                ),
                 None => warnings.push(format!(
                     "{at}.tokenAttributes: the kubelet's version is not recorded on the node ({KUBELET_VERSION}); a kubelet older than 1.34 refuses them at start"
                 )),
@@ -349,6 +352,26 @@ mod tests {
         assert!(e[2].starts_with("kubelet.credentialProviders[1].tokenAttributes: the node's kubelet (kubelet v1.33.1"), "{e:?}");
         let e = run(&cfg, &node("Kubernetes v1.34.0")).unwrap_err();
         assert_eq!(e.len(), 2, "1.34 has them: {e:?}");
+    }
+
+    #[test]
+    fn token_attributes_on_al2_are_refused_without_a_version_file() {
+        let token = json!({"serviceAccountTokenAudience": "a", "requireServiceAccount": true,
+                           "cacheType": "Token"});
+        let cfg = config(json!([
+            {"name": "my-cred", "matchImages": ["y.io"], "defaultCacheDuration": "1s", "tokenAttributes": token},
+        ]));
+        // AL2 never records its kubelet's version, and no AL2 AMI has a kubelet that sends one.
+        let al2 = plugin(Facts::builder(Family::Al2), "my-cred")
+            .file(NODE_CONFIG, AL2_NODE)
+            .absent([KUBELET_VERSION, OWN_CONFIG])
+            .build();
+        let e = run(&cfg, &al2).unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("kubelet.credentialProviders[0].tokenAttributes: no EKS AL2 AMI has a kubelet of 1.33"),
+            "{e:?}"
+        );
     }
 
     #[test]
