@@ -1,5 +1,5 @@
 //! containerd's own grammars the agent reads: its config file's sandbox image and socket (config
-//! versions 2 and 3), and an image reference as containerd names an image it stores.
+//! versions 2 to 4), and an image reference as containerd names an image it stores.
 
 use toml_edit::{DocumentMut, Item};
 
@@ -50,15 +50,22 @@ fn at<'a>(doc: &'a DocumentMut, path: &[&str]) -> Option<&'a Item> {
     Some(item)
 }
 
-/// The sandbox image and socket of a config in version 2 (`sandbox_image` in the CRI table) or
-/// 3 (`pinned_images.sandbox` of the CRI images plugin); why not, for another text.
+/// The table containerd 2.3 reads its socket from in version 4 (and in earlier versions when
+/// the file has it: the legacy `[grpc]` is then ignored).
+const GRPC_PLUGIN: [&str; 2] = ["plugins", "io.containerd.server.v1.grpc"];
+
+/// The sandbox image and socket of a config in version 2 (`sandbox_image` in the CRI table),
+/// 3 or 4 (`pinned_images.sandbox` of the CRI images plugin; version 4, containerd 2.3's,
+/// moves the socket from `[grpc]` into the gRPC server plugin's table); why not, for another
+/// text or version.
 pub fn runtime(text: &str) -> Result<Runtime, String> {
     let doc: DocumentMut = text
         .parse()
         .map_err(|e: toml_edit::TomlError| format!("is not TOML: {}", e.message()))?;
-    let path: &[&str] = match at(&doc, &["version"]).and_then(Item::as_integer) {
+    let version = at(&doc, &["version"]).and_then(Item::as_integer);
+    let path: &[&str] = match version {
         Some(2) => &["plugins", "io.containerd.grpc.v1.cri", "sandbox_image"],
-        Some(3) => &[
+        Some(3 | 4) => &[
             "plugins",
             "io.containerd.cri.v1.images",
             "pinned_images",
@@ -66,7 +73,7 @@ pub fn runtime(text: &str) -> Result<Runtime, String> {
         ],
         v => {
             return Err(format!(
-                "has config version {}, and the agent reads versions 2 and 3",
+                "has config version {}, and the agent reads versions 2 to 4",
                 v.map_or("1 (none given)".into(), |v| v.to_string())
             ))
         }
@@ -78,9 +85,14 @@ pub fn runtime(text: &str) -> Result<Runtime, String> {
             .unwrap_or(default)
             .to_string()
     };
+    let address = if version == Some(4) || at(&doc, &GRPC_PLUGIN).is_some() {
+        text_at(&[GRPC_PLUGIN[0], GRPC_PLUGIN[1], "address"], DEFAULT_SOCKET)
+    } else {
+        text_at(&["grpc", "address"], DEFAULT_SOCKET)
+    };
     Ok(Runtime {
         sandbox_image,
-        address: text_at(&["grpc", "address"], DEFAULT_SOCKET),
+        address,
         root: text_at(&["root"], DEFAULT_ROOT),
     })
 }
@@ -314,7 +326,28 @@ mod tests {
             (DEFAULT_SOCKET, DEFAULT_ROOT)
         );
         assert_eq!(runtime("version = 3\n").unwrap().sandbox_image, None);
-        for bad in ["[plugins\n", "root = \"/x\"\n", "version = 4\n"] {
+        // containerd 2.3's `config migrate`: version 4, the socket in the gRPC plugin's table,
+        // a legacy `[grpc]` no longer read.
+        let v4 = "version = 4\nroot = \"/data/containerd\"\n[grpc]\naddress = \"/old.sock\"\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\nsandbox = \"localhost/kubernetes/pause:latest\"\n[plugins.'io.containerd.server.v1.grpc']\naddress = \"/run/c4.sock\"\n";
+        let r = runtime(v4).unwrap();
+        assert_eq!(
+            (
+                r.sandbox_image.as_deref(),
+                r.address.as_str(),
+                r.root.as_str()
+            ),
+            (
+                Some("localhost/kubernetes/pause:latest"),
+                "/run/c4.sock",
+                "/data/containerd"
+            )
+        );
+        let legacy_only = "version = 4\n[grpc]\naddress = \"/old.sock\"\n";
+        assert_eq!(runtime(legacy_only).unwrap().address, DEFAULT_SOCKET);
+        // In version 3, containerd 2.3 takes the plugin's table over `[grpc]` when both are set.
+        let both = "version = 3\n[grpc]\naddress = \"/old.sock\"\n[plugins.'io.containerd.server.v1.grpc']\naddress = \"/new.sock\"\n";
+        assert_eq!(runtime(both).unwrap().address, "/new.sock");
+        for bad in ["[plugins\n", "root = \"/x\"\n", "version = 5\n"] {
             assert!(runtime(bad).is_err(), "{bad}");
         }
     }

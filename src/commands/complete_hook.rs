@@ -183,6 +183,17 @@ fn fold_after(p: &mut Proof, ran: &Ran) {
     p.causes.extend(causes);
 }
 
+/// What the launch is told: a Node Ready as planned continues even when a step after the
+/// hand-off failed, under `strict` too. Such a step fails on what the AMI or the config gives
+/// every instance (a pause image the AMI does not keep), which a replacement meets again; the
+/// failure stays in the verdict and the unit's exit status.
+fn launch_result(p: &Proof, ready_as_planned: bool, strict: bool) -> HookResult {
+    if ready_as_planned {
+        return HookResult::Continue;
+    }
+    hook_result(p.verdict, p.blame, strict)
+}
+
 /// The proof (with heartbeats for the hook meanwhile), whose cause a failure is, the verdict
 /// recorded and logged, then the hook completed with the verdict's result.
 async fn prove_join(
@@ -208,9 +219,10 @@ async fn prove_join(
         }
         None => prove(c, job, &ctx, &hook_name, after).await,
     };
+    let ready_as_planned = proof.verdict == JoinVerdict::Joined;
     fold_after(&mut proof, &ran);
     judge(job, &ctx, &mut proof).await;
-    let result = hook_result(proof.verdict, proof.blame, job.strict);
+    let result = launch_result(&proof, ready_as_planned, job.strict);
     record(c, &proof, &ran)?;
     let outcome = verdict(&proof, result);
     let Some((h, text)) = hook else {
@@ -368,7 +380,7 @@ fn update_join(
 /// The report edited under the run's lock.
 fn update(c: &Completer, edit: impl FnOnce(&mut Report)) -> Result<(), CompleteError> {
     let _lock = crate::os::lock::take(&c.root, true)?;
-    let mut report = Report::read(&c.root).unwrap_or_default();
+    let mut report = Report::for_update(&c.root);
     edit(&mut report);
     report.write(&c.root, &[])?;
     Ok(())
@@ -468,7 +480,7 @@ mod tests {
     #[test]
     fn a_failed_step_after_the_hand_off_makes_a_joined_node_a_mismatch_and_a_cause() {
         let failed = Ran {
-            failures: vec!["the sandbox image is not pinned".into()],
+            failures: vec!["the sandbox image is not in containerd's store, pinned".into()],
             ..Ran::default()
         };
         let mut p = proof(JoinVerdict::Joined);
@@ -476,11 +488,15 @@ mod tests {
         assert_eq!(p.verdict, JoinVerdict::Mismatch);
         assert_eq!(
             p.causes,
-            ["after the hand-off, the sandbox image is not pinned"]
+            ["after the hand-off, the sandbox image is not in containerd's store, pinned"]
         );
-        // A mismatch is a finding: the launch goes on unless the join is strict.
-        assert_eq!(hook_result(p.verdict, p.blame, false), HookResult::Continue);
-        assert_eq!(hook_result(p.verdict, p.blame, true), HookResult::Abandon);
+        // A mismatch of the steps after the hand-off alone never abandons, strict or not: a
+        // replacement meets the same AMI. A mismatch of the Node itself does under strict.
+        for strict in [false, true] {
+            assert_eq!(launch_result(&p, true, strict), HookResult::Continue);
+        }
+        assert_eq!(launch_result(&p, false, true), HookResult::Abandon);
+        assert_eq!(launch_result(&p, false, false), HookResult::Continue);
         // A verdict that is already a failure keeps its own, and gains the cause.
         let mut p = proof(JoinVerdict::NotReady);
         fold_after(&mut p, &failed);

@@ -1,11 +1,14 @@
-//! `eks-nodeinit pin-sandbox-image`: label containerd's sandbox (pause) image pinned, so that the
-//! CRI reports it pinned and the kubelet's image garbage collection never removes it. A missing
-//! pause image stops every new pod on the node ("failed to get sandbox image"), and the image
-//! is not pinned when it came into the store by another road than the CRI's own pull (AL2's
-//! sandbox-image.service pulls with `ctr`; an image imported into an AMI). The packaged drop-ins
-//! run it after the image is there (`ExecStartPost=-`: sandbox-image.service on AL2,
-//! containerd.service on AL2023); the image's name and containerd's socket are read from
-//! containerd's own config, so the label always names what containerd uses.
+//! `eks-nodeinit pin-sandbox-image`: the sandbox (pause) image present in containerd's store and
+//! labelled pinned, so that the CRI reports it pinned and the kubelet's image garbage collection
+//! never removes it. A missing pause image stops every new pod on the node ("failed to get
+//! sandbox image"). Current AMIs keep it pinned themselves: AL2's sandbox-image.service pulls it
+//! through the CRI (`crictl pull`), and containerd 1.7 labels the configured sandbox image on a
+//! CRI pull; AL2023 labels its pause image when the AMI is baked. So the label is read first and
+//! set only where it is missing (an image imported by another road, an older AMI), and what is
+//! always worth doing is the presence check. The packaged drop-ins run it after the image is
+//! there (`ExecStartPost=-`: sandbox-image.service on AL2, containerd.service on AL2023); the
+//! image's name and containerd's socket are read from containerd's own config (versions 2 to
+//! 4), so the label always names what containerd uses.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,9 +40,17 @@ pub enum PinError {
     },
 }
 
-/// Label the sandbox image of `<root>/etc/containerd/config.toml` pinned with `ctr`; the name
-/// labelled.
-pub async fn run(root: &Path, ctr: &str) -> Result<String, PinError> {
+/// What `run` found: the name containerd stores the image under, and whether it was pinned
+/// already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pinned {
+    pub name: String,
+    pub already: bool,
+}
+
+/// The sandbox image of `<root>/etc/containerd/config.toml` present and pinned: labelled with
+/// `ctr` only where the label is missing.
+pub async fn run(root: &Path, ctr: &str) -> Result<Pinned, PinError> {
     let path = fsutil::under(root, containerd::CONFIG);
     let text =
         fsutil::read_optional(&path)?.ok_or_else(|| PinError::NoConfig { path: path.clone() })?;
@@ -49,10 +60,26 @@ pub async fn run(root: &Path, ctr: &str) -> Result<String, PinError> {
     })?;
     let image = rt.sandbox_image.ok_or(PinError::NoSandbox { path })?;
     let names = containerd::stored_names(&image);
-    let mut said = Vec::new();
+    let listed = list(ctr, &rt.address).await?;
+    let found = names
+        .iter()
+        .find_map(|n| listed.as_ref().ok()?.iter().find(|(name, _)| name == n));
+    if let Some((name, true)) = found {
+        tracing::info!(image = %printable(name), "sandbox image already pinned ({PINNED_LABEL})");
+        return Ok(Pinned {
+            name: name.clone(),
+            already: true,
+        });
+    }
+    let mut said = listed.err().into_iter().collect::<Vec<_>>();
     for name in &names {
         match label(ctr, &rt.address, name).await? {
-            Ok(()) => return Ok(name.clone()),
+            Ok(()) => {
+                return Ok(Pinned {
+                    name: name.clone(),
+                    already: false,
+                })
+            }
             Err(e) => said.push(e),
         }
     }
@@ -65,6 +92,37 @@ pub async fn run(root: &Path, ctr: &str) -> Result<String, PinError> {
             .join(" or "),
         said: said.join("; "),
     })
+}
+
+/// The images in the CRI's namespace, each with whether it carries the pinned label, from
+/// `ctr images ls`; `Ok(Err(what ctr said))` when it refused.
+async fn list(ctr: &str, address: &str) -> Result<Result<Vec<(String, bool)>, String>, PinError> {
+    let out = crate::os::ctr::run(ctr, address, &["images", "ls"], CTR_TIMEOUT)
+        .await
+        .map_err(|why| PinError::Spawn { why })?;
+    if !out.status.success() {
+        return Ok(Err(crate::os::ctr::said(&out)));
+    }
+    Ok(Ok(images(&String::from_utf8_lossy(&out.stdout))))
+}
+
+/// `ctr images ls`'s table (`REF TYPE DIGEST SIZE PLATFORMS LABELS`, padded with spaces; the
+/// labels `k=v` joined by commas, or `-`): each name, and whether the pinned label is among its
+/// labels.
+fn images(table: &str) -> Vec<(String, bool)> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let name = words.next()?;
+            let labels = words.last()?;
+            Some((
+                name.to_string(),
+                labels.split(',').any(|x| x == PINNED_LABEL),
+            ))
+        })
+        .collect()
 }
 
 /// One `ctr images label`: `Ok(Err(what ctr said))` when it refused.
@@ -103,9 +161,23 @@ mod tests {
         assert!(matches!(e, PinError::NoSandbox { .. }), "{e}");
         let v1 = root_with(Some("[plugins]\n"));
         let e = run(v1.path(), "/nonexistent/ctr").await.unwrap_err();
-        assert!(e.to_string().contains("versions 2 and 3"), "{e}");
+        assert!(e.to_string().contains("versions 2 to 4"), "{e}");
         let v3 = root_with(Some("version = 3\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\nsandbox = \"localhost/kubernetes/pause\"\n"));
         let e = run(v3.path(), "/nonexistent/ctr").await.unwrap_err();
         assert!(matches!(e, PinError::Spawn { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_pinned_label_is_read_from_ctrs_table() {
+        let table = "REF                                   TYPE                                    DIGEST      SIZE    PLATFORMS   LABELS\nlocalhost/kubernetes/pause:latest     application/vnd.oci.image.index.v1+json sha256:aa   311.0 KiB linux/amd64,linux/arm64 io.cri-containerd.image=managed,io.cri-containerd.pinned=pinned\nregistry.example/app:1  application/vnd.oci.image.manifest.v1+json sha256:bb 1.0 MiB linux/amd64 -\nregistry.example/b:1 x sha256:cc 1 KiB linux/amd64 io.cri-containerd.pinned=no\n";
+        assert_eq!(
+            images(table),
+            [
+                ("localhost/kubernetes/pause:latest".to_string(), true),
+                ("registry.example/app:1".to_string(), false),
+                ("registry.example/b:1".to_string(), false),
+            ]
+        );
+        assert!(images("REF TYPE DIGEST SIZE PLATFORMS LABELS\n").is_empty());
     }
 }

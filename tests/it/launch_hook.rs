@@ -208,7 +208,7 @@ fn a_failed_step_after_the_hand_off_is_named_and_the_hook_still_completed() {
     assert!(!out.status.success());
     let e = stderr(&out);
     assert!(
-        e.contains("after the hand-off, the sandbox image is not pinned (")
+        e.contains("after the hand-off, the sandbox image is not in containerd's store, pinned (")
             && e.contains("etc/containerd/config.toml is missing"),
         "{e}"
     );
@@ -223,8 +223,9 @@ fn a_failed_step_after_the_hand_off_is_named_and_the_hook_still_completed() {
     let said =
         common::report_outcome(&rep, "after the hand-off: the sandbox image").unwrap_or_default();
     assert!(
-        said.as_str()
-            .is_some_and(|s| s.starts_with("failed: the sandbox image is not pinned")),
+        said.as_str().is_some_and(
+            |s| s.starts_with("failed: the sandbox image is not in containerd's store, pinned")
+        ),
         "{rep:#}"
     );
     let status = run(cmd().args(["status", "--root"]).arg(r));

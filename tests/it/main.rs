@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod al2_containerd;
 mod concurrency;
 mod control_plane;
 mod crash;

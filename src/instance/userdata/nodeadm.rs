@@ -28,7 +28,33 @@ pub struct NodeConfigs {
     pub pod_capacity: Vec<(&'static str, String)>,
     /// What names the Node, from the merged NodeConfig.
     pub naming: Naming,
+    /// Whether a NodeConfig's `containerd.config` names a table of containerd's config version
+    /// 3 (nodeadm's `Version3configInNodeConfig`): nodeadm then uses its version-3 template and
+    /// merges the agent's fragment into it without migrating, so the fragment must name the
+    /// same tables.
+    pub containerd_v3: bool,
+    /// The reservations besides kube-reserved the user data gives the kubelet, merged as the
+    /// kubelet merges its drop-ins (key by key, later documents winning).
+    pub reserved: Box<UserReserved>,
 }
+
+/// `kubelet.config.systemReserved` and `evictionHard` of the merged NodeConfig, and whether a
+/// flag sets either (`--system-reserved`, `--eviction-hard`: the flag replaces the map).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UserReserved {
+    pub system_reserved: serde_json::Map<String, Value>,
+    pub eviction_hard: serde_json::Map<String, Value>,
+    /// Where a flag sets one of them, or one is not a mapping: what the agent does not model.
+    pub unmodeled: Option<String>,
+}
+
+const RESERVED_FLAGS: [&str; 2] = ["--system-reserved", "--eviction-hard"];
+
+/// The names nodeadm looks for in `containerd.config` to take it as version 3.
+const CONTAINERD_V3_TABLES: [&str; 2] = [
+    "io.containerd.cri.v1.images",
+    "io.containerd.cri.v1.runtime",
+];
 
 /// What in the user data's NodeConfigs decides the Node's name: nodeadm names it by EC2's
 /// `PrivateDnsName`, by the instance id with the `InstanceIdNodeName` feature gate, and kubelet
@@ -99,7 +125,42 @@ pub fn read(user_data: &[u8]) -> Result<NodeConfigs, UserDataError> {
             .flat_map(|d| d.pod_capacity.iter().cloned())
             .collect(),
         naming: naming(&docs),
+        containerd_v3: docs.iter().any(|d| d.containerd_v3),
+        reserved: Box::new(reserved(&docs)),
     })
+}
+
+/// The documents' reservations merged in order.
+fn reserved(docs: &[Document]) -> UserReserved {
+    let mut r = UserReserved::default();
+    for d in docs {
+        for (key, value, into) in [
+            ("systemReserved", &d.system_reserved, &mut r.system_reserved),
+            ("evictionHard", &d.eviction_hard, &mut r.eviction_hard),
+        ] {
+            match value {
+                None => {}
+                Some(Value::Object(m)) => into.extend(m.clone()),
+                Some(_) => {
+                    r.unmodeled = Some(format!(
+                        "kubelet.config.{key} of the NodeConfig in {} (not a mapping)",
+                        d.at
+                    ));
+                }
+            }
+        }
+        for (i, f) in d.flags.iter().enumerate() {
+            let words = f.split_ascii_whitespace();
+            if words.clone().any(|w| {
+                RESERVED_FLAGS
+                    .iter()
+                    .any(|x| w == *x || w.starts_with(&format!("{x}=")))
+            }) {
+                r.unmodeled = Some(format!("kubelet.flags[{i}] of the NodeConfig in {}", d.at));
+            }
+        }
+    }
+    r
 }
 
 /// A boolean as nodeadm's YAML reader (YAML 1.1) takes it: `true`, `yes`, `on`, `y` and their
@@ -146,6 +207,12 @@ struct Document {
     pod_capacity: Vec<(&'static str, String)>,
     /// `spec.featureGates.InstanceIdNodeName` when the document sets it.
     instance_id_node_name: Option<bool>,
+    /// Whether its `spec.containerd.config` names a version-3 table.
+    containerd_v3: bool,
+    /// `kubelet.config.systemReserved` and `evictionHard` when it sets them (nodeadm passes
+    /// them to the kubelet unread).
+    system_reserved: Option<Value>,
+    eviction_hard: Option<Value>,
 }
 
 /// The NodeConfig documents nodeadm finds, in merge order.
@@ -302,9 +369,19 @@ fn document(v: &Value, at: Where) -> Result<Document, String> {
                 format!("`spec.featureGates.{INSTANCE_ID_GATE}` is not a boolean")
             })?),
         };
+    let containerd = object(spec.get("containerd"), "spec.containerd")?.unwrap_or_default();
+    let containerd_v3 = match containerd.get("config") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(c)) => CONTAINERD_V3_TABLES.iter().any(|t| c.contains(t)),
+        Some(_) => return Err("`spec.containerd.config` is not a string".into()),
+    };
+    let map = |key: &str| config.as_ref().and_then(|c| c.get(key)).cloned();
     Ok(Document {
         at,
+        system_reserved: map("systemReserved"),
+        eviction_hard: map("evictionHard"),
         flags,
+        containerd_v3,
         register_with_taints: config.and_then(|c| c.get("registerWithTaints").cloned()),
         pod_capacity,
         instance_id_node_name,

@@ -80,7 +80,12 @@ fn plan(i: &Input, out: &mut Out) {
     if !missing.is_empty() {
         out.warnings.push(format!("{} of the {} images baked into this AMI are not in containerd's store as baked, and will be pulled when a pod first needs them: {}", missing.len(), cache.images.len(), missing.join(", ")));
     }
-    let value = json!({"manifest": IMAGE_CACHE, "present": present, "pulled": missing});
+    let soci = i.handoff.containerd.fast_image_pull;
+    if soci && !present.is_empty() {
+        lines.push("  under SOCI (fastImagePull, which nodeadm uses on this node) the CRI unpacks with the soci snapshotter, and these were unpacked for overlayfs: their layers are fetched from the registry again when a pod first uses them".into());
+        out.warnings.push(format!("images.pull.fastImagePull: nodeadm runs the CRI on SOCI's snapshotter on this node, and the {} images baked into this AMI were unpacked for overlayfs: containerd fetches their layers from the registry again when a pod first uses them (nodeadm re-imports its own pause image into SOCI for this reason); leave fastImagePull out where the image cache matters", present.len()));
+    }
+    let value = json!({"manifest": IMAGE_CACHE, "present": present, "pulled": missing, "refetchedUnderSoci": soci && !present.is_empty()});
     out.notes.push(Note {
         key: "imageCache".into(),
         lines,
@@ -103,6 +108,36 @@ mod tests {
             {"image": "registry.example/b:1", "digest": format!("sha256:{B}")},
         ]})
         .to_string()
+    }
+
+    #[test]
+    fn under_soci_the_baked_images_are_said_to_be_fetched_again() {
+        let s = spec(r#"{"cluster": {"name": "c"}, "images": {"pull": {"fastImagePull": true}}}"#);
+        let mut f = Facts::builder(Family::Al2023)
+            .file(IMAGE_CACHE, &manifest())
+            .file(crate::base::node::CPU_ONLINE, "0-7\n")
+            .file(crate::base::node::MEMINFO, "MemTotal: 33554432 kB\n")
+            .build();
+        f.set_names(default_blobs(), vec![A.into(), B.into()]);
+        let out = run(&ASPECT, &s, &f);
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+        assert!(
+            out.warnings[0].starts_with(
+                "images.pull.fastImagePull: nodeadm runs the CRI on SOCI's snapshotter"
+            ) && out.warnings[0].contains("the 2 images baked"),
+            "{:?}",
+            out.warnings
+        );
+        assert_eq!(out.notes[0].value["refetchedUnderSoci"], json!(true));
+        // Where nodeadm would not use SOCI (2 vCPUs), the cache serves as baked.
+        let mut f = Facts::builder(Family::Al2023)
+            .file(IMAGE_CACHE, &manifest())
+            .file(crate::base::node::CPU_ONLINE, "0-1\n")
+            .file(crate::base::node::MEMINFO, "MemTotal: 33554432 kB\n")
+            .build();
+        f.set_names(default_blobs(), vec![A.into(), B.into()]);
+        let out = run(&ASPECT, &s, &f);
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::base::findings::Findings;
 use crate::base::node::{self, count_cpus, mem_total_kib};
 use crate::facts::{Facts, Family};
+use crate::instance::userdata::UserDataFact;
 use crate::plan::handoff::containerd::CriPull;
 use crate::plan::handoff::HandoffIntent;
 use crate::plan::step::Note;
@@ -51,6 +52,9 @@ fn contribute(spec: &Spec, facts: &Facts, h: &mut HandoffIntent, f: &mut Finding
         max_concurrent_downloads: p.max_concurrent_downloads,
         progress_timeout: p.progress_timeout.as_ref().map(|d| d.text.clone()),
     };
+    if let UserDataFact::Read(Ok(nc)) = &facts.user_data {
+        h.containerd.user_config_v3 = nc.containerd_v3;
+    }
     let k = &mut h.kubelet;
     // Older kubelets default serializeImagePulls to true whatever maxParallelImagePulls
     // says, and then refuse the pair: say false with more than one pull at once.
@@ -152,6 +156,7 @@ fn plan(i: &Input, out: &mut Out) {
         soci.iter()
             .map(|s| format!("image pulls: SOCI parallel pull {s}")),
     );
+    soci_fetches_the_layers(h, &mut lines, &mut out.warnings);
     let c = &h.containerd.pull;
     let value = json!({
         "containerd": {
@@ -167,6 +172,37 @@ fn plan(i: &Input, out: &mut Out) {
         lines,
         value,
     });
+}
+
+/// nodeadm's SOCI snapshotter config: the layers of one image it fetches at once in its
+/// parallel pull mode.
+const SOCI_DOWNLOADS_PER_IMAGE: u32 = 20;
+
+/// Under SOCI's parallel pull (nodeadm uses it on this node) the snapshotter fetches each layer
+/// itself, with ranged requests of its own: containerd's `max_concurrent_downloads` and its
+/// progress timeout then govern no layer download, which the plan says rather than listing
+/// them as in force.
+fn soci_fetches_the_layers(h: &HandoffIntent, lines: &mut Vec<String>, warnings: &mut Vec<String>) {
+    let entries = h.containerd.pull.entries();
+    if !h.containerd.fast_image_pull || entries.is_empty() {
+        return;
+    }
+    let keys: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
+    let fields: Vec<&str> = [
+        (
+            h.containerd.pull.max_concurrent_downloads.is_some(),
+            "maxConcurrentDownloads",
+        ),
+        (
+            h.containerd.pull.progress_timeout.is_some(),
+            "progressTimeout",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(set, f)| set.then_some(f))
+    .collect();
+    lines.push(format!("image pulls: under SOCI's parallel pull the snapshotter fetches the layers ({SOCI_DOWNLOADS_PER_IMAGE} at once per image, nodeadm's config): containerd's {} govern no layer download", keys.join(" and ")));
+    warnings.push(format!("images.pull.{}: nodeadm uses SOCI's parallel pull on this node (fastImagePull), whose snapshotter fetches the layers itself ({SOCI_DOWNLOADS_PER_IMAGE} at once per image), so containerd's {} no longer govern layer downloads; leave {} out, or fastImagePull", fields.join(", images.pull."), keys.join(" and "), if fields.len() == 1 { "it" } else { "them" }));
 }
 
 /// The kubelet's pull settings this setting may set.
@@ -220,6 +256,35 @@ mod tests {
                 crate::plan::handoff::al2023::document(&crate::plan::handoff_intent(&s, &facts));
             assert!(doc["spec"].get("featureGates").is_none(), "{says}");
         }
+    }
+
+    #[test]
+    fn under_soci_the_plan_says_containerds_settings_govern_no_layer_download() {
+        let s = spec(
+            r#"{"cluster": {"name": "c"}, "images": {"pull": {"fastImagePull": true, "maxConcurrentDownloads": 8}}}"#,
+        );
+        let big = node(Family::Al2023, "0-7\n", 32 * 1024 * 1024);
+        let out = run(&ASPECT, &s, &big);
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+        assert!(
+            out.warnings[0].starts_with(
+                "images.pull.maxConcurrentDownloads: nodeadm uses SOCI's parallel pull"
+            ) && out.warnings[0].contains("containerd's max_concurrent_downloads no longer govern"),
+            "{:?}",
+            out.warnings
+        );
+        assert!(
+            out.notes[0]
+                .lines
+                .iter()
+                .any(|l| l.contains("govern no layer download")),
+            "{:?}",
+            out.notes[0].lines
+        );
+        // Where nodeadm would not use SOCI, containerd's settings do govern: no such warning.
+        let small = node(Family::Al2023, "0-1\n", 32 * 1024 * 1024);
+        let out = run(&ASPECT, &s, &small);
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     }
 
     #[test]

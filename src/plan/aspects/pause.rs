@@ -82,7 +82,7 @@ fn plan(i: &Input, out: &mut Out) {
     if cached == Some(true) {
         lines.push(in_store(i.facts, out));
     }
-    lines.push(format!("pause image: pinned at every boot after {} starts (eks-nodeinit pin-sandbox-image), so the kubelet's image garbage collection keeps it", unit(family)));
+    lines.push(format!("pause image: checked at every boot after {} starts (eks-nodeinit pin-sandbox-image): in containerd's store, and labelled pinned where the AMI did not, so the kubelet's image garbage collection keeps it", unit(family)));
     if let Some(c) = cached {
         lines.push(match c {
             true => format!("pause image: in the AMI's cache {AL2023_CACHE}: yes"),
@@ -128,7 +128,7 @@ fn checked_after(root: &std::path::Path) -> Run {
         check: None,
         skip: None,
         if_failed: IfFailed::new(
-            "the sandbox image is not pinned",
+            "the sandbox image is not in containerd's store, pinned",
             "no new pod starts without it: see `journalctl -u sandbox-image` and bootstrap.sh's --pause-container-account",
         ),
         when: When::After,

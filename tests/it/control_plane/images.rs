@@ -509,7 +509,7 @@ fn al2s_pause_image_is_pinned_and_checked_after_the_hand_off() {
     assert!(!out.status.success());
     let e = stderr(&out);
     assert!(
-        e.contains("after the hand-off, the sandbox image is not pinned")
+        e.contains("after the hand-off, the sandbox image is not in containerd's store, pinned")
             && e.contains("holds no image named eks-nodeinit.test/al2-pa"),
         "{e}"
     );

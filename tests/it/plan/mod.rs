@@ -89,6 +89,9 @@ fn node(family: Family, tags: &[(&str, &str)]) -> Facts {
     if family == Family::Al2023 {
         files.push(nodeconfig::DROPIN);
     }
+    if family == Family::Al2 {
+        files.push(eks_nodeinit::plan::handoff::containerd::AL2_AMI_TEMPLATE);
+    }
     let pin = eks_nodeinit::plan::aspects::pause::dropin(family);
     for p in files.into_iter().chain([pin.as_str()]) {
         f.set_file(p, absent());

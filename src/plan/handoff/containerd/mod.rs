@@ -10,12 +10,14 @@ use std::fmt::Write as _;
 
 use crate::facts::{Family, Reads};
 use crate::plan::out::Out;
-use crate::plan::step::Mode;
+use crate::plan::step::{Mode, Remove, Step};
 use crate::spec::registries::RegistrySpec;
 
 use super::Input;
 
-pub use pull::{inline_config, merged_template, CriPull, AL2_CONFIG, AL2_TEMPLATE};
+pub use pull::{
+    inline_config, merged_template, CriPull, AL2_AMI_TEMPLATE, AL2_CONFIG, AL2_TEMPLATE,
+};
 
 mod pull;
 
@@ -37,6 +39,9 @@ pub struct ContainerdIntent {
     pub pull: CriPull,
     /// nodeadm's `FastImagePull` feature gate (AL2023).
     pub fast_image_pull: bool,
+    /// The user data's NodeConfig gives containerd a config in version 3's tables (AL2023):
+    /// the fragment names the same tables, so nodeadm keeps version 3.
+    pub user_config_v3: bool,
 }
 
 /// Every file of `r`'s hosts directory, as a node path: what the registries setting reads.
@@ -108,6 +113,7 @@ pub(crate) fn reads(_: &crate::spec::Spec, family: Option<Family>, r: &mut Reads
     if family == Some(Family::Al2) {
         r.file(AL2_TEMPLATE);
         r.file(AL2_CONFIG);
+        r.file(AL2_AMI_TEMPLATE);
     }
 }
 
@@ -118,9 +124,78 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
         return;
     }
     hosts_dirs(i, out);
-    if i.facts.family() == Some(Family::Al2) && !i.handoff.containerd.pull.is_empty() {
-        al2_config(i, out);
+    if i.facts.family() == Some(Family::Al2) {
+        match i.handoff.containerd.pull.is_empty() {
+            false => al2_config(i, out),
+            true => al2_restore(i, out),
+        }
     }
+}
+
+/// AL2 without pull settings after a boot with them: bootstrap.sh copied the agent's file over
+/// the node's template, so the AMI's own is put back (bootstrap.sh then substitutes its sandbox
+/// image in it as on any boot), and the agent's copies go.
+fn al2_restore(i: &Input, out: &mut Out) {
+    const FIELD: &str = "images.pull";
+    let Some(kept) = i
+        .facts
+        .current_file(AL2_AMI_TEMPLATE, FIELD, &mut out.findings)
+    else {
+        return;
+    };
+    let Some(ami) = kept.content else { return };
+    let purpose = "the AMI's containerd template put back (images.pull is left out)";
+    out.file(
+        i.facts,
+        FIELD,
+        AL2_TEMPLATE,
+        purpose,
+        ami,
+        Mode::Keep(0o644),
+    );
+    for (path, purpose) in [
+        (AL2_AMI_TEMPLATE, "the kept AMI template, put back"),
+        (
+            AL2_CONFIG,
+            "containerd's config with the pull settings, no longer given to bootstrap.sh",
+        ),
+    ] {
+        out.steps.push(Step::Remove(Remove {
+            purpose: purpose.into(),
+            path: path.into(),
+            restore_if_run_fails: true,
+        }));
+    }
+}
+
+/// The AMI's template to merge into: the copy kept the first time, else the node's template,
+/// which is then kept (bootstrap.sh copies `--containerd-config-file` over the template at every
+/// boot, so from the second boot on the template is the agent's own output).
+fn ami_template(i: &Input, out: &mut Out, field: &str) -> Option<String> {
+    let kept = i
+        .facts
+        .current_file(AL2_AMI_TEMPLATE, field, &mut out.findings)?;
+    if let Some(k) = kept.content {
+        return Some(k);
+    }
+    let cur = i
+        .facts
+        .current_file(AL2_TEMPLATE, field, &mut out.findings)?;
+    let Some(template) = cur.content else {
+        out.findings.push(field, format!("{AL2_TEMPLATE} is missing: the pull settings are set in the node's own containerd template, which every AL2 EKS AMI has; use such an AMI, or leave images.pull out"));
+        return None;
+    };
+    let purpose =
+        "the AMI's containerd template, kept before bootstrap.sh copies the agent's over it";
+    out.file(
+        i.facts,
+        field,
+        AL2_AMI_TEMPLATE,
+        purpose,
+        template.clone(),
+        Mode::Keep(0o644),
+    );
+    Some(template)
 }
 
 /// AL2: the node's template with the pull settings, for bootstrap.sh's
@@ -136,11 +211,7 @@ fn al2_config(i: &Input, out: &mut Out) {
         out.findings.push(FIELD, "handoff.extraBootstrapArgs gives bootstrap.sh its own --containerd-config-file, and the pull settings need the agent's: keep one (put the settings in that file, or leave it out)");
         return;
     }
-    let Some(cur) = i.facts.current_file(AL2_TEMPLATE, FIELD, &mut out.findings) else {
-        return;
-    };
-    let Some(template) = cur.content else {
-        out.findings.push(FIELD, format!("{AL2_TEMPLATE} is missing: the pull settings are set in the node's own containerd template, which every AL2 EKS AMI has; use such an AMI, or leave images.pull out"));
+    let Some(template) = ami_template(i, out, FIELD) else {
         return;
     };
     match merged_template(&template, &i.handoff.containerd.pull) {

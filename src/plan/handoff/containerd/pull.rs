@@ -1,6 +1,12 @@
 //! containerd's pull settings in its own config grammar, as each family takes them: on AL2023 a
-//! version-2 fragment for the NodeConfig's `containerd.config`, which nodeadm deep-merges over
-//! its own config (the fragment's values win) and, on containerd 2, migrates with it; on AL2 the
+//! fragment for the NodeConfig's `containerd.config`, which nodeadm deep-merges over its own
+//! config (the fragment's values win). nodeadm picks its template by the tables the merged
+//! `containerd.config` names, never by its `version`: version 2's CRI table gives its version-2
+//! template, which it then migrates on containerd 2 (`containerd config migrate`, version 3 on
+//! containerd 2.0 to 2.2 and 4 from 2.3); version 3's tables (a user's own config in user data)
+//! its version-3 template, unmigrated. So the fragment names the CRI table of the version the
+//! user data's config has, and carries no `version` of its own, which would override the
+//! user's. On AL2 the
 //! node's own template (`/etc/eks/containerd/containerd-config.toml`) with the settings set in
 //! the CRI table of its version, every other line kept, passed to bootstrap.sh by
 //! `--containerd-config-file`. A drop-in under `/etc/containerd/config.d` is not used: containerd
@@ -15,6 +21,10 @@ pub const AL2_TEMPLATE: &str = "/etc/eks/containerd/containerd-config.toml";
 
 /// The template with the pull settings, given to bootstrap.sh (`--containerd-config-file`).
 pub const AL2_CONFIG: &str = "/etc/eks-nodeinit/containerd-config.toml";
+
+/// The AMI's own template, kept the first time the agent merges the pull settings into it: the
+/// base of every later merge, and what is put back when the settings are left out.
+pub const AL2_AMI_TEMPLATE: &str = "/etc/eks-nodeinit/containerd-config.ami.toml";
 
 /// The CRI plugin's table in config version 2 (containerd 1.7, and 2 before migration).
 const CRI_V2: [&str; 2] = ["plugins", "io.containerd.grpc.v1.cri"];
@@ -72,14 +82,15 @@ fn table_at<'a>(doc: &'a mut DocumentMut, path: &[&str]) -> Option<&'a mut Table
     Some(t)
 }
 
-/// The NodeConfig's `containerd.config` for these settings; `None` when there are none.
-pub fn inline_config(p: &CriPull) -> Option<String> {
+/// The NodeConfig's `containerd.config` for these settings, in version 3's CRI images table
+/// when `v3` (the user data's own config is version 3) and version 2's otherwise, without a
+/// `version`; `None` when there are none.
+pub fn inline_config(p: &CriPull, v3: bool) -> Option<String> {
     if p.is_empty() {
         return None;
     }
     let mut doc = DocumentMut::new();
-    doc["version"] = value(2);
-    p.set_in(table_at(&mut doc, &CRI_V2)?);
+    p.set_in(table_at(&mut doc, if v3 { &CRI_V3 } else { &CRI_V2 })?);
     Some(doc.to_string())
 }
 
@@ -89,10 +100,11 @@ pub fn merged_template(template: &str, p: &CriPull) -> Result<String, String> {
     let mut doc: DocumentMut = template
         .parse()
         .map_err(|e: toml_edit::TomlError| format!("is not TOML: {}", e.message()))?;
+    // Version 4 (containerd 2.3) moved only the server's settings: the CRI tables are 3's.
     let path = match doc.get("version").and_then(Item::as_integer) {
         Some(2) => CRI_V2,
-        Some(3) => CRI_V3,
-        Some(v) => return Err(format!("has config version {v}; the agent sets pull settings in versions 2 and 3")),
+        Some(3 | 4) => CRI_V3,
+        Some(v) => return Err(format!("has config version {v}; the agent sets pull settings in versions 2 to 4")),
         None => return Err("has no `version`: containerd would read it as version 1, whose CRI table the agent does not write".into()),
     };
     let t = table_at(&mut doc, &path)
@@ -113,12 +125,16 @@ mod tests {
     }
 
     #[test]
-    fn the_fragment_is_version_2_in_the_cri_table() {
+    fn the_fragment_names_the_cri_table_of_the_users_version_and_no_version() {
         assert_eq!(
-            inline_config(&pull()).unwrap(),
-            "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\nmax_concurrent_downloads = 8\nimage_pull_progress_timeout = \"2m\"\n"
+            inline_config(&pull(), false).unwrap(),
+            "[plugins.\"io.containerd.grpc.v1.cri\"]\nmax_concurrent_downloads = 8\nimage_pull_progress_timeout = \"2m\"\n"
         );
-        assert_eq!(inline_config(&CriPull::default()), None);
+        assert_eq!(
+            inline_config(&pull(), true).unwrap(),
+            "[plugins.\"io.containerd.cri.v1.images\"]\nmax_concurrent_downloads = 8\nimage_pull_progress_timeout = \"2m\"\n"
+        );
+        assert_eq!(inline_config(&CriPull::default(), false), None);
     }
 
     #[test]
@@ -140,6 +156,12 @@ mod tests {
         );
         // Idempotent: the merged file merged again is unchanged (a second run plans nothing).
         assert_eq!(merged_template(&out, &pull()).unwrap(), out);
+        let v4 = v3.replace("version = 3", "version = 4");
+        let out = merged_template(&v4, &pull()).unwrap();
+        assert!(
+            out.contains("[plugins.'io.containerd.cri.v1.images']\nmax_concurrent_downloads = 8\n"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -147,7 +169,7 @@ mod tests {
         for (t, says) in [
             ("version = 2\n[plugins\n", "is not TOML"),
             ("[plugins]\n", "has no `version`"),
-            ("version = 4\n", "version 4"),
+            ("version = 5\n", "version 5"),
             ("version = 2\nplugins = 1\n", "other than a table"),
         ] {
             let e = merged_template(t, &pull()).unwrap_err();
