@@ -188,7 +188,7 @@ pub async fn tag_continue(root: &Path) -> Result<()> {
         Err(e) => tracing::error!("{e}"),
     }
     let _lock = lock::take(root, true)?;
-    let mut report = Report::read(root).unwrap_or_default();
+    let mut report = Report::for_update(root);
     let record = TaggingRecord {
         result: match &r {
             Ok(o) => o.clone().into(),
@@ -239,14 +239,21 @@ pub async fn complete_hook(a: &crate::commands::cli::CompleteHookArgs) -> Result
 }
 
 /// `status`: the report's `join` section, for a person or (`--output json`) for tools. Exit 0
-/// when the node joined and its launch hook (if any) was completed; 1 otherwise: not joined, no
-/// verdict yet, a hook left uncompleted, or no report.
+/// when the node joined (or was handed off with `verify.join: off`) and its launch hook (if
+/// any) was completed; 1 otherwise: not joined, no verdict yet, a hook left uncompleted, or no
+/// report.
 pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
-    let Some(report) = Report::read(&a.root) else {
-        anyhow::bail!(
+    let path = crate::os::fsutil::under(&a.root, crate::exec::report::REPORT_PATH);
+    let report = match Report::load(&a.root) {
+        Ok(Some(r)) => r,
+        Ok(None) => anyhow::bail!(
             "no report at {}: `eks-nodeinit init` has not run on this node (or --root is wrong)",
-            crate::os::fsutil::under(&a.root, crate::exec::report::REPORT_PATH).display()
-        );
+            path.display()
+        ),
+        Err(why) => anyhow::bail!(
+            "the report at {} cannot be read ({why}): run `eks-nodeinit init` again to write a new one",
+            path.display()
+        ),
     };
     let join: crate::verify::record::JoinRecord = report.property("join").unwrap_or_default();
     match a.output {
@@ -271,22 +278,7 @@ pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
             serde_json::to_string_pretty(&join).unwrap_or_default()
         ),
     }
-    if join.hook_failed {
-        anyhow::bail!(
-            "the launch hook was not completed ({}): Auto Scaling applies its default result at the heartbeat timeout",
-            join.hook.as_deref().unwrap_or("no answer recorded")
-        );
-    }
-    match join.verdict {
-        Some(crate::verify::record::JoinVerdict::Joined) => Ok(()),
-        v => Err(anyhow::anyhow!(
-            "the node {}",
-            v.map_or("has no verdict yet".to_string(), |v| format!(
-                "did not join: {}",
-                v.as_str()
-            ))
-        )),
-    }
+    join.judged().map_err(anyhow::Error::msg)
 }
 
 /// The packaged unit's first-boot marker: `ConditionPathExists=!` on it keeps the unit from

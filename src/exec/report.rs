@@ -196,12 +196,42 @@ impl Report {
         crate::plan::redact(secrets, &text).into_bytes()
     }
 
-    /// The report on the node, if there is a readable one.
-    pub fn read(root: &Path) -> Option<Report> {
-        let text = std::fs::read_to_string(under(root, REPORT_PATH)).ok()?;
-        serde_json::from_str(&text).ok()
+    /// The report on the node: `Ok(None)` when there is none, why when it cannot be read.
+    pub fn load(root: &Path) -> Result<Option<Report>, String> {
+        let text = match std::fs::read_to_string(under(root, REPORT_PATH)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+            Ok(t) => t,
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| crate::base::text::serde_message(&e))
+    }
+
+    /// The report to add to: the node's, or a new one where there is none. An unreadable one
+    /// is never replaced without a word: it is kept beside, as [`UNREADABLE`], and the log
+    /// names both.
+    pub fn for_update(root: &Path) -> Report {
+        let why = match Report::load(root) {
+            Ok(r) => return r.unwrap_or_default(),
+            Err(why) => why,
+        };
+        let path = under(root, REPORT_PATH);
+        let aside = under(root, UNREADABLE);
+        match std::fs::rename(&path, &aside) {
+            Ok(()) => {
+                tracing::warn!(report = %path.display(), kept = %aside.display(), "the report cannot be read ({why}): kept aside, and a new report started")
+            }
+            Err(e) => {
+                tracing::warn!(report = %path.display(), "the report cannot be read ({why}) nor kept aside ({e}): a new report replaces it")
+            }
+        }
+        Report::default()
     }
 }
+
+/// Where [`Report::for_update`] keeps a report it cannot read.
+pub const UNREADABLE: &str = "/var/lib/eks-nodeinit/report.json.unreadable";
 
 #[cfg(test)]
 mod tests {
@@ -244,5 +274,23 @@ mod tests {
         r.stamp(&["join".to_string()], "verdict", 9);
         assert_eq!(r.properties["join"]["hook"], "ABANDON (h)");
         assert_eq!(r.properties["join"]["phases"][0]["phase"], "verdict");
+    }
+
+    #[test]
+    fn an_unreadable_report_is_kept_aside_never_silently_replaced() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(Report::load(root.path()).unwrap().is_none());
+        assert_eq!(Report::for_update(root.path()).steps.len(), 0);
+        let path = under(root.path(), REPORT_PATH);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "{\"instanceId\": ").unwrap();
+        assert!(Report::load(root.path()).is_err());
+        let r = Report::for_update(root.path());
+        assert!(r.instance_id.is_empty());
+        assert_eq!(
+            std::fs::read_to_string(under(root.path(), UNREADABLE)).unwrap(),
+            "{\"instanceId\": "
+        );
+        assert!(!path.exists());
     }
 }

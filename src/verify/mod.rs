@@ -34,6 +34,8 @@ pub struct Context {
     /// The name the hand-off gives the Node (`None`: any `system:node:` identity is taken).
     pub node: Option<name::NodeName>,
     pub imds_endpoint: String,
+    /// `imds.allowV1Fallback`: IMDSv1 where the instance refuses IMDSv2's token.
+    pub imds_v1_fallback: bool,
     /// The proxy kubelet and the agent use (`None`: direct).
     pub proxy: Option<Proxy>,
     /// CA bundles trusted beside the platform's for AWS endpoints.
@@ -151,7 +153,7 @@ impl Probe {
     /// register). EC2 is: bootstrap.sh and nodeadm name the Node by DescribeInstances.
     pub fn blocks(&self, code: &str) -> bool {
         match (self, code) {
-            (_, "unavailable" | "no-review") => false,
+            (_, "unavailable" | "no-review" | "name-unknown") => false,
             (Probe::AwsEndpoint { service, .. }, _) => service == "EC2",
             _ => true,
         }
@@ -232,6 +234,7 @@ fn todo(code: &str) -> &'static str {
         "unauthenticated" => "the API server does not accept the node's role: create an access entry of type EC2_LINUX for the role (`aws eks create-access-entry --type EC2_LINUX`) or add its mapRoles line to the aws-auth ConfigMap with groups system:bootstrappers and system:nodes; map the role's ARN without its path (`arn:aws:iam::<account>:role/<name>`), not the instance profile's; check cluster.name is the cluster's own, and that the account's STS endpoint for the Region is active (IAM account settings)",
         "clock-skew" => "the node's clock is far from the API server's, so its token is refused: check chronyd and the Amazon Time Sync Service (169.254.169.123) on the node",
         "unavailable" => "the API server answered 5xx or 429: the control plane is busy, scaling or being upgraded; kubelet keeps trying, so this alone does not stop the join",
+        "name-unknown" => "the Node's name is EC2's PrivateDnsName, read with ec2:DescribeInstances, which failed: give the node's role that permission and let the node reach EC2 (the proof reads the Node after the hand-off either way)",
         "no-review" => "the cluster's Kubernetes is older than 1.28: the identity is proven after the hand-off, when the Node is read",
         "wrong-identity" => "the role is mapped, but not as this node: the access entry must be of type EC2_LINUX, or the aws-auth mapRoles username must be system:node:{{EC2PrivateDNSName}}",
         "not-node" => "the role is mapped without the group system:nodes: use an access entry of type EC2_LINUX, or add system:nodes to its aws-auth mapRoles groups",

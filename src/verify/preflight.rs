@@ -130,7 +130,7 @@ impl Task {
         let ctx = &*self.ctx;
         match &self.probe {
             Probe::Credentials { .. } => {
-                let r = token::credentials(&ctx.imds_endpoint).await;
+                let r = token::credentials(&ctx.imds_endpoint, ctx.imds_v1_fallback).await;
                 if let Some(tx) = self.creds_tx {
                     let _ = tx.send(r.as_ref().ok().cloned());
                 }
@@ -210,10 +210,14 @@ async fn identity(ctx: &Context, needs: Needs, deadline: Instant) -> Result<Stri
     let (user, groups) = review?;
     match name {
         Some(Ok(n)) => Ok(judge_identity(Some(&n), &user, &groups)?),
-        Some(Err(why)) => Ok(format!(
-            "{}; the Node's name is not compared: {why}",
-            judge_identity(None, &user, &groups)?
-        )),
+        // The role maps to some node, but whether as this Node is unknown: not a pass.
+        Some(Err(why)) => Err(Step::Failed(Cause::new(
+            "name-unknown",
+            format!(
+                "{}, but the Node's name could not be read, so whether it is this Node's is unknown: {why}",
+                judge_identity(None, &user, &groups)?
+            ),
+        ))),
         None => Ok(judge_identity(None, &user, &groups)?),
     }
 }

@@ -38,6 +38,9 @@ pub struct JoinJob {
     pub group: Option<String>,
     pub sts_url: String,
     pub imds_endpoint: String,
+    /// `imds.allowV1Fallback`: the proof reads the role's credentials as the boot did.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub imds_v1_fallback: bool,
     pub deadline_secs: u64,
     /// `verify.join: strict`: every verdict but `joined` abandons the launch.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -88,6 +91,7 @@ impl JoinJob {
             ca_pem: String::from_utf8_lossy(&ca).into_owned(),
             node: Some(self.node.clone()),
             imds_endpoint: self.imds_endpoint.clone(),
+            imds_v1_fallback: self.imds_v1_fallback,
             proxy: t.proxy,
             ca_bundles: t.ca_bundles,
             sts_url: self.sts_url.clone(),
@@ -138,7 +142,7 @@ impl Tokens {
                 return Ok(t.clone());
             }
         }
-        let creds = token::credentials(&ctx.imds_endpoint).await?;
+        let creds = token::credentials(&ctx.imds_endpoint, ctx.imds_v1_fallback).await?;
         let t = ctx.token(&creds)?;
         self.role = creds.role;
         self.made = Some((Instant::now(), t.clone()));

@@ -33,6 +33,9 @@ pub struct JoinRecord {
     /// What the Node showed against the plan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checked: Vec<String>,
+    /// `verify.join: off`: the node was handed off and no proof runs, so no verdict comes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unproven: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -70,6 +73,23 @@ impl JoinVerdict {
 }
 
 impl JoinRecord {
+    /// `status`'s verdict on the record: `Ok` when the node joined, or was handed off with no
+    /// proof asked for, and its launch hook (if any) was completed; why not, otherwise.
+    pub fn judged(&self) -> Result<(), String> {
+        if self.hook_failed {
+            return Err(format!(
+                "the launch hook was not completed ({}): Auto Scaling applies its default result at the heartbeat timeout",
+                self.hook.as_deref().unwrap_or("no answer recorded")
+            ));
+        }
+        match self.verdict {
+            Some(JoinVerdict::Joined) => Ok(()),
+            None if self.unproven => Ok(()),
+            Some(v) => Err(format!("the node did not join: {}", v.as_str())),
+            None => Err("the node has no verdict yet".into()),
+        }
+    }
+
     pub fn phase(&mut self, name: &str, at_unix_ms: u64) {
         self.phases.push(Phase {
             phase: name.to_string(),
@@ -81,10 +101,11 @@ impl JoinRecord {
     /// causes and what to do.
     pub fn to_text(&self) -> String {
         let mut o = String::new();
-        let verdict = self.verdict.map_or(
-            "not decided yet (the proof has not run, or is running)",
-            JoinVerdict::as_str,
-        );
+        let undecided = match self.unproven {
+            true => "none: the join is not proven (verify.join is off)",
+            false => "not decided yet (the proof has not run, or is running)",
+        };
+        let verdict = self.verdict.map_or(undecided, JoinVerdict::as_str);
         o.push_str(&format!("verdict: {verdict}\n"));
         if let Some(b) = self.blame {
             o.push_str(&format!("blame: {}\n", b.as_str()));
@@ -120,5 +141,41 @@ impl JoinRecord {
             o.push_str(&format!("node: {c}\n"));
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_passes_a_joined_node_and_one_whose_join_is_not_proven() {
+        let joined = JoinRecord {
+            verdict: Some(JoinVerdict::Joined),
+            ..JoinRecord::default()
+        };
+        assert_eq!(joined.judged(), Ok(()));
+        let off = JoinRecord {
+            unproven: true,
+            ..JoinRecord::default()
+        };
+        assert_eq!(off.judged(), Ok(()));
+        assert!(off
+            .to_text()
+            .starts_with("verdict: none: the join is not proven (verify.join is off)"));
+        let waiting = JoinRecord::default();
+        assert_eq!(waiting.judged(), Err("the node has no verdict yet".into()));
+        let hook = JoinRecord {
+            unproven: true,
+            hook_failed: true,
+            ..JoinRecord::default()
+        };
+        assert!(hook
+            .judged()
+            .unwrap_err()
+            .starts_with("the launch hook was not completed"));
+        let record: JoinRecord =
+            serde_json::from_value(serde_json::json!({"unproven": true})).unwrap();
+        assert!(record.unproven);
     }
 }

@@ -48,9 +48,10 @@ struct ImdsCredentials {
 
 const CREDS: &str = "iam/security-credentials/";
 
-/// The instance profile's role and its credentials, from IMDS.
-pub async fn credentials(imds_endpoint: &str) -> Result<RoleCredentials, Cause> {
-    let c = ImdsClient::new(imds_endpoint, false)
+/// The instance profile's role and its credentials, from IMDS (IMDSv1 where `allow_v1` and the
+/// instance refuses IMDSv2's token, as the boot's own reads).
+pub async fn credentials(imds_endpoint: &str, allow_v1: bool) -> Result<RoleCredentials, Cause> {
+    let c = ImdsClient::new(imds_endpoint, allow_v1)
         .map_err(|e| Cause::new("credentials", e.to_string()))?;
     let fail = |d: String| Cause::new("credentials", d);
     let roles = c

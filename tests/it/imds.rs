@@ -377,3 +377,32 @@ async fn what_is_asked_is_read_in_the_same_pass_and_what_is_known_is_not_read_ag
     assert_eq!(reads(&s, "/user-data"), 1, "read by the first fetch only");
     assert_eq!(reads(&s, "/mac"), 1);
 }
+
+/// The join's credentials check reads the role's credentials as the boot reads the rest: over
+/// IMDSv1 where the config allows it and the instance refuses IMDSv2's token; not otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_join_credentials_follow_imds_allow_v1_fallback() {
+    let mut st = State::default();
+    st.refuse_token_with = Some(403);
+    st.v1_allowed = true;
+    let creds = r#"{"Code": "Success", "AccessKeyId": "AKIAEXAMPLE", "SecretAccessKey": "secret", "Token": "tok"}"#;
+    st.data
+        .insert("iam/security-credentials/".into(), "node-role".into());
+    st.data
+        .insert("iam/security-credentials/node-role".into(), creds.into());
+    let s = ImdsServer::start_with(st);
+    let c = eks_nodeinit::verify::token::credentials(&s.url(), true)
+        .await
+        .unwrap();
+    assert_eq!(c.role, "node-role");
+    let e = eks_nodeinit::verify::token::credentials(&s.url(), false)
+        .await
+        .unwrap_err();
+    assert!(e.detail.contains("imds.allowV1Fallback"), "{e:?}");
+    let st = s.state.lock().unwrap();
+    assert_eq!(
+        st.gets, 2,
+        "role and credentials, once each: {:?}",
+        st.paths
+    );
+}

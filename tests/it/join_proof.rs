@@ -99,6 +99,7 @@ fn join_job(
         group: group.map(String::from),
         sts_url: "https://sts.us-east-1.amazonaws.com".into(),
         imds_endpoint: imds.into(),
+        imds_v1_fallback: false,
         deadline_secs: deadline,
         strict: false,
         transport: proxy.map(|p| eks_nodeinit::aws::Transport {

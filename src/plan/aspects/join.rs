@@ -11,7 +11,7 @@ use crate::base::node::cpu_list;
 use crate::facts::Facts;
 use crate::facts::Family;
 use crate::instance::metadata::Metadata;
-use crate::instance::userdata::UserDataFact;
+use crate::instance::userdata::{UserDataFact, UserReserved};
 use crate::plan::kubelet::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
 use crate::plan::step::{File, Mode};
 use crate::spec::Spec;
@@ -107,6 +107,55 @@ pub(crate) fn expect(k: &KubeletIntent) -> Expect {
     }
 }
 
+/// What the Node must show on this node: [`expect`], with the reservations the user data's
+/// NodeConfig gives the kubelet beside the agent's (AL2023).
+fn expect_on(k: &KubeletIntent, facts: &Facts) -> Expect {
+    let mut e = expect(k);
+    if let UserDataFact::Read(Ok(nc)) = &facts.user_data {
+        let reserved_cpus = k.config.iter().any(|(n, _)| *n == "reservedSystemCPUs");
+        user_reserved(&mut e, &nc.reserved, reserved_cpus);
+    }
+    e
+}
+
+/// The user data's system-reserved added, and its `evictionHard` `memory.available` in place
+/// of the default 100Mi (the kubelet merges the user's map over nodeadm's key by key); a
+/// reservation the agent cannot model (a flag, a percentage, a value it cannot read) leaves
+/// that resource uncompared rather than a false mismatch. With `reservedSystemCPUs` the
+/// kubelet holds back those CPUs instead of the reserved CPU quantities.
+fn user_reserved(e: &mut Expect, r: &UserReserved, reserved_cpus: bool) {
+    if r.unmodeled.is_some() {
+        e.cpu_reserved_millis = None;
+        e.memory_reserved_bytes = None;
+        return;
+    }
+    // Absent: `Some(0)`; set but not an exact quantity: `None`.
+    let milli = |v: Option<&serde_json::Value>| match v {
+        None => Some(0),
+        Some(v) => v.as_str().and_then(milli_value),
+    };
+    let cpu = milli(r.system_reserved.get("cpu"));
+    if !reserved_cpus {
+        e.cpu_reserved_millis = match (e.cpu_reserved_millis, cpu) {
+            (Some(c), Some(s)) => u64::try_from(s).ok().and_then(|s| c.checked_add(s)),
+            _ => None,
+        };
+    }
+    let system = milli(r.system_reserved.get("memory")).map(|m| m / 1000);
+    let threshold = match r.eviction_hard.get("memory.available") {
+        None => Some(u128::from(EVICTION_HARD_MEMORY_MIB) << 20),
+        v => milli(v).map(|m| m / 1000),
+    };
+    let default = EVICTION_HARD_MEMORY_MIB << 20;
+    e.memory_reserved_bytes = match (e.memory_reserved_bytes, system, threshold) {
+        (Some(m), Some(s), Some(t)) => u128::from(m.saturating_sub(default))
+            .checked_add(s)
+            .and_then(|x| x.checked_add(t))
+            .and_then(|x| u64::try_from(x).ok()),
+        _ => None,
+    };
+}
+
 /// How the node's own calls after the hand-off go: the config's proxy (with the NO_PROXY
 /// kubelet gets) and CA bundles, whatever the proof's unit environment holds.
 pub(crate) fn node_transport(
@@ -133,6 +182,11 @@ pub(crate) fn node_transport(
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
+    if spec.verify.join_deadline.is_none() && facts.family().is_some() && i.handoff.hold.is_none() {
+        // No proof comes: `status` says so instead of waiting for a verdict for ever.
+        let unproven = serde_json::json!({ "unproven": true });
+        out.record.insert(super::preflight::RECORD.into(), unproven);
+    }
     let (Some(deadline), Some(_), Some(md), Some(reach)) = (
         spec.verify.join_deadline,
         facts.family(),
@@ -158,10 +212,11 @@ fn plan(i: &Input, out: &mut Out) {
         group: facts.autoscaling_group().map(String::from),
         sts_url: reach.sts_url(&md.region),
         imds_endpoint: reach.imds_endpoint.clone(),
+        imds_v1_fallback: spec.imds.allow_v1_fallback,
         deadline_secs: deadline.as_secs(),
         strict: spec.verify.join_strict,
         transport: node_transport(spec, facts, md),
-        expect: expect(&i.handoff.kubelet),
+        expect: expect_on(&i.handoff.kubelet, facts),
     };
     out.secrets.push(ca.clone());
     let Some(current) = facts.current_file(JOIN_JOB, "verify.join", &mut out.findings) else {
@@ -199,6 +254,55 @@ mod tests {
     use super::super::testing::{complete, instance, run, spec};
     use super::*;
     use crate::plan::step::{Step, UnitJob};
+
+    /// The user data's NodeConfig with this `kubelet` section, read as nodeadm reads it.
+    fn user_reserved_of(kubelet: &str) -> UserReserved {
+        let doc = format!("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster: {{name: c}}\n  kubelet: {kubelet}\n");
+        *crate::instance::userdata::read(doc.as_bytes())
+            .unwrap()
+            .reserved
+    }
+
+    #[test]
+    fn the_user_datas_system_reserved_and_eviction_hard_are_in_what_the_node_must_show() {
+        let base = || Expect {
+            cpu_reserved_millis: Some(70),
+            memory_reserved_bytes: Some((574 + 100) << 20),
+            ..Expect::default()
+        };
+        let mut e = base();
+        let r = user_reserved_of(
+            r#"{config: {systemReserved: {cpu: 100m, memory: 256Mi}, evictionHard: {memory.available: 200Mi}}}"#,
+        );
+        user_reserved(&mut e, &r, false);
+        assert_eq!(e.cpu_reserved_millis, Some(170));
+        assert_eq!(e.memory_reserved_bytes, Some((574 + 256 + 200) << 20));
+        // evictionHard without memory.available keeps nodeadm's 100Mi (maps merge by key).
+        let mut e = base();
+        user_reserved(
+            &mut e,
+            &user_reserved_of(r#"{config: {evictionHard: {nodefs.available: 5%}}}"#),
+            false,
+        );
+        assert_eq!(e.memory_reserved_bytes, Some((574 + 100) << 20));
+        // Reserved CPUs replace the CPU quantities.
+        let mut e = base();
+        user_reserved(
+            &mut e,
+            &user_reserved_of(r#"{config: {systemReserved: {cpu: "1"}}}"#),
+            true,
+        );
+        assert_eq!(e.cpu_reserved_millis, Some(70));
+        // What the agent cannot model is not compared: a percentage, a flag.
+        for k in [
+            r#"{config: {evictionHard: {memory.available: 5%}}}"#,
+            r#"{flags: ["--system-reserved=memory=1Gi"]}"#,
+        ] {
+            let mut e = base();
+            user_reserved(&mut e, &user_reserved_of(k), false);
+            assert_eq!(e.memory_reserved_bytes, None, "{k}");
+        }
+    }
 
     #[test]
     fn the_proofs_job_is_written_0600_and_its_unit_started_the_ca_a_secret() {
