@@ -18,8 +18,8 @@ pub struct PullSettings {
     /// (containerd's default 3), 1 to 64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrent_downloads: Option<i64>,
-    /// containerd's CRI `image_pull_progress_timeout`, a Go duration (`5m`, containerd's
-    /// default): a pull that makes no progress for this long is cancelled.
+    /// containerd's CRI `image_pull_progress_timeout`, a Go duration of at least 1s (`5m`,
+    /// containerd's default): a pull that makes no progress for this long is cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_timeout: Option<String>,
     /// The kubelet's `serializeImagePulls`: one pull at a time. Both AMIs set `false`.
@@ -37,7 +37,8 @@ pub struct PullSettings {
     )]
     pub registry_qps: Option<i64>,
     /// The kubelet's `registryBurst`: pulls above `registryPullQPS` in a burst (kubelet's
-    /// default 10); used only when `registryQPS` is above 0.
+    /// default 10), 1 to 64 (the kubelet reads 0 as its default); used only when `registryQPS`
+    /// is above 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_burst: Option<i64>,
     /// AL2023: nodeadm's `FastImagePull` feature gate (SOCI's parallel pull and unpack), which
