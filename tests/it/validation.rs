@@ -603,3 +603,55 @@ fn refused_values_are_escaped_once() {
         assert!(e.contains("unknown variant `") && !e.contains('\\'), "{e}");
     }
 }
+
+/// `validate` refuses what containerd and the kubelet would refuse or change, each by its
+/// field, before any node is involved.
+#[test]
+fn validate_refuses_what_containerd_and_the_kubelet_refuse_or_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = common::config_with(dir.path(), "c.json", |v| {
+        v["images"] = serde_json::json!({"pull": {"progressTimeout": "1ns", "registryQPS": 5, "registryBurst": 0}});
+        v["kubelet"]["credentialProviders"] = serde_json::json!([{"name": "acme",
+            "matchImages": ["u ser@registry.acme.example"], "defaultCacheDuration": "1h"}]);
+    });
+    let out = common::run(common::cmd().arg("validate").arg("--config").arg(&cfg));
+    assert_ne!(out.status.code(), Some(0));
+    let e = common::stderr(&out);
+    for (field, says) in [
+        ("images.pull.progressTimeout", "under 1s"),
+        ("images.pull.registryBurst", "makes a 0 burst 10"),
+        (
+            "kubelet.credentialProviders[0].matchImages[0]",
+            "invalid userinfo",
+        ),
+    ] {
+        assert!(
+            e.lines().any(|l| l.contains(field) && l.contains(says)),
+            "{field}: {e}"
+        );
+    }
+}
+
+/// The node: AL2023 with 8 vCPUs and 32 GiB, fastImagePull and maxConcurrentDownloads:
+/// the dry run warns that SOCI fetches the layers.
+#[test]
+fn a_dry_run_under_soci_warns_that_containerd_no_longer_governs_the_layers() {
+    let root = common::sample_root("al2023-root");
+    let r = root.path();
+    std::fs::write(r.join("sys/devices/system/cpu/online"), "0-7\n").unwrap();
+    std::fs::write(r.join("proc/meminfo"), "MemTotal:       32768000 kB\n").unwrap();
+    let cfg = common::config_with(r, "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false});
+        v["images"] =
+            serde_json::json!({"pull": {"fastImagePull": true, "maxConcurrentDownloads": 8}});
+    });
+    let out = common::init(r, &cfg, &["--dry-run"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let text = common::stdout(&out) + &common::stderr(&out);
+    assert!(
+        text.contains(
+            "images.pull.maxConcurrentDownloads: nodeadm uses SOCI's parallel pull on this node"
+        ),
+        "{text}"
+    );
+}

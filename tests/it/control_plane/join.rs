@@ -32,7 +32,7 @@ pub(super) const VPC: &str = "10.0.0.0/16";
 /// One instance of its own group, with its role mapped as the scenario says.
 pub(super) struct Joining {
     pub root: tempfile::TempDir,
-    cfg: PathBuf,
+    pub(super) cfg: PathBuf,
     /// The instance's IMDS: a scenario may change what it serves.
     pub imds: ImdsServer,
     imds_url: String,

@@ -174,3 +174,32 @@ fn a_hook_refused_after_a_good_join_fails_the_unit_and_status() {
         stdout(&status)
     );
 }
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn a_node_name_ec2_does_not_give_is_no_passed_identity() {
+    let Some((cp, j)) = joining("noname", Mapping::Ec2Linux) else {
+        return;
+    };
+    // The agent's EC2 unreachable (the authenticator's is not): the role's mapping is read, but
+    // whether it names this Node is unknown. It used to pass with "not compared".
+    let out = run(agent(&cp, &j, &["init", "--config"])
+        .arg(&j.cfg)
+        .arg("--root")
+        .arg(j.root.path())
+        .env("AWS_ENDPOINT_URL_EC2", "http://127.0.0.1:9"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rep = report(&j);
+    let id = super::join::check(&rep, "identity");
+    assert_eq!(
+        (id["result"].as_str(), id["cause"].as_str()),
+        (Some("failed"), Some("name-unknown")),
+        "{id:#}"
+    );
+    assert_eq!(id["advisory"], true, "{id:#}");
+    let detail = id["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("system:node:") && detail.contains("could not be read"),
+        "{id:#}"
+    );
+}
