@@ -201,8 +201,13 @@ fn soci_fetches_the_layers(h: &HandoffIntent, lines: &mut Vec<String>, warnings:
     .into_iter()
     .filter_map(|(set, f)| set.then_some(f))
     .collect();
-    lines.push(format!("image pulls: under SOCI's parallel pull the snapshotter fetches the layers ({SOCI_DOWNLOADS_PER_IMAGE} at once per image, nodeadm's config): containerd's {} govern no layer download", keys.join(" and ")));
-    warnings.push(format!("images.pull.{}: nodeadm uses SOCI's parallel pull on this node (fastImagePull), whose snapshotter fetches the layers itself ({SOCI_DOWNLOADS_PER_IMAGE} at once per image), so containerd's {} no longer govern layer downloads; leave {} out, or fastImagePull", fields.join(", images.pull."), keys.join(" and "), if fields.len() == 1 { "it" } else { "them" }));
+    let (verb, them) = match keys.len() {
+        1 => ("governs", "it"),
+        _ => ("govern", "them"),
+    };
+    let keys = keys.join(" and ");
+    lines.push(format!("image pulls: under SOCI's parallel pull the snapshotter fetches the layers ({SOCI_DOWNLOADS_PER_IMAGE} at once per image, nodeadm's config): containerd's {keys} {verb} no layer download"));
+    warnings.push(format!("images.pull.{}: nodeadm uses SOCI's parallel pull on this node (fastImagePull), whose snapshotter fetches the layers itself ({SOCI_DOWNLOADS_PER_IMAGE} at once per image), so containerd's {keys} no longer {verb} layer downloads; leave {them} out, or fastImagePull", fields.join(", images.pull.")));
 }
 
 /// The kubelet's pull settings this setting may set.
@@ -269,7 +274,8 @@ mod tests {
         assert!(
             out.warnings[0].starts_with(
                 "images.pull.maxConcurrentDownloads: nodeadm uses SOCI's parallel pull"
-            ) && out.warnings[0].contains("containerd's max_concurrent_downloads no longer govern"),
+            ) && out.warnings[0]
+                .contains("containerd's max_concurrent_downloads no longer governs"),
             "{:?}",
             out.warnings
         );
@@ -277,7 +283,7 @@ mod tests {
             out.notes[0]
                 .lines
                 .iter()
-                .any(|l| l.contains("govern no layer download")),
+                .any(|l| l.contains("governs no layer download")),
             "{:?}",
             out.notes[0].lines
         );
