@@ -4,8 +4,9 @@
 //! agent's eight paths and each instance tag), the instance role's credentials (two GETs), one
 //! CreateTags signed with SigV4, the run lock, the three live sysctls, the same files written
 //! atomically with fsync (kubelet config and its backup, sysctl.d, logind drop-in, the pause
-//! image's drop-in, containerd's config for bootstrap.sh, the proof's job, the steps after the
-//! hand-off, the hand-off's marker, report), then `execv` of the same bootstrap.sh.
+//! image's drop-in, containerd's config for bootstrap.sh and the AMI's template kept, the
+//! proof's job, the steps after the hand-off, the hand-off's marker, report), then `execv` of
+//! the same bootstrap.sh.
 
 use std::ffi::CString;
 use std::io::Write;
@@ -305,7 +306,8 @@ fn write_node(root: &Path, region: &str, id: &str, ip: &str) {
 }
 
 /// The pause image's drop-in, containerd's config for bootstrap.sh (the node's template, as the
-/// agent writes it with the pull settings), the per-boot jobs and the hand-off's marker.
+/// agent writes it with the pull settings) and the AMI's template kept beside it, the per-boot
+/// jobs and the hand-off's marker.
 fn per_boot(root: &Path, region: &str, id: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let template = std::fs::read(root.join("etc/eks/containerd/containerd-config.toml")).unwrap();
     let join = serde_json::json!({"cluster": "prod-eu", "region": region, "instanceId": id, "deadlineSecs": 300, "expect": {"labels": {"node.kubernetes.io/role": "scaler"}, "pods": 29}});
@@ -315,6 +317,10 @@ fn per_boot(root: &Path, region: &str, id: &str) -> Vec<(PathBuf, Vec<u8>)> {
         (
             root.join("etc/systemd/system/sandbox-image.service.d/90-eks-nodeinit-pin.conf"),
             b"[Service]\nExecStartPost=-/usr/bin/eks-nodeinit pin-sandbox-image\n".to_vec(),
+        ),
+        (
+            root.join("etc/eks-nodeinit/containerd-config.ami.toml"),
+            template.clone(),
         ),
         (
             root.join("etc/eks-nodeinit/containerd-config.toml"),
