@@ -22,7 +22,7 @@ use crate::common::{pods, registry, tls};
 const PULL: &str = r#"{"maxConcurrentDownloads": 8, "progressTimeout": "2m"}"#;
 
 /// `containerd --config FILE config dump`, which must succeed.
-fn dump(dir: &Path, config: &str) -> String {
+pub(super) fn dump(dir: &Path, config: &str) -> String {
     let f = dir.join("containerd.toml");
     std::fs::write(&f, config).unwrap();
     let out = Command::new(peers_bin().join("containerd"))
@@ -36,7 +36,7 @@ fn dump(dir: &Path, config: &str) -> String {
 }
 
 /// The lines of the dump's `[plugins.'io.containerd.cri.v1.images']` table.
-fn images_table(dump: &str) -> Vec<String> {
+pub(super) fn images_table(dump: &str) -> Vec<String> {
     dump.lines()
         .skip_while(|l| l.trim() != "[plugins.'io.containerd.cri.v1.images']")
         .skip(1)
@@ -45,7 +45,7 @@ fn images_table(dump: &str) -> Vec<String> {
         .collect()
 }
 
-fn assert_pull_settings(dump: &str) {
+pub(super) fn assert_pull_settings(dump: &str) {
     let t = images_table(dump);
     for want in [
         "max_concurrent_downloads = 8",
@@ -56,12 +56,17 @@ fn assert_pull_settings(dump: &str) {
 }
 
 /// The dry run's file or drop-in at `path`.
-fn planned(root: &Path, family: &str, path: &str) -> String {
+pub(super) fn planned(root: &Path, family: &str, path: &str) -> String {
+    planned_with(root, family, path, &example("metadata.json"))
+}
+
+/// [`planned`] for the instance `metadata` describes.
+pub(super) fn planned_with(root: &Path, family: &str, path: &str, metadata: &Path) -> String {
     let cfg = config_with(root, "c.json", |v| {
         v["tagging"] = json!({"enabled": false});
         v["images"] = json!({ "pull": serde_json::from_str::<Value>(PULL).unwrap() });
     });
-    let out = init(root, &cfg, &["--dry-run", "--output", "json"]);
+    let out = init_with(root, &cfg, metadata, &["--dry-run", "--output", "json"]);
     assert!(out.status.success(), "{family}: {}", stderr(&out));
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     let step = plan["steps"]
@@ -265,7 +270,7 @@ fn remove_every_name(cp: &ControlPlane, image: &str) -> String {
 }
 
 /// The dry run's `imageCache` note.
-fn cache_note(root: &Path) -> Value {
+pub(super) fn cache_note(root: &Path) -> Value {
     let cfg = config_with(root, "c.json", |v| v["tagging"] = json!({"enabled": false}));
     let out = init(root, &cfg, &["--dry-run", "--output", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));

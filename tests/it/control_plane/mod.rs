@@ -15,6 +15,7 @@ mod join;
 mod matrix;
 mod names;
 mod resources;
+mod roundtrip;
 
 use serde_json::{json, Value};
 
