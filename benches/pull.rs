@@ -1,4 +1,7 @@
-//! Image pulls, side by side in one run, over loopback from the suite's docker-registry:
+//! Image pulls, side by side in one run, from the suite's docker-registry, over loopback and
+//! through the shaping front (benches/pull/front.rs: a round-trip time per connection and per
+//! exchange, and a bandwidth limit per connection, in user space), every row and its floor
+//! over the same network:
 //!
 //! * containerd 2 (the peers' build) pulling through its CRI with `crictl pull`, as a kubelet
 //!   asks, once per mode below: the node's defaults (AL2023's images section), and the pull
@@ -21,11 +24,18 @@
 //! the gzip'd layers are as large as their files), pushed once by tests/registry/push_image.py.
 //! `PULL_RUNS` rounds (default 5), every mode once a round, each round starting with the next
 //! mode; `PULL_MODES` (comma-separated names) runs a part of the containerd modes; `PULL_DIR`
-//! is where the roots go (default the temp dir: the same file system for every mode).
+//! is where the roots go (default the temp dir: the same file system for every mode);
+//! `PULL_SHAPES` the networks, one table each (default `loopback,2ms@50,20ms@20`: loopback, a
+//! registry in the Region with 2 ms round trips and 50 MB/s a connection, one farther away with
+//! 20 ms and 20 MB/s). containerd reaches the registry through the front by its `hosts.toml`,
+//! SOCI's snapshotter by a mirror in its resolver config, the floor at the front's port.
 //! Needs root and the peers' containerd and crictl (`make peers-k8s`); without them it says so
 //! and stops (and fails when `CI` is set). SOCI's row alone is left out, with a SKIP line, when
 //! its daemon is not built. Run: `cargo bench --bench pull`; CI runs it once on a
 //! small image (`make bench-smoke`).
+
+#[path = "pull/front.rs"]
+mod front;
 
 // The integration suites' shared helpers, of which the bench uses a part.
 #[path = "../tests/common/mod.rs"]
@@ -131,16 +141,23 @@ discard_unpacked_layers = true
 ";
 
 /// SOCI's daemon for one run, its config and root under `d/soci`, serving at `sock`, reading
-/// the image's manifest from the content store of the containerd at `containerd`; once `sock` is
-/// there. Stopped when dropped.
-fn soci_daemon(d: &Path, sock: &Path, containerd: &Path) -> Proc {
+/// the image's manifest from the content store of the containerd at `containerd`, fetching
+/// through `net`; once `sock` is there. Stopped when dropped.
+fn soci_daemon(d: &Path, sock: &Path, containerd: &Path, net: &Net) -> Proc {
     let s = d.join("soci");
     std::fs::create_dir_all(&s).unwrap();
     let cfg = s.join("config.toml");
-    let store = format!(
+    let mut store = format!(
         "[content_store]\ncontainerd_address = \"{}\"\n",
         containerd.display()
     );
+    // SOCI's parallel pull fetches the layers itself from the image's own host (a registry
+    // mirror is not read there, v0.16.1 `fs.preloadAllLayers`), which is the front when there
+    // is one: plain HTTP, as this entry says.
+    store.push_str(&format!(
+        "[[resolver.host.\"127.0.0.1:{via}\".mirrors]]\nhost = \"http://127.0.0.1:{via}\"\ninsecure = true\n",
+        via = net.via
+    ));
     std::fs::write(&cfg, format!("{SOCI_CONFIG}{store}")).unwrap();
     let mut cmd = Command::new(peers_bin().join(SOCI_BIN));
     cmd.arg("--config").arg(&cfg);
@@ -182,11 +199,12 @@ fn images_toml(mode: &Mode, hosts: &Path, soci: Option<&Path>) -> String {
     t
 }
 
-/// The registry's `hosts.toml` for containerd: plain HTTP on loopback.
-fn write_hosts(dir: &Path, port: u16) {
-    let host = dir.join(format!("127.0.0.1:{port}"));
+/// The `hosts.toml` for containerd of the registry at `via` (its own port, or the shaping
+/// front's): plain HTTP on loopback.
+fn write_hosts(dir: &Path, via: u16) {
+    let host = dir.join(format!("127.0.0.1:{via}"));
     std::fs::create_dir_all(&host).unwrap();
-    let toml = format!("server = \"http://127.0.0.1:{port}\"\n");
+    let toml = format!("server = \"http://127.0.0.1:{via}\"\n");
     std::fs::write(host.join("hosts.toml"), toml).unwrap();
 }
 
@@ -236,16 +254,16 @@ struct Sample {
 
 /// One pull by a fresh containerd in `mode` (and a fresh SOCI daemon when the mode has one): the
 /// time `crictl pull` took, and the CPU of containerd and of SOCI's daemon.
-fn containerd_pull(mode: &Mode, base: &Path, hosts: &Path, image: &str) -> Sample {
+fn containerd_pull(mode: &Mode, base: &Path, net: &Net, image: &str) -> Sample {
     let dir = tempfile::Builder::new()
         .prefix("pull-containerd")
         .tempdir_in(base)
         .unwrap();
     let d = dir.path();
     let soci_sock = d.join("soci").join("soci.sock");
-    let images = images_toml(mode, hosts, mode.soci.then_some(soci_sock.as_path()));
+    let images = images_toml(mode, &net.hosts, mode.soci.then_some(soci_sock.as_path()));
     let (cfg, sock) = common::control_plane::containerd_config(d, &images);
-    let soci = mode.soci.then(|| soci_daemon(d, &soci_sock, &sock));
+    let soci = mode.soci.then(|| soci_daemon(d, &soci_sock, &sock, net));
     let proc = common::control_plane::start_containerd_with(d, &cfg, &sock);
     let pids: Vec<u32> = std::iter::once(&proc)
         .chain(soci.as_ref())
@@ -439,6 +457,14 @@ fn missing() -> Vec<String> {
     m
 }
 
+/// The image's layers' bytes, from `PULL_LAYERS` (`COUNTxMIB`).
+fn layer_bytes() -> u64 {
+    let layers = env_or("PULL_LAYERS", "8x8");
+    let (n, mib) = layers.split_once('x').expect("PULL_LAYERS: COUNTxMIB");
+    let count = |s: &str| s.parse::<u64>().expect("PULL_LAYERS: COUNTxMIB");
+    (count(n) * count(mib)) << 20
+}
+
 fn env_or(key: &str, default: &str) -> String {
     std::env::var(key).unwrap_or_else(|_| default.to_string())
 }
@@ -465,10 +491,10 @@ fn columns(r: &Row) -> [Vec<f64>; 3] {
     ]
 }
 
-fn print_table(rows: &[Row], layers: &str, runs: usize) {
+fn print_table(rows: &[Row], layers: &str, runs: usize, over: &str) {
     let floor = stats(columns(&rows[rows.len() - FLOORS.len()])[0].clone()).0;
     println!(
-        "image: {layers} (layers x MiB, random bytes, gzip'd), {runs} runs each, interleaved; seconds, CPU in CPU-seconds (median)"
+        "\nover {over}; image: {layers} (layers x MiB, random bytes, gzip'd), {runs} runs each, interleaved; seconds, CPU in CPU-seconds (median)"
     );
     println!("| mode | how it pulls | median | min–max | median / floor | puller's CPU | registry's CPU |");
     println!("|---|---|---:|---:|---:|---:|---:|");
@@ -515,6 +541,28 @@ fn modes() -> Vec<&'static Mode> {
     picked
 }
 
+/// The networks the rows run over, from `PULL_SHAPES` (comma-separated: `loopback`, or
+/// `RTTms@MBps` for the shaping front); by default loopback, then a registry in the Region and
+/// one farther away.
+fn shapes() -> Vec<Option<front::Shape>> {
+    env_or("PULL_SHAPES", "loopback,2ms@50,20ms@20")
+        .split(',')
+        .map(|s| match s {
+            "loopback" => None,
+            s => Some(front::Shape::parse(s).unwrap_or_else(|e| panic!("PULL_SHAPES: {e}"))),
+        })
+        .collect()
+}
+
+/// Where the pulls go: the port they reach the registry at (the image is named by it, so that
+/// every puller goes there), the hosts directory that says so.
+struct Net {
+    via: u16,
+    hosts: PathBuf,
+    /// The front's count of bytes passed from the registry (none over plain loopback).
+    relayed: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
 fn main() {
     let missing = missing();
     if !missing.is_empty() {
@@ -540,29 +588,67 @@ fn main() {
     let (registry, port, _log) = common::registry::start_plain(work.path());
     let url = format!("http://127.0.0.1:{port}");
     common::registry::push_layers(&url, REPO, TAG, &layers);
-    let hosts = work.path().join("hosts");
-    write_hosts(&hosts, port);
-    let image = format!("127.0.0.1:{port}/{REPO}:{TAG}");
     let modes = modes();
-    let mut rows = rows(&modes);
+    for shape in shapes() {
+        let front = shape.map(|s| front::Front::start(port, s));
+        let via = front.as_ref().map_or(port, |f| f.port);
+        let image = format!("127.0.0.1:{via}/{REPO}:{TAG}");
+        let hosts = work.path().join(format!("hosts-{via}"));
+        write_hosts(&hosts, via);
+        let relayed = front.as_ref().map(|f| f.relayed.clone());
+        let net = Net {
+            via,
+            hosts,
+            relayed,
+        };
+        let rows = bench(&modes, &net, &base, &image, runs, registry.0.id());
+        let over = shape.map_or("loopback, no shaping".into(), |s| s.label());
+        print_table(&rows, &layers, runs, &over);
+    }
+}
+
+/// Every row over `net`, `runs` rounds, each round starting with the next row.
+fn bench(
+    modes: &[&Mode],
+    net: &Net,
+    base: &Path,
+    image: &str,
+    runs: usize,
+    registry: u32,
+) -> Vec<Row> {
+    let mut rows = rows(modes);
     let n = rows.len();
+    let image_bytes = layer_bytes();
     let run = |i: usize| match i.checked_sub(modes.len()) {
-        None => containerd_pull(modes[i], &base, &hosts, &image),
-        Some(k) => floor(port, &base, FLOORS[k].2),
+        None => containerd_pull(modes[i], base, net, image),
+        Some(k) => floor(net.via, base, FLOORS[k].2),
     };
     // Warm-up: the registry's blobs in the page cache, containerd's binary loaded.
     run(0);
     run(n - FLOORS.len());
-    let registry = registry.0.id();
+    let relayed = || {
+        net.relayed
+            .as_ref()
+            .map(|r| r.load(std::sync::atomic::Ordering::Relaxed))
+    };
     for round in 0..runs {
         for k in 0..n {
             let i = (round + k) % n;
-            let c = cpu(registry, false);
+            let (c, b) = (cpu(registry, false), relayed());
             let sample = run(i);
             rows[i].runs.push((sample, cpu(registry, false) - c));
+            // Every row's image came through the front, not around it.
+            if let (Some(b), Some(a)) = (b, relayed()) {
+                let got = a - b;
+                assert!(
+                    got >= image_bytes,
+                    "{}: {got} bytes through the front, less than the image's {image_bytes}",
+                    rows[i].name
+                );
+            }
         }
     }
-    print_table(&rows, &layers, runs);
+    rows
 }
 
 /// The floor's rows: the floor itself first (the others are multiples of it).
