@@ -131,7 +131,7 @@ fn line(
 ) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
     let reader = thread::spawn(move || {
-        let mut buf = vec![0u8; 16 * 1024];
+        let mut buf = vec![0u8; 64 * 1024];
         loop {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => return,
