@@ -31,7 +31,8 @@ test: peers
 	$(CARGO) test --locked
 
 # Every bench once, on the debug build the tests made (one startup run, small fleets, one pull
-# of a small image): a bench that cannot run fails CI. The figures themselves come from `cargo
+# of a small image over loopback and each of the shaping front's two networks): a bench that
+# cannot run fails CI. The figures themselves come from `cargo
 # bench` on a release build. The pull bench needs root and the peers' containerd and crictl
 # (`make peers-k8s`, built in CI by `make control-plane` before this): without them it prints
 # SKIP and what is missing, and fails when CI is set. Without SOCI's snapshotter (also
