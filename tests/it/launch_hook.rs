@@ -170,6 +170,14 @@ fn in_service_the_hook_is_completed_once_kubelet_is_active_and_only_once() {
     );
     let done = std::fs::read_to_string(r.join(&LAUNCH_HOOK_DONE[1..])).unwrap();
     assert_eq!(LaunchHookJob::from_text(&done).unwrap(), j);
+    // With the proof off, `status` says no verdict comes and passes (it failed for ever).
+    let st = run(cmd().args(["status", "--root"]).arg(r));
+    assert!(st.status.success(), "{}{}", stdout(&st), stderr(&st));
+    assert!(
+        stdout(&st).contains("verdict: none: the join is not proven (verify.join is off)"),
+        "{}",
+        stdout(&st)
+    );
 
     // Again in this boot: no call; a rerun of the agent plans nothing for the hook.
     assert!(complete_hook(&a, r, &bus.address, &[]).status.success());

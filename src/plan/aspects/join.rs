@@ -305,6 +305,28 @@ mod tests {
     }
 
     #[test]
+    fn with_the_proof_off_the_report_says_no_verdict_comes() {
+        let s = spec(&complete(r#""verify":{"join":"off"}"#));
+        let out = run(&ASPECT, &s, &instance(&s, None));
+        assert!(out.steps.is_empty(), "{:?}", out.steps);
+        assert_eq!(
+            out.record.get("join"),
+            Some(&serde_json::json!({"unproven": true}))
+        );
+        let s = spec(&complete(""));
+        let mut facts = instance(&s, None);
+        facts.set_file(
+            JOIN_JOB,
+            crate::os::fsutil::FileFact {
+                content: Ok(None),
+                mode: None,
+                link: None,
+            },
+        );
+        assert!(!run(&ASPECT, &s, &facts).record.contains_key("join"));
+    }
+
+    #[test]
     fn the_proofs_job_is_written_0600_and_its_unit_started_the_ca_a_secret() {
         let s = spec(&complete(r#""labels":{"team":"a"}"#));
         let mut facts = instance(&s, None);
