@@ -304,6 +304,20 @@ mod tests {
         }
     }
 
+    /// The sample instance for `s`, with no proof's job written yet.
+    fn without_a_job(s: &Spec) -> Facts {
+        let mut facts = instance(s, None);
+        facts.set_file(
+            JOIN_JOB,
+            crate::os::fsutil::FileFact {
+                content: Ok(None),
+                mode: None,
+                link: None,
+            },
+        );
+        facts
+    }
+
     #[test]
     fn with_the_proof_off_the_report_says_no_verdict_comes() {
         let s = spec(&complete(r#""verify":{"join":"off"}"#));
@@ -314,30 +328,14 @@ mod tests {
             Some(&serde_json::json!({"unproven": true}))
         );
         let s = spec(&complete(""));
-        let mut facts = instance(&s, None);
-        facts.set_file(
-            JOIN_JOB,
-            crate::os::fsutil::FileFact {
-                content: Ok(None),
-                mode: None,
-                link: None,
-            },
-        );
+        let facts = without_a_job(&s);
         assert!(!run(&ASPECT, &s, &facts).record.contains_key("join"));
     }
 
     #[test]
     fn the_proofs_job_is_written_0600_and_its_unit_started_the_ca_a_secret() {
         let s = spec(&complete(r#""labels":{"team":"a"}"#));
-        let mut facts = instance(&s, None);
-        facts.set_file(
-            JOIN_JOB,
-            crate::os::fsutil::FileFact {
-                content: Ok(None),
-                mode: None,
-                link: None,
-            },
-        );
+        let facts = without_a_job(&s);
         let out = run(&ASPECT, &s, &facts);
         let [Step::File(f), Step::Unit(u)] = &out.steps[..] else {
             panic!("{:?}", out.steps)
