@@ -68,10 +68,11 @@ pub enum Command {
     /// pool (/run/eks-nodeinit/handoff-held), so the boot after the start into service runs again.
     #[command(hide = true)]
     MarkDone(MarkDoneArgs),
-    /// Label containerd's sandbox (pause) image pinned, so the kubelet's image garbage
-    /// collection keeps it (the packaged drop-ins run it once the image is in containerd's
-    /// store: after sandbox-image.service on AL2, containerd.service on AL2023). The name and
-    /// socket come from /etc/containerd/config.toml.
+    /// Check that containerd holds its sandbox (pause) image, and label it pinned where the AMI
+    /// did not, so the kubelet's image garbage collection keeps it (the packaged drop-ins run it
+    /// once the image is in containerd's store: after sandbox-image.service on AL2,
+    /// containerd.service on AL2023). The name and socket come from /etc/containerd/config.toml
+    /// (config versions 2 to 4).
     PinSandboxImage(PinSandboxArgs),
     /// At AMI bake time: pull images into containerd's store (the CRI's namespace) and record
     /// each with its digest in /etc/eks-nodeinit/image-cache.json, which every boot's plan

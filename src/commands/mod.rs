@@ -305,7 +305,7 @@ pub fn mark_done(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `pin-sandbox-image`: label containerd's sandbox image pinned.
+/// `pin-sandbox-image`: containerd's sandbox image present, and pinned where it was not.
 pub async fn pin_sandbox_image(a: &crate::commands::cli::PinSandboxArgs) -> Result<()> {
     crate::commands::pin_sandbox::run(&a.root, &a.ctr).await?;
     Ok(())
