@@ -203,3 +203,27 @@ fn a_node_name_ec2_does_not_give_is_no_passed_identity() {
         "{id:#}"
     );
 }
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn the_user_datas_own_reservations_are_in_what_the_node_must_show() {
+    let Some((cp, j)) = joining("reserved", Mapping::Ec2Linux) else {
+        return;
+    };
+    // The user data's NodeConfig reserves for the system and raises the hard eviction threshold:
+    // the real kubelet merges that drop-in over nodeadm's config key by key. The proof's
+    // expectation used to know only kube-reserved and the 100Mi default: a false `mismatch`.
+    let nodeconfig = serde_json::json!({
+        "apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig",
+        "spec": {"cluster": {"name": CLUSTER}, "kubelet": {"config": {
+            "systemReserved": {"cpu": "100m", "memory": "256Mi"},
+            "evictionHard": {"memory.available": "200Mi"}}}}
+    });
+    j.imds.state.lock().unwrap().user_data = Some(nodeconfig.to_string().into_bytes());
+    let (out, _) = init(&cp, &j);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let proof = proven(&cp, &j, &j.name, Some(nodeconfig));
+    assert!(proof.status.success(), "{}", stderr(&proof));
+    let rep = report(&j);
+    assert_eq!(rep["join"]["verdict"], "joined", "{:#}", rep["join"]);
+}
