@@ -110,16 +110,21 @@ mod tests {
         .to_string()
     }
 
-    #[test]
-    fn under_soci_the_baked_images_are_said_to_be_fetched_again() {
-        let s = spec(r#"{"cluster": {"name": "c"}, "images": {"pull": {"fastImagePull": true}}}"#);
+    /// An AL2023 node of 32 GiB with these CPUs online, both baked images in its store.
+    fn cached_on(cpus: &str) -> Facts {
         let mut f = Facts::builder(Family::Al2023)
             .file(IMAGE_CACHE, &manifest())
-            .file(crate::base::node::CPU_ONLINE, "0-7\n")
+            .file(crate::base::node::CPU_ONLINE, cpus)
             .file(crate::base::node::MEMINFO, "MemTotal: 33554432 kB\n")
             .build();
         f.set_names(default_blobs(), vec![A.into(), B.into()]);
-        let out = run(&ASPECT, &s, &f);
+        f
+    }
+
+    #[test]
+    fn under_soci_the_baked_images_are_said_to_be_fetched_again() {
+        let s = spec(r#"{"cluster": {"name": "c"}, "images": {"pull": {"fastImagePull": true}}}"#);
+        let out = run(&ASPECT, &s, &cached_on("0-7\n"));
         assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
         assert!(
             out.warnings[0].starts_with(
@@ -130,13 +135,7 @@ mod tests {
         );
         assert_eq!(out.notes[0].value["refetchedUnderSoci"], json!(true));
         // Where nodeadm would not use SOCI (2 vCPUs), the cache serves as baked.
-        let mut f = Facts::builder(Family::Al2023)
-            .file(IMAGE_CACHE, &manifest())
-            .file(crate::base::node::CPU_ONLINE, "0-1\n")
-            .file(crate::base::node::MEMINFO, "MemTotal: 33554432 kB\n")
-            .build();
-        f.set_names(default_blobs(), vec![A.into(), B.into()]);
-        let out = run(&ASPECT, &s, &f);
+        let out = run(&ASPECT, &s, &cached_on("0-1\n"));
         assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     }
 
