@@ -40,17 +40,10 @@ pub enum PinError {
     },
 }
 
-/// What `run` found: the name containerd stores the image under, and whether it was pinned
-/// already.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pinned {
-    pub name: String,
-    pub already: bool,
-}
-
 /// The sandbox image of `<root>/etc/containerd/config.toml` present and pinned: labelled with
-/// `ctr` only where the label is missing.
-pub async fn run(root: &Path, ctr: &str) -> Result<Pinned, PinError> {
+/// `ctr` only where the label is missing. Where `ctr images ls` cannot be read, each name is
+/// labelled in turn, which fails for an image containerd does not hold.
+pub async fn run(root: &Path, ctr: &str) -> Result<(), PinError> {
     let path = fsutil::under(root, containerd::CONFIG);
     let text =
         fsutil::read_optional(&path)?.ok_or_else(|| PinError::NoConfig { path: path.clone() })?;
@@ -60,26 +53,26 @@ pub async fn run(root: &Path, ctr: &str) -> Result<Pinned, PinError> {
     })?;
     let image = rt.sandbox_image.ok_or(PinError::NoSandbox { path })?;
     let names = containerd::stored_names(&image);
-    let listed = list(ctr, &rt.address).await?;
-    let found = names
-        .iter()
-        .find_map(|n| listed.as_ref().ok()?.iter().find(|(name, _)| name == n));
-    if let Some((name, true)) = found {
-        tracing::info!(image = %printable(name), "sandbox image already pinned ({PINNED_LABEL})");
-        return Ok(Pinned {
-            name: name.clone(),
-            already: true,
-        });
-    }
-    let mut said = listed.err().into_iter().collect::<Vec<_>>();
-    for name in &names {
-        match label(ctr, &rt.address, name).await? {
-            Ok(()) => {
-                return Ok(Pinned {
-                    name: name.clone(),
-                    already: false,
-                })
+    let (to_label, mut said) = match list(ctr, &rt.address).await? {
+        Ok(listed) => match names
+            .iter()
+            .find_map(|n| listed.iter().find(|(name, _)| name == n))
+        {
+            Some((name, true)) => {
+                tracing::info!(image = %printable(name), "sandbox image already pinned ({PINNED_LABEL})");
+                return Ok(());
             }
+            Some((name, false)) => (vec![name.clone()], Vec::new()),
+            None => (
+                Vec::new(),
+                vec!["`images ls` lists none of them".to_string()],
+            ),
+        },
+        Err(e) => (names.clone(), vec![e]),
+    };
+    for name in &to_label {
+        match label(ctr, &rt.address, name).await? {
+            Ok(()) => return Ok(()),
             Err(e) => said.push(e),
         }
     }
