@@ -23,12 +23,17 @@ const PULL: &str = r#"{"maxConcurrentDownloads": 8, "progressTimeout": "2m"}"#;
 
 /// `containerd --config FILE config dump`, which must succeed.
 pub(super) fn dump(dir: &Path, config: &str) -> String {
+    containerd_config(dir, config, "dump")
+}
+
+/// `containerd --config FILE config VERB` (`dump`, `migrate`), which must succeed: its output.
+pub(super) fn containerd_config(dir: &Path, config: &str, verb: &str) -> String {
     let f = dir.join("containerd.toml");
     std::fs::write(&f, config).unwrap();
     let out = Command::new(peers_bin().join("containerd"))
         .arg("--config")
         .arg(&f)
-        .args(["config", "dump"])
+        .args(["config", verb])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}\n{config}", stderr(&out));

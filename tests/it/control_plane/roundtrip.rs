@@ -15,7 +15,7 @@ use toml_edit::{DocumentMut, Item, Table};
 
 use super::images::{assert_pull_settings, cache_note, dump, planned, planned_with};
 use super::ready;
-use crate::common::control_plane::{peers_bin, ControlPlane};
+use crate::common::control_plane::ControlPlane;
 use crate::common::*;
 use crate::common::{pods, registry, tls};
 
@@ -59,16 +59,7 @@ fn merged(base: &str, over: &str) -> String {
 
 /// `containerd --config FILE config migrate`, as nodeadm runs it.
 fn migrate(dir: &Path, config: &str) -> String {
-    let f = dir.join("nodeadm-written.toml");
-    std::fs::write(&f, config).unwrap();
-    let out = Command::new(peers_bin().join("containerd"))
-        .arg("--config")
-        .arg(&f)
-        .args(["config", "migrate"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}\n{config}", stderr(&out));
-    stdout(&out)
+    super::images::containerd_config(dir, config, "migrate")
 }
 
 fn at<'a>(doc: &'a DocumentMut, path: &[&str]) -> Option<&'a Item> {
