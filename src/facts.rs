@@ -623,4 +623,18 @@ mod tests {
         let no_instance = Facts::builder(Family::Al2).tags(tags).build();
         assert_eq!(no_instance.autoscaling_group(), None);
     }
+
+    #[test]
+    fn sts_is_the_partitions_own_name_whatever_the_sdk_override() {
+        // The authenticator refuses any other host: an `AWS_ENDPOINT_URL_STS` the agent's
+        // environment names (a VPC endpoint's own name, a test's) stays out of the token.
+        let reach = Reach {
+            overrides: [("STS".to_string(), "http://127.0.0.1:5000".to_string())].into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            reach.sts_url("eu-west-1"),
+            "https://sts.eu-west-1.amazonaws.com"
+        );
+    }
 }

@@ -148,6 +148,14 @@ pub fn join_chain<'a>(
     s
 }
 
+/// The credentials a file holds as `scheme://USERINFO@`, for redacting its old content.
+pub fn credentials_in(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.split_once("://").map(|(_, r)| r))
+        .filter_map(|r| r.rsplit_once('@').map(|(u, _)| format!("{u}@")))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use crate::exec::report::{now_ms, Report};
 use crate::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB};
 use crate::os::fsutil::{self, under};
 use crate::os::systemd;
-use crate::plan::aspects::after_handoff::{AfterJob, AFTER_JOB};
+use crate::plan::after::{AfterJob, AFTER_JOB};
 use crate::verify::fleet;
 use crate::verify::launch_of;
 use crate::verify::proof::{self, JoinJob, Proof, JOIN_JOB};
@@ -134,14 +134,13 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
         .map_or_else(String::new, |(j, _)| j.hook.clone());
     let Some((job, _)) = join else {
         // No proof asked for: the steps after the hand-off and the hook once kubelet is active.
-        if let Err(e) = wait_for_kubelet(c, &hook_name).await {
-            if let Some(j) = &after {
-                let not_run = Ran::not_run(j, "kubelet never became active");
+        let ran = match active_then_after(c, &hook_name, after.as_ref()).await {
+            Ok((ran, _)) => ran,
+            Err((e, not_run)) => {
                 update(c, |report| not_run.record(report))?;
+                return Err(e);
             }
-            return Err(e);
-        }
-        let ran = run_after(after.as_ref()).await;
+        };
         if !ran.is_empty() {
             update(c, |report| ran.record(report))?;
         }
@@ -159,12 +158,23 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
     prove_join(c, &job, hook.as_ref(), &done, after.as_ref()).await
 }
 
-/// This boot's steps after the hand-off, if it has any.
-async fn run_after(job: Option<&AfterJob>) -> Ran {
-    match job {
-        Some(j) => after::run(j).await,
-        None => Ran::default(),
+/// kubelet active (the hand-off started it), then this boot's steps after the hand-off: what
+/// they came to, and when kubelet was seen active; or why kubelet is not active, with the steps marked not run.
+async fn active_then_after(
+    c: &Completer,
+    hook: &str,
+    after: Option<&AfterJob>,
+) -> Result<(Ran, u64), (CompleteError, Ran)> {
+    if let Err(e) = wait_for_kubelet(c, hook).await {
+        let not_run = after.map(|j| Ran::not_run(j, "kubelet never became active"));
+        return Err((e, not_run.unwrap_or_default()));
     }
+    let active = now_ms();
+    let ran = match after {
+        Some(j) => after::run(j, &c.root).await,
+        None => Ran::default(),
+    };
+    Ok((ran, active))
 }
 
 /// Steps after the hand-off that failed: a Node Ready is not as planned, and each failure is a
@@ -305,22 +315,22 @@ async fn prove(
         kubelet_wait,
         ..c.clone()
     };
-    if let Err(e) = wait_for_kubelet(&waited, hook).await {
-        let not_run = after.map(|j| Ran::not_run(j, "kubelet never became active"));
-        let proof = Proof {
-            verdict: JoinVerdict::Deadline,
-            blame: None,
-            causes: vec![e.to_string()],
-            checked: Vec::new(),
-            kubelet_active_at: None,
-            registered_at: None,
-            ready_at: None,
-            seen: Seen::kubelet(e.to_string()),
-        };
-        return (proof, not_run.unwrap_or_default());
-    }
-    let active = now_ms();
-    let ran = run_after(after).await;
+    let (ran, active) = match active_then_after(&waited, hook, after).await {
+        Ok(r) => r,
+        Err((e, not_run)) => {
+            let proof = Proof {
+                verdict: JoinVerdict::Deadline,
+                blame: None,
+                causes: vec![e.to_string()],
+                checked: Vec::new(),
+                kubelet_active_at: None,
+                registered_at: None,
+                ready_at: None,
+                seen: Seen::kubelet(e.to_string()),
+            };
+            return (proof, not_run);
+        }
+    };
     let left = JoinJob {
         deadline_secs: job.deadline_secs.saturating_sub(start.elapsed().as_secs()),
         ..job.clone()

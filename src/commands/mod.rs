@@ -159,7 +159,7 @@ pub async fn init(args: &InitArgs) -> Result<()> {
 /// tags, so it makes none: no AWS config or credentials read for a call it will not make.
 fn ready_ec2(spec: &Spec, instance: &gather::Instance, apply: bool) -> Option<ReadyClient> {
     let region = &instance.metadata.region;
-    (apply && tagging::likely(&spec.tagging, &instance.tags)).then(|| {
+    (apply && crate::plan::aspects::name_tag::likely(&spec.tagging, &instance.tags)).then(|| {
         ReadyClient::start(
             region,
             spec.tagging.ec2_endpoint.as_deref(),

@@ -1,14 +1,18 @@
-//! The `Run` steps after the hand-off ([`crate::plan::step::When::After`]), from this boot's job
-//! ([`crate::plan::aspects::after_handoff`]): `eks-nodeinit complete-hook` (the packaged
-//! launch-hook unit) runs them in the plan's order once kubelet is active, before the proof. A
-//! step that fails stops the ones after it; what each came to goes into the report's steps, and
-//! a failure into the join's verdict. Nothing here or in the unit names a setting.
+//! The steps after the hand-off ([`crate::plan::step::When::After`]), from this boot's job
+//! ([`crate::plan::after`]): `eks-nodeinit complete-hook` (the packaged launch-hook unit) runs
+//! them in the plan's order once kubelet is active, before the proof: a program as the
+//! executor runs one, a check as the executor's checks run. A step that fails (a check that
+//! counts) stops the ones after it; what each came to goes into the report's steps, and a
+//! failure into the join's verdict. Nothing here or in the unit names a setting.
+
+use std::path::Path;
 
 use crate::exec::report::{Outcome, StepOutcome};
-use crate::plan::aspects::after_handoff::AfterJob;
-use crate::plan::step::IfFailed;
+use crate::plan::after::AfterJob;
+use crate::plan::step::After;
+use crate::verify::Verdict;
 
-/// How the report names a step after the hand-off: this, then its purpose.
+/// How the report names a step after the hand-off: this, then what it is.
 pub const PREFIX: &str = "after the hand-off: ";
 
 /// What the steps came to.
@@ -19,39 +23,57 @@ pub struct Ran {
     pub failures: Vec<String>,
 }
 
-/// Run the job's steps in order; a failure stops the steps after it.
-pub async fn run(job: &AfterJob) -> Ran {
+/// Run the job's steps in order under `root`; a failure stops the steps after it.
+pub async fn run(job: &AfterJob, root: &Path) -> Ran {
     let mut ran = Ran::default();
     for s in &job.steps {
-        let step = format!("{PREFIX}{}", s.purpose);
-        let outcome = match (&s.skip, ran.failures.is_empty()) {
-            (_, false) => Outcome::Skipped("a step before it after the hand-off failed".into()),
-            (Some(why), true) => Outcome::Skipped(why.clone()),
-            (None, true) => {
-                let if_failed = IfFailed::new(s.what.clone(), s.todo.clone());
-                match super::run_argv(&s.argv, s.timeout_secs, &if_failed).await {
-                    Ok(()) => {
-                        tracing::info!("{step}: done");
-                        Outcome::Done
-                    }
-                    Err(e) => {
-                        tracing::error!("{step}: {e}");
-                        ran.failures.push(e.to_string());
-                        Outcome::Failed(e.to_string())
-                    }
-                }
-            }
+        let step = format!("{PREFIX}{}", s.describe());
+        let outcome = match ran.failures.is_empty() {
+            false => Outcome::Skipped("a step before it after the hand-off failed".into()),
+            true => one(s, root).await,
         };
+        match &outcome {
+            Outcome::Failed(e) => {
+                tracing::error!("{step}: {e}");
+                ran.failures.push(e.clone());
+            }
+            o => tracing::info!("{step}: {o}"),
+        }
         ran.outcomes.push(StepOutcome { step, outcome });
     }
     ran
+}
+
+/// One step's outcome.
+async fn one(s: &After, root: &Path) -> Outcome {
+    match s {
+        After::Run(r) => match &r.skip {
+            Some(why) => Outcome::Skipped(why.clone()),
+            None => match super::run_argv(&r.argv, r.timeout_secs, &r.if_failed).await {
+                Ok(()) => Outcome::Done,
+                Err(e) => Outcome::Failed(e.to_string()),
+            },
+        },
+        After::Check(c) => {
+            let results = super::checks::run(&[c], root).await.unwrap_or_default();
+            let Some(r) = results.into_iter().next() else {
+                return Outcome::Skipped("no result".into());
+            };
+            match r.result {
+                Verdict::Passed => Outcome::DoneWith(r.detail),
+                Verdict::Failed if !r.advisory => Outcome::Failed(r.line()),
+                Verdict::Failed => Outcome::DoneWith(r.line()),
+                Verdict::Skipped | Verdict::NotRun => Outcome::Skipped(r.detail),
+            }
+        }
+    }
 }
 
 impl Ran {
     /// The job's steps, none run, and why.
     pub fn not_run(job: &AfterJob, why: &str) -> Ran {
         let outcomes = job.steps.iter().map(|s| StepOutcome {
-            step: format!("{PREFIX}{}", s.purpose),
+            step: format!("{PREFIX}{}", s.describe()),
             outcome: Outcome::Skipped(why.to_string()),
         });
         Ran {
@@ -81,17 +103,18 @@ impl Ran {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::aspects::after_handoff::AfterRun;
+    use crate::plan::step::{IfFailed, Run, When};
 
-    fn step(purpose: &str, argv: &[&str], skip: Option<&str>) -> AfterRun {
-        AfterRun {
+    fn step(purpose: &str, argv: &[&str], skip: Option<&str>) -> After {
+        After::Run(Run {
             purpose: purpose.into(),
             argv: argv.iter().map(|a| a.to_string()).collect(),
             timeout_secs: 10,
+            check: None,
             skip: skip.map(String::from),
-            what: format!("{purpose} did not happen"),
-            todo: "look".into(),
-        }
+            if_failed: IfFailed::new(format!("{purpose} did not happen"), "look"),
+            when: When::After,
+        })
     }
 
     #[tokio::test]
@@ -104,7 +127,7 @@ mod tests {
                 step("third", &["/bin/true"], None),
             ],
         };
-        let ran = run(&job).await;
+        let ran = run(&job, Path::new("/")).await;
         assert_eq!(
             ran.outcomes(),
             [
@@ -135,5 +158,66 @@ mod tests {
         let steps: Vec<String> = report.steps.iter().map(|s| s.outcome.to_string()).collect();
         assert_eq!(steps.len(), 5, "{steps:?}");
         assert_eq!(steps[1], "done");
+    }
+
+    /// A check that passes where a file is under the root, and fails naming it otherwise.
+    #[derive(Debug)]
+    struct Present(&'static str);
+
+    impl crate::verify::Probe for Present {
+        fn kind(&self) -> &'static str {
+            "present"
+        }
+        fn describe(&self) -> String {
+            format!("{} present", self.0)
+        }
+        fn fields(&self) -> serde_json::Value {
+            serde_json::json!({ "path": self.0 })
+        }
+        fn run<'a>(
+            &'a self,
+            env: &'a crate::verify::check::Env,
+        ) -> crate::verify::check::Outcome<'a> {
+            Box::pin(async move {
+                match env.root.join(self.0).exists() {
+                    true => Ok(format!("{} is there", self.0).into()),
+                    false => {
+                        Err(crate::verify::Cause::new("absent", format!("no {}", self.0)).into())
+                    }
+                }
+            })
+        }
+    }
+
+    fn check(path: &'static str) -> After {
+        After::Check(crate::plan::step::CheckStep {
+            check: crate::verify::Check::new(Present(path)),
+            when: When::After,
+            budget_ms: 1000,
+            record: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_check_after_the_hand_off_runs_under_the_root_and_its_failure_stops_the_rest() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("here"), "").unwrap();
+        let job = AfterJob {
+            steps: vec![
+                check("here"),
+                check("gone"),
+                step("after", &["/bin/true"], None),
+            ],
+        };
+        let ran = run(&job, root.path()).await;
+        assert_eq!(
+            ran.outcomes(),
+            [
+                "after the hand-off: check here present: done: here is there",
+                "after the hand-off: check gone present: failed: gone present (absent): no gone; see docs/join.md",
+                "after the hand-off: after: skipped: a step before it after the hand-off failed",
+            ]
+        );
+        assert_eq!(ran.failures.len(), 1);
     }
 }

@@ -1,36 +1,30 @@
 //! The `Check` effect: the plan's checks of one phase, run together under their budget (they
 //! change nothing); each result logged (a failure at error priority), put into the report's
-//! steps ahead of the others, and into the report property the checks name.
+//! steps ahead of the others, under its own name in the report's `checks`, and into the
+//! report property and key its step names. Nothing here names a check.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use crate::exec::report::{Outcome, Report, StepOutcome};
-use crate::plan::step::{CheckStep, Step, When};
-use crate::plan::Plan;
-use crate::verify::{preflight, CheckResult, Verdict};
+use crate::plan::step::{CheckStep, When};
+use crate::verify::{CheckResult, Verdict};
 
-/// The plan's checks that run in phase `when`.
-fn of(plan: &Plan, when: When) -> Vec<&CheckStep> {
-    plan.steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Check(c) if c.when == when => Some(c),
-            _ => None,
-        })
-        .collect()
-}
+/// The report property that has every check's result by its name.
+pub const CHECKS: &str = "checks";
 
-/// Run the checks of phase `when` (none: no results).
-pub(crate) async fn run(plan: &Plan, when: When) -> Option<Vec<CheckResult>> {
-    let steps = of(plan, when);
-    let budget = Duration::from_millis(steps.first()?.budget_ms);
+/// Run `steps` (the checks of one phase; none: no results) under the largest of their budgets.
+pub(crate) async fn run(steps: &[&CheckStep], root: &Path) -> Option<Vec<CheckResult>> {
+    let budget = steps.iter().map(|c| c.budget_ms).max()?;
     let checks: Vec<_> = steps.iter().map(|c| c.check.clone()).collect();
-    Some(preflight::run(&checks, budget).await)
+    let budget = Duration::from_millis(budget);
+    Some(crate::verify::check::run(&checks, budget, root.to_path_buf()).await)
 }
 
-/// Log and record the results of phase `when`; how many failed that are not advisory.
+/// Log and record the results of `steps` (of phase `when`); how many failed that count.
 pub(crate) fn record(
-    plan: &Plan,
+    steps: &[&CheckStep],
     when: When,
     results: Option<Vec<CheckResult>>,
     report: &mut Report,
@@ -47,35 +41,43 @@ pub(crate) fn record(
         },
     });
     report.steps.splice(0..0, outcomes);
-    let failed = results
+    results.iter().for_each(log);
+    let phase = serde_json::to_value(when).unwrap_or_default();
+    let mut by_record: BTreeMap<&(String, String), Vec<&CheckResult>> = BTreeMap::new();
+    for (step, r) in steps.iter().zip(&results) {
+        let mut v = serde_json::to_value(r).unwrap_or_default();
+        v["phase"] = phase.clone();
+        report.record(CHECKS, &r.check, v);
+        if let Some(at) = &step.record {
+            by_record.entry(at).or_default().push(r);
+        }
+    }
+    let timelines: Vec<String> = by_record.keys().map(|(p, _)| p.clone()).collect();
+    report.stamp(&timelines, "checks done", crate::exec::report::now_ms());
+    for ((property, key), rs) in by_record {
+        let v = serde_json::to_value(rs).unwrap_or_default();
+        report.record(property, key, v);
+    }
+    results
         .iter()
         .filter(|r| r.result == Verdict::Failed && !r.advisory)
-        .count();
-    results.iter().for_each(log);
-    let mode = match when {
-        When::First => "fail",
-        _ => "warn",
-    };
-    let properties = of(plan, when).into_iter().filter_map(|c| c.record.clone());
-    let properties: std::collections::BTreeSet<String> = properties.collect();
-    let timelines: Vec<String> = properties.iter().cloned().collect();
-    report.stamp(&timelines, "preflight done", crate::exec::report::now_ms());
-    for p in properties {
-        let value = report
-            .properties
-            .entry(p)
-            .or_insert_with(|| serde_json::json!({}));
-        preflight::record(value, &results, mode);
-    }
-    failed
+        .count()
 }
 
 fn log(r: &CheckResult) {
     match r.result {
         Verdict::Failed => {
-            tracing::error!(check = %r.check, cause = r.cause.as_deref().unwrap_or(""), ms = r.ms, "preflight: {}", r.line());
+            tracing::error!(check = %r.check, cause = r.cause.as_deref().unwrap_or(""), ms = r.ms, "check: {}", r.line());
         }
-        Verdict::Passed => tracing::info!(check = %r.check, ms = r.ms, "preflight: {}", r.detail),
-        _ => tracing::info!(check = %r.check, "preflight: {}", r.line()),
+        Verdict::Passed => tracing::info!(check = %r.check, ms = r.ms, "check: {}", r.detail),
+        _ => tracing::info!(check = %r.check, "check: {}", r.line()),
     }
+}
+
+/// The error that ends a run whose checks before the changes failed.
+pub(crate) fn stopped(failed: usize) -> String {
+    format!(
+        "{failed} check{} before the changes failed: no hand-off, nothing was changed; see `eks-nodeinit status`",
+        if failed == 1 { "" } else { "s" }
+    )
 }

@@ -23,7 +23,7 @@ use crate::os::lock::RunLock;
 use crate::os::marker;
 use crate::os::procsys;
 use crate::os::systemd::{self, PropertyCheck};
-use crate::plan::step::{name, Handoff, IfFailed, Run, Step, Unit, UnitJob, When};
+use crate::plan::step::{name, CheckStep, Handoff, IfFailed, Run, Step, Unit, UnitJob, When};
 use crate::plan::Plan;
 
 impl From<systemd::SystemdError> for ExecError {
@@ -86,19 +86,20 @@ pub(crate) async fn execute(
     let timelines = timelines(plan);
     report.stamp(&timelines, "agent started", report.started_at_unix_ms);
     report.stamp(&timelines, "planned", now_ms());
-    if let Some(e) = first_phase(plan, &timelines, &mut report).await {
-        return Err(failed_run(root, plan, &mut report, "preflight", e));
+    if let Some(e) = first_phase(root, plan, &timelines, &mut report).await {
+        return Err(failed_run(root, plan, &mut report, "checks", e));
     }
     let (mut prepared, staged_report) = match stage_all(root, plan, &report).await {
         Ok(p) => p,
         Err(e) => return Err(failed_run(root, plan, &mut report, "prepare", e)),
     };
     let tagging = Session::start(plan, ec2);
+    let beside = checks_of(plan, When::Beside);
     let (applied, results) = tokio::join!(
         apply(root, plan, &mut prepared, bus, &mut report),
-        checks::run(plan, When::Beside)
+        checks::run(&beside, root)
     );
-    checks::record(plan, When::Beside, results, &mut report);
+    checks::record(&beside, When::Beside, results, &mut report);
     report.stamp(&timelines, "applied", now_ms());
     if let Err(e) = applied {
         return Err(failed_run(root, plan, &mut report, "apply", e.into()));
@@ -117,16 +118,16 @@ pub(crate) async fn execute(
     let rpath = report.commit(root, staged_report, &plan.secrets)?;
     tracing::info!(report = %rpath.display(), "report written");
     if let Some(e) = tag_failure {
-        return Err(anyhow::Error::new(e).context("tagging.required is on"));
+        return Err(anyhow::Error::new(e).context("the tag step is required by its policy"));
     }
     let Some((argv, marker)) = prepared.handoff else {
         return Ok(());
     };
-    tracing::info!(path = %argv.first().map_or("", String::as_str), "handing off to bootstrap.sh");
+    tracing::info!(path = %argv.first().map_or("", String::as_str), "handing off: the process becomes this program");
     marker.commit()?;
     if let Some(l) = lock {
         l.keep_across_exec()
-            .context("keeping the run lock for bootstrap.sh")?;
+            .context("keeping the run lock for the program the node is handed to")?;
     }
     let e = match exec(&argv) {
         Err(e) => e,
@@ -138,11 +139,24 @@ pub(crate) async fn execute(
     Err(failed_run(root, plan, &mut report, "hand-off", e.into()))
 }
 
+/// The plan's checks of phase `when`.
+fn checks_of(plan: &Plan, when: When) -> Vec<&CheckStep> {
+    let mut of = Vec::new();
+    for s in &plan.steps {
+        if let Step::Check(c) = s {
+            if c.when == when {
+                of.push(c);
+            }
+        }
+    }
+    of
+}
+
 /// The report properties that receive the run's phases: the plan's, and those its checks
 /// record into.
 fn timelines(plan: &Plan) -> Vec<String> {
     let checks = plan.steps.iter().filter_map(|s| match s {
-        Step::Check(c) => c.record.clone(),
+        Step::Check(c) => c.record.as_ref().map(|(p, _)| p.clone()),
         _ => None,
     });
     let all: std::collections::BTreeSet<String> =
@@ -153,12 +167,14 @@ fn timelines(plan: &Plan) -> Vec<String> {
 /// The steps before any change. When one fails, the plan's on-failure steps run and the error
 /// that ends the run comes back: nothing was changed, nothing is handed off.
 async fn first_phase(
+    root: &Path,
     plan: &Plan,
     timelines: &[String],
     report: &mut Report,
 ) -> Option<anyhow::Error> {
-    let results = checks::run(plan, When::First).await;
-    let failed = checks::record(plan, When::First, results, report);
+    let first = checks_of(plan, When::First);
+    let results = checks::run(&first, root).await;
+    let failed = checks::record(&first, When::First, results, report);
     if failed == 0 {
         return None;
     }
@@ -175,7 +191,7 @@ async fn first_phase(
         }
     }
     report.stamp(timelines, "verdict", now_ms());
-    Some(anyhow::anyhow!(crate::verify::preflight::stopped(failed)))
+    Some(anyhow::anyhow!(checks::stopped(failed)))
 }
 
 /// The first phase and the report staged beside it, then every staged file fsynced: nothing
@@ -513,7 +529,7 @@ async fn connect(bus: &Bus) -> Result<zbus::Connection, String> {
     }
 }
 
-/// Replace this process with bootstrap.sh. No shell: the argv goes to execv as is.
+/// Replace this process with the hand-off's program (AL2: bootstrap.sh). No shell: the argv goes to execv as is.
 pub fn exec(argv: &[String]) -> Result<std::convert::Infallible, ExecError> {
     let cargs: Vec<CString> = argv
         .iter()

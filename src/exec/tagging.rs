@@ -78,17 +78,6 @@ impl ReadyClient {
     }
 }
 
-/// Whether a run that applies its plan will likely call EC2 to tag: tagging on and the Name tag
-/// unknown or absent (when it is set, the plan tags only if its value changed; then the client
-/// is made then).
-pub fn likely(spec: &TaggingSpec, tags: &InstanceTags) -> bool {
-    spec.enabled
-        && !matches!(
-            tags.get(crate::plan::aspects::name_tag::KEY),
-            TagState::Is(_)
-        )
-}
-
 /// The client made ready for this region and endpoint, else a new one.
 async fn client(
     ready: Option<ReadyClient>,
@@ -502,30 +491,5 @@ mod tests {
         let ec2 = ready().client_for("eu-west-1", ep).await;
         let ec2 = ec2.expect("made ready without a call");
         assert_eq!(ec2.calls, Calls::default());
-    }
-
-    #[test]
-    fn a_client_is_made_ready_only_when_the_run_will_likely_tag() {
-        let on = crate::spec::tagging::TaggingSpec {
-            enabled: true,
-            required: false,
-            sync_budget: Duration::from_secs(3),
-            background_deadline: Duration::from_secs(600),
-            spread: Duration::ZERO,
-            ec2_endpoint: None,
-        };
-        let off = crate::spec::tagging::TaggingSpec {
-            enabled: false,
-            ..on.clone()
-        };
-        let named = InstanceTags::Known([("Name".into(), "n".into())].into());
-        let unnamed = InstanceTags::Known(Default::default());
-        assert!(likely(&on, &InstanceTags::Unknown));
-        assert!(likely(&on, &unnamed));
-        assert!(
-            !likely(&on, &named),
-            "set: the plan tags only if it changed"
-        );
-        assert!(!likely(&off, &InstanceTags::Unknown));
     }
 }

@@ -11,13 +11,13 @@ use std::time::Duration;
 use crate::base::podcap::TypeFact;
 use crate::config::HandoffMode;
 use crate::discovery::ClusterFact;
+use crate::facts::Reads;
 use crate::facts::{read_file, Answer, ExecLimits, Facts, Family, FamilyError, FamilyFact};
 use crate::facts::{InstanceTags, Read, Space};
 use crate::instance::metadata::Metadata;
 use crate::instance::userdata::UserDataFact;
 use crate::os::fsutil::under;
 use crate::os::{marker, procsys};
-use crate::plan::aspects::{Reads, REGISTRY};
 use crate::spec::Spec;
 
 /// How long a program asked for its output ([`Read::Output`]) may run: a query such as
@@ -40,9 +40,7 @@ impl NodeRead {
         let family = detect_family(root, spec);
         let fam = family.as_ref().ok().map(|f| f.family);
         let mut reads = Reads::default();
-        for a in REGISTRY {
-            (a.reads)(spec, fam, &mut reads);
-        }
+        crate::plan::reads(spec, fam, &mut reads);
         NodeRead {
             root: root.to_path_buf(),
             family,
@@ -436,5 +434,51 @@ mod tests {
         );
         let want = format!("cannot run {}/bin/sh", dir.path().display());
         assert!(e.unwrap_err().starts_with(&want));
+    }
+
+    /// logind's drop-ins as the node reads them, through the setting's reading of them.
+    #[test]
+    fn later_dropin_wins_and_etc_masks_usr() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::create_dir_all(r.join("etc/systemd/logind.conf.d")).unwrap();
+        std::fs::create_dir_all(r.join("usr/lib/systemd/logind.conf.d")).unwrap();
+        std::fs::write(
+            r.join("etc/systemd/logind.conf"),
+            "[Login]\nInhibitDelayMaxSec=5\n",
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("etc/systemd/logind.conf.d/99-kubelet.conf"),
+            "[Login]\nInhibitDelayMaxSec=30\n",
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("usr/lib/systemd/logind.conf.d/zzz.conf"),
+            "[Login]\nInhibitDelayMaxSec=1\n",
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("etc/systemd/logind.conf.d/zzz.conf"),
+            "[Login]\nKillUserProcesses=no\n",
+        )
+        .unwrap();
+        let mut spec = crate::spec::resolve(
+            &crate::config::parse(
+                r#"{"cluster":{"name":"c"},"nodeGroup":{},"logind":{"inhibitDelayMaxSec":90}}"#,
+                "t",
+            )
+            .unwrap(),
+        )
+        .0;
+        spec.mode = crate::config::HandoffMode::Al2023;
+        let facts = super::super::node(r, &spec, None, Default::default());
+        let s = crate::plan::aspects::logind::effective_settings(
+            &facts,
+            &crate::plan::aspects::logind::dropin_content(90),
+        );
+        let secs: Vec<f64> = s.iter().map(|x| x.seconds).collect();
+        // main 5, 99-kubelet 30, ours 90; /usr/lib/zzz.conf masked by /etc/zzz.conf (no setting)
+        assert_eq!(secs, vec![5.0, 30.0, 90.0]);
     }
 }

@@ -2,8 +2,10 @@
 //! anything changes. Each aspect in the registry adds its steps, warnings and findings.
 //! `--dry-run` prints the plan; the executor runs exactly these steps.
 
+pub mod after;
 pub mod aspects;
 pub mod handoff;
+pub mod join;
 pub mod kubelet;
 pub mod out;
 pub mod step;
@@ -28,10 +30,10 @@ pub struct Plan {
     pub family: Family,
     pub family_reason: String,
     pub steps: Vec<Step>,
-    /// The steps after the hand-off ([`step::When::After`]), in the plan's order: the executor
-    /// leaves them in this boot's job for the launch-hook unit.
+    /// The steps after the hand-off ([`step::When::After`]), in the plan's order: the plan
+    /// leaves them in this boot's job for the launch-hook unit ([`after`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub after: Vec<Step>,
+    pub after: Vec<step::After>,
     pub warnings: Vec<String>,
     /// What the aspects say beside their steps, each under its own key (in the JSON) and
     /// with its lines (in the text), in registry order.
@@ -107,6 +109,36 @@ pub(crate) fn hands_off(steps: &[Step]) -> bool {
         .any(|s| matches!(s, Step::Handoff(Handoff::Exec { .. } | Handoff::Dropin(_))))
 }
 
+/// The order the steps run in is the plan's: the registry's, with the hand-off last; the steps
+/// after it are the plan's own list, with their job. The checks come before a hand-off, and the
+/// steps after it follow one: none when this run hands nothing off (done already in this boot,
+/// or held for a warm pool).
+fn order(facts: &Facts, out: &mut Out) -> Vec<step::After> {
+    let (steps, after) = after::split(std::mem::take(&mut out.steps), &mut out.findings);
+    out.steps = steps;
+    let after = match hands_off(&out.steps) {
+        true => {
+            after::plan(facts, &after, out);
+            after
+        }
+        false => {
+            out.steps.retain(|s| !matches!(s, Step::Check(_)));
+            Vec::new()
+        }
+    };
+    out.steps.sort_by_key(|s| matches!(s, Step::Handoff(_)));
+    out.steps = one_reload_per_run_of_drop_ins(std::mem::take(&mut out.steps));
+    after
+}
+
+/// What the settings and the plan ask read of the node, given the detected family.
+pub(crate) fn reads(spec: &Spec, family: Option<Family>, r: &mut crate::facts::Reads) {
+    for a in REGISTRY {
+        (a.reads)(spec, family, r);
+    }
+    r.file(after::AFTER_JOB);
+}
+
 /// Every finding for this spec on this node, each aspect's in registry order.
 pub fn findings(spec: &Spec, facts: &Facts) -> Vec<Finding> {
     match build(spec, facts) {
@@ -139,23 +171,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
             "planned"
         );
     }
-    // The order the steps run in is the plan's: the registry's, with the hand-off last; the
-    // steps after it are the plan's own list.
-    let (after, steps): (Vec<Step>, Vec<Step>) = std::mem::take(&mut out.steps)
-        .into_iter()
-        .partition(|s| s.when() == step::When::After);
-    out.steps = steps;
-    out.steps.sort_by_key(|s| matches!(s, Step::Handoff(_)));
-    out.steps = one_reload_per_run_of_drop_ins(std::mem::take(&mut out.steps));
-    // The checks come before a hand-off, and the steps after it follow one: none when this run
-    // hands nothing off (done already in this boot, or held for a warm pool).
-    let after = match hands_off(&out.steps) {
-        true => after,
-        false => {
-            out.steps.retain(|s| !matches!(s, Step::Check(_)));
-            Vec::new()
-        }
-    };
+    let after = order(facts, &mut out);
     let family = match (&facts.family, out.findings.is_empty()) {
         (Ok(f), true) => f.clone(),
         _ => return Err(Invalid(out.findings.0)),
@@ -284,6 +300,15 @@ impl Plan {
         }
         kubelet::derived::render_text(&mut o, &self.derived);
         render_checks(&mut o, &self.steps);
+        render_checks(
+            &mut o,
+            &self
+                .after
+                .iter()
+                .cloned()
+                .map(Step::from)
+                .collect::<Vec<_>>(),
+        );
         if self.changes() == 0 {
             let _ = writeln!(
                 o,
@@ -297,7 +322,7 @@ impl Plan {
             let _ = writeln!(o, "\n{AFTER}:");
         }
         for (n, s) in self.after.iter().enumerate() {
-            render_step(&mut o, self.steps.len() + n + 1, s);
+            render_step(&mut o, self.steps.len() + n + 1, &Step::from(s.clone()));
         }
         if self.first_phase() && !self.on_failure.is_empty() {
             let _ = writeln!(
@@ -401,38 +426,55 @@ fn render_step(o: &mut String, n: usize, s: &Step) {
 /// How the steps after the hand-off run, in the text plan.
 const AFTER: &str = "after the hand-off (eks-nodeinit-launch-hook.service runs these once kubelet is active, before the proof; a failure stops the ones after it and is named in the join's verdict)";
 
-/// How the plan's checks run: together, under one budget, before the changes or beside them.
+/// How the plan's checks run: together, under one budget, before the changes or beside them;
+/// and, once, each reason some are not run here.
 fn render_checks(o: &mut String, steps: &[Step]) {
-    let Some(c) = steps.iter().find_map(|s| match s {
-        Step::Check(c) => Some(c),
-        _ => None,
-    }) else {
-        return;
-    };
-    let (mode, how) = match c.when {
-        step::When::First => (
-            "fail",
-            "before any change; a failed check stops the run, no hand-off",
-        ),
-        _ => (
-            "warn",
-            "beside the changes; a failed check is logged at error priority and the hand-off goes on",
-        ),
-    };
-    let _ = writeln!(
-        o,
-        "preflight: {mode}, the checks below run together within {} ms ({how})",
-        c.budget_ms
-    );
+    let checks: Vec<&step::CheckStep> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Check(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    for when in [step::When::First, step::When::Beside] {
+        let of: Vec<_> = checks.iter().filter(|c| c.when == when).collect();
+        let Some(budget) = of.iter().map(|c| c.budget_ms).max() else {
+            continue;
+        };
+        let how = match when {
+            step::When::First => "before any change; a failed check that counts stops the run, no hand-off",
+            _ => "beside the changes; a failed check is logged at error priority and the hand-off goes on",
+        };
+        let _ = writeln!(
+            o,
+            "checks: {} run together within {budget} ms ({how})",
+            of.len()
+        );
+    }
+    let mut reasons: Vec<(&str, usize)> = Vec::new();
+    for why in checks.iter().filter_map(|c| c.check.skip.as_deref()) {
+        match reasons.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((why, 1)),
+        }
+    }
+    for (why, n) in reasons {
+        let _ = writeln!(o, "checks not run here ({n}): {why}");
+    }
 }
 
 /// A check, numbered `n`.
 fn render_check(o: &mut String, n: usize, c: &step::CheckStep) {
     let c = &c.check;
-    let _ = writeln!(o, "\n[{n}] check {} (changes nothing)", c.probe.describe());
-    if let Some(why) = &c.skip {
-        let _ = writeln!(o, "      not run: {why}");
-    }
+    let skipped = match c.skip {
+        Some(_) => "; not run here, see above",
+        None => "",
+    };
+    let _ = writeln!(
+        o,
+        "\n[{n}] check {} (changes nothing{skipped})",
+        c.probe.describe()
+    );
 }
 
 /// A unit job, numbered `n`.

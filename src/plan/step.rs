@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::facts::{Family, InstanceTags, TagState};
 use crate::os::systemd::PropertyCheck;
@@ -64,7 +64,7 @@ pub enum Step {
 
 /// When a step runs. The executor runs the phases in this order and knows no feature: what a
 /// failure of the first phase leads to is the plan's `on_failure` steps.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub enum When {
     /// Before any change: a failure stops the run with nothing changed.
@@ -74,10 +74,10 @@ pub enum When {
     Apply,
     /// Beside the second phase, from its start; its outcome recorded when both ended.
     Beside,
-    /// After the hand-off took: they are left in this boot's job
-    /// ([`crate::plan::aspects::after_handoff`]), which the packaged launch-hook unit runs once
-    /// kubelet is active, before the proof. A failure is named in the join's verdict. Programs
-    /// (`Run` steps) carry it; the plan keeps them in its own list, after the hand-off.
+    /// After the hand-off took: the plan keeps them in its own list ([`After`]) and leaves
+    /// them in this boot's job ([`crate::plan::after`]), which the packaged launch-hook unit
+    /// runs once kubelet is active, before the proof. A failure is named in the join's verdict.
+    /// Programs (`Run`) and checks (`Check`) carry it.
     After,
 }
 
@@ -88,20 +88,50 @@ impl When {
     }
 }
 
-/// A check as the plan runs it: when, under which budget, and the report property its
-/// results go into (with the run's phases).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// A check as the plan runs it: when, under which budget, and where its results go in the
+/// report (with the run's phases).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct CheckStep {
     #[serde(flatten)]
     pub check: crate::verify::Check,
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "When::is_apply")]
     pub when: When,
-    /// The budget all the plan's checks share, in milliseconds.
-    #[serde(skip)]
+    /// The budget the checks of its phase share, in milliseconds (the largest of theirs).
     pub budget_ms: u64,
-    /// The report property that records the results.
+    /// The report property and key its phase's results go into, beside the property
+    /// `checks`, which has every check's by its name. A check after the hand-off has its
+    /// result in the report's steps and the join's verdict.
     #[serde(skip)]
-    pub record: Option<String>,
+    pub record: Option<(String, String)>,
+}
+
+/// A step after the hand-off, as the plan keeps it and this boot's job holds it: a program
+/// or a check ([`When::After`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum After {
+    Run(Run),
+    Check(CheckStep),
+}
+
+impl From<After> for Step {
+    fn from(a: After) -> Step {
+        match a {
+            After::Run(r) => Step::Run(r),
+            After::Check(c) => Step::Check(c),
+        }
+    }
+}
+
+impl After {
+    /// What the report calls it.
+    pub fn describe(&self) -> String {
+        match self {
+            After::Run(r) => r.purpose.clone(),
+            After::Check(c) => format!("check {}", c.check.probe.describe()),
+        }
+    }
 }
 
 /// An AWS call the executor makes, and where its outcome goes in the report.
@@ -230,7 +260,7 @@ pub struct Remove {
 }
 
 /// A program run with argv (no shell), under a timeout. Its failure fails the run.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Run {
     pub purpose: String,
@@ -245,7 +275,7 @@ pub struct Run {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skip: Option<String>,
     /// What a failure leaves and what to do, for the error.
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "IfFailed::is_empty")]
     pub if_failed: IfFailed,
     /// In the plan's order ([`When::Apply`]) or after the hand-off ([`When::After`]).
     #[serde(default, skip_serializing_if = "When::is_apply")]
@@ -267,11 +297,13 @@ pub struct Unit {
 }
 
 /// What a failed step means and what to do about it, for its error or warning.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct IfFailed {
     /// What did not happen (`systemd did not reload its units`).
     pub what: String,
     /// What that leaves and what to do; may be empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub todo: String,
 }
 
@@ -281,6 +313,10 @@ impl IfFailed {
             what: what.into(),
             todo: todo.into(),
         }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.what.is_empty() && self.todo.is_empty()
     }
 
     /// The message for a failure of this `cause`.

@@ -1,8 +1,11 @@
-//! Verified join (docs/join.md): the checks that find what would stop the node joining, run
-//! before the hand-off ([`preflight`]), and the proof after it ([`proof`]). The plan holds each
-//! check as a step ([`Check`]); the executor runs them all under one budget. Every failure is a
-//! [`Cause`]: a code, what was checked (never the CA, never the token) and what to do.
+//! Checks and the verified join (docs/join.md). A check ([`check`]) is a probe that changes
+//! nothing, planned as a step by the setting that wants it and run by the executor with the
+//! other checks of its phase under one budget. The join's checks before the hand-off
+//! ([`preflight`]) and its proof after it ([`proof`]) live here with the network under them.
+//! Every failure is a [`Cause`]: a code, what was checked (never the CA, never the token) and
+//! what to do.
 
+pub mod check;
 pub mod cidr;
 pub mod fleet;
 pub mod kube;
@@ -14,9 +17,9 @@ pub mod record;
 pub mod token;
 pub mod verdict;
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
+
+pub use check::{Check, Probe};
 
 use crate::aws::http::Proxy;
 use crate::base::text::printable;
@@ -110,67 +113,9 @@ pub fn launch_of(
     }
 }
 
-/// One check, as the plan holds it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Check {
-    #[serde(flatten)]
-    pub probe: Probe,
-    /// Why it is not run here (the plan and the report still show it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub skip: Option<String>,
-    #[serde(skip)]
-    pub context: Arc<Context>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "check", rename_all = "camelCase")]
-pub enum Probe {
-    /// The instance role's credentials from IMDS.
-    #[serde(rename_all = "camelCase")]
-    Credentials { imds: String },
-    /// DNS, TCP, TLS with the cluster's CA, then `GET /readyz`.
-    #[serde(rename_all = "camelCase")]
-    ApiServer { endpoint: String },
-    /// The node's EKS token in a SelfSubjectReview: who the API server says the node is.
-    #[serde(rename_all = "camelCase")]
-    Identity { expect: String },
-    /// An AWS endpoint the node needs, reached as kubelet and containerd reach it.
-    #[serde(rename_all = "camelCase")]
-    AwsEndpoint { service: String, url: String },
-    /// The service CIDR is none of the VPC's blocks.
-    #[serde(rename_all = "camelCase")]
-    ServiceCidr { cidr: String, vpc: Vec<String> },
-    /// The cluster DNS address the hand-off derives lies in the service CIDR.
-    #[serde(rename_all = "camelCase")]
-    ClusterDns { address: String, cidr: String },
-}
-
-impl Probe {
-    /// Whether a failure of this check with `code` stops the join, so that `fail` mode stops
-    /// on it: not a transient answer (kubelet retries), not a SelfSubjectReview the API server
-    /// lacks, not STS (the node never calls it to join) nor ECR (needed for images, not to
-    /// register). EC2 is: bootstrap.sh and nodeadm name the Node by DescribeInstances.
-    pub fn blocks(&self, code: &str) -> bool {
-        match (self, code) {
-            (_, "unavailable" | "no-review" | "name-unknown") => false,
-            (Probe::AwsEndpoint { service, .. }, _) => service == "EC2",
-            _ => true,
-        }
-    }
-
-    /// A short name for logs, the report and `status`.
-    pub fn describe(&self) -> String {
-        match self {
-            Probe::Credentials { .. } => "credentials from IMDS".into(),
-            Probe::ApiServer { endpoint } => format!("API server {endpoint}"),
-            Probe::Identity { expect } => format!("identity is {expect}"),
-            Probe::AwsEndpoint { service, .. } => format!("{service} reachable"),
-            Probe::ServiceCidr { cidr, .. } => format!("service CIDR {cidr} outside the VPC"),
-            Probe::ClusterDns { address, cidr } => format!("cluster DNS {address} in {cidr}"),
-        }
-    }
-}
+/// The probes a job after the hand-off may hold, by kind: a check planned after the hand-off
+/// is read back through this list (a kind not in it is refused when the plan is built).
+pub const LOADERS: &[(&str, check::Loader)] = &[];
 
 /// Why a check failed: a code (`status` and docs/join.md name them), what was seen, what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -278,7 +223,7 @@ pub enum Verdict {
 }
 
 impl CheckResult {
-    pub fn of(probe: &Probe, r: Result<String, Cause>, ms: u64) -> CheckResult {
+    pub fn of(probe: &dyn check::Probe, r: Result<String, Cause>, ms: u64) -> CheckResult {
         let advisory = r.as_ref().err().is_some_and(|c| !probe.blocks(c.code));
         let (result, cause, detail, todo) = match r {
             Ok(detail) => (Verdict::Passed, None, detail, None),
@@ -300,7 +245,7 @@ impl CheckResult {
         }
     }
 
-    pub fn other(probe: &Probe, result: Verdict, why: String) -> CheckResult {
+    pub fn other(probe: &dyn check::Probe, result: Verdict, why: String) -> CheckResult {
         CheckResult {
             check: probe.describe(),
             result,

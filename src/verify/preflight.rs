@@ -1,155 +1,174 @@
-//! The checks before the hand-off, all at once under one budget: the role's credentials, the
-//! API server (DNS, TCP, TLS with the cluster's CA, `/readyz`), the AWS endpoints the node
-//! needs, the CIDRs; the identity as soon as the credentials and the API server are known good.
+//! The join's checks before the hand-off (docs/join.md): the role's credentials, the API
+//! server (DNS, TCP, TLS with the cluster's CA, `/readyz`), the identity as soon as the
+//! credentials and the API server are known good, the AWS endpoints the node needs, the CIDRs.
+//! Each is a [`Probe`] holding the cluster's [`Context`] (never printed: the CA); they run
+//! before the hand-off only, so none is listed among the probes a job after it reads.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use serde_json::json;
 use tokio::time::Instant;
 
+use super::check::{Env, Outcome, Passed, Probe, Stop};
 use super::kube::{judge_identity, ApiServer};
 use super::net::{self, Url};
-use super::record::JoinRecord;
 use super::token::{self, RoleCredentials};
-use super::{cidr, Cause, Check, CheckResult, Context, Probe, Verdict};
+use super::{cidr, Cause, Context};
 use crate::base::text::printable;
 
-/// What the identity check waits for.
-struct Needs {
-    creds: Option<oneshot::Receiver<Option<RoleCredentials>>>,
-    api: Option<oneshot::Receiver<bool>>,
+const CREDENTIALS: &str = "credentials";
+const API_SERVER: &str = "apiServer";
+
+/// The instance role's credentials from IMDS; the identity check waits for them.
+#[derive(Debug)]
+pub struct Credentials {
+    pub ctx: Arc<Context>,
 }
 
-/// Run `checks` under `budget`: their results in the checks' order.
-pub async fn run(checks: &[Check], budget: Duration) -> Vec<CheckResult> {
-    let start = Instant::now();
-    let deadline = start + budget;
-    let mut out: Vec<Option<CheckResult>> = vec![None; checks.len()];
-    let (creds_tx, creds_rx) = oneshot::channel();
-    let (api_tx, api_rx) = oneshot::channel();
-    let mut creds_tx = Some(creds_tx);
-    let mut api_tx = Some(api_tx);
-    let mut needs = Needs {
-        creds: Some(creds_rx),
-        api: Some(api_rx),
-    };
-    let mut tasks = Vec::new();
-    for (i, c) in checks.iter().enumerate() {
-        if let Some(why) = &c.skip {
-            out[i] = Some(CheckResult::other(&c.probe, Verdict::Skipped, why.clone()));
-            continue;
-        }
-        let probe = c.probe.clone();
-        let task = Task {
-            probe: probe.clone(),
-            ctx: c.context.clone(),
-            deadline,
-            creds_tx: matches!(probe, Probe::Credentials { .. })
-                .then(|| creds_tx.take())
-                .flatten(),
-            api_tx: matches!(probe, Probe::ApiServer { .. })
-                .then(|| api_tx.take())
-                .flatten(),
-            needs: match probe {
-                Probe::Identity { .. } => std::mem::replace(&mut needs, Needs::none()),
-                _ => Needs::none(),
-            },
-        };
-        tasks.push(async move {
-            let r = tokio::time::timeout_at(deadline, task.run()).await;
-            let ms = start.elapsed().as_millis() as u64;
-            (i, judged(&probe, r, ms, budget))
-        });
+impl Probe for Credentials {
+    fn kind(&self) -> &'static str {
+        CREDENTIALS
     }
-    for (i, result) in futures_util::future::join_all(tasks).await {
-        out[i] = Some(result);
+    fn describe(&self) -> String {
+        "credentials from IMDS".into()
     }
-    out.into_iter()
-        .zip(checks)
-        .map(|(r, c)| {
-            r.unwrap_or_else(|| CheckResult::other(&c.probe, Verdict::NotRun, "not run".into()))
+    fn fields(&self) -> serde_json::Value {
+        json!({ "imds": self.ctx.imds_endpoint })
+    }
+    fn run<'a>(&'a self, _: &'a Env) -> Outcome<'a> {
+        Box::pin(async move {
+            let c = token::credentials(&self.ctx.imds_endpoint, self.ctx.imds_v1_fallback).await?;
+            Ok(Passed {
+                detail: format!("role {}", printable(&c.role)),
+                value: Some(Arc::new(c)),
+            })
         })
-        .collect()
-}
-
-/// A task's end as a result.
-fn judged(
-    probe: &Probe,
-    r: Result<Result<String, Step>, tokio::time::error::Elapsed>,
-    ms: u64,
-    budget: Duration,
-) -> CheckResult {
-    match r {
-        Ok(Ok(done)) => CheckResult::of(probe, Ok(done), ms),
-        Ok(Err(Step::Failed(c))) => CheckResult::of(probe, Err(c), ms),
-        Ok(Err(Step::NotRun(why))) => CheckResult::other(probe, Verdict::NotRun, why),
-        Err(_) => CheckResult::of(
-            probe,
-            Err(Cause::new(
-                "timeout",
-                format!("not done within the preflight budget of {budget:?}: a port that drops packets, or an answer that never comes"),
-            )),
-            ms,
-        ),
     }
 }
 
-impl Needs {
-    fn none() -> Needs {
-        Needs {
-            creds: None,
-            api: None,
-        }
+/// DNS, TCP, TLS with the cluster's CA, then `GET /readyz`; the identity check waits for it.
+#[derive(Debug)]
+pub struct ApiServerReady {
+    pub ctx: Arc<Context>,
+}
+
+impl Probe for ApiServerReady {
+    fn kind(&self) -> &'static str {
+        API_SERVER
+    }
+    fn describe(&self) -> String {
+        format!("API server {}", self.ctx.endpoint)
+    }
+    fn fields(&self) -> serde_json::Value {
+        json!({ "endpoint": self.ctx.endpoint })
+    }
+    fn blocks(&self, code: &str) -> bool {
+        code != "unavailable"
+    }
+    fn run<'a>(&'a self, env: &'a Env) -> Outcome<'a> {
+        Box::pin(async move {
+            let api = ApiServer::of(&self.ctx)?;
+            Ok(again(env.deadline, || api.readyz()).await?.into())
+        })
     }
 }
 
-enum Step {
-    Failed(Cause),
-    NotRun(String),
+/// The node's EKS token in a SelfSubjectReview: who the API server says the node is.
+#[derive(Debug)]
+pub struct Identity {
+    pub ctx: Arc<Context>,
+    /// `system:node:<name> in system:nodes`, as the plan shows it.
+    pub expect: String,
 }
 
-impl From<Cause> for Step {
-    fn from(c: Cause) -> Step {
-        Step::Failed(c)
+impl Probe for Identity {
+    fn kind(&self) -> &'static str {
+        "identity"
+    }
+    fn describe(&self) -> String {
+        format!("identity is {}", self.expect)
+    }
+    fn fields(&self) -> serde_json::Value {
+        json!({ "expect": self.expect })
+    }
+    fn blocks(&self, code: &str) -> bool {
+        !matches!(code, "unavailable" | "no-review" | "name-unknown")
+    }
+    fn run<'a>(&'a self, env: &'a Env) -> Outcome<'a> {
+        Box::pin(async move { Ok(identity(&self.ctx, env).await?.into()) })
     }
 }
 
-struct Task {
-    probe: Probe,
-    ctx: Arc<Context>,
-    /// The budget's end: a transient answer is asked again until then.
-    deadline: Instant,
-    creds_tx: Option<oneshot::Sender<Option<RoleCredentials>>>,
-    api_tx: Option<oneshot::Sender<bool>>,
-    needs: Needs,
+/// An AWS endpoint the node needs, reached as kubelet and containerd reach it. Only EC2's
+/// failure counts: bootstrap.sh and nodeadm name the Node by DescribeInstances; the node never
+/// calls STS to join, and ECR is needed for images, not to register.
+#[derive(Debug)]
+pub struct AwsEndpoint {
+    pub ctx: Arc<Context>,
+    pub service: String,
+    pub url: String,
 }
 
-impl Task {
-    async fn run(self) -> Result<String, Step> {
-        let ctx = &*self.ctx;
-        match &self.probe {
-            Probe::Credentials { .. } => {
-                let r = token::credentials(&ctx.imds_endpoint, ctx.imds_v1_fallback).await;
-                if let Some(tx) = self.creds_tx {
-                    let _ = tx.send(r.as_ref().ok().cloned());
-                }
-                let c = r?;
-                Ok(format!("role {}", printable(&c.role)))
-            }
-            Probe::ApiServer { .. } => {
-                let api = ApiServer::of(ctx)?;
-                let r = again(self.deadline, || api.readyz()).await;
-                if let Some(tx) = self.api_tx {
-                    let _ = tx.send(r.is_ok());
-                }
-                Ok(r?)
-            }
-            Probe::Identity { .. } => identity(ctx, self.needs, self.deadline).await,
-            Probe::AwsEndpoint { url, .. } => Ok(reach(ctx, url).await?),
-            Probe::ServiceCidr { cidr, vpc } => Ok(cidr::service_cidr(cidr, vpc)?),
-            Probe::ClusterDns { address, cidr } => Ok(cidr::cluster_dns(address, cidr)?),
-        }
+impl Probe for AwsEndpoint {
+    fn kind(&self) -> &'static str {
+        "awsEndpoint"
+    }
+    fn describe(&self) -> String {
+        format!("{} reachable", self.service)
+    }
+    fn fields(&self) -> serde_json::Value {
+        json!({ "service": self.service, "url": self.url })
+    }
+    fn blocks(&self, code: &str) -> bool {
+        self.service == "EC2" && code != "unavailable"
+    }
+    fn run<'a>(&'a self, _: &'a Env) -> Outcome<'a> {
+        Box::pin(async move { Ok(reach(&self.ctx, &self.url).await?.into()) })
+    }
+}
+
+/// The service CIDR is none of the VPC's blocks.
+#[derive(Debug)]
+pub struct ServiceCidr {
+    pub cidr: String,
+    pub vpc: Vec<String>,
+}
+
+impl Probe for ServiceCidr {
+    fn kind(&self) -> &'static str {
+        "serviceCidr"
+    }
+    fn describe(&self) -> String {
+        format!("service CIDR {} outside the VPC", self.cidr)
+    }
+    fn fields(&self) -> serde_json::Value {
+        json!({ "cidr": self.cidr, "vpc": self.vpc })
+    }
+    fn run<'a>(&'a self, _: &'a Env) -> Outcome<'a> {
+        Box::pin(async move { Ok(cidr::service_cidr(&self.cidr, &self.vpc)?.into()) })
+    }
+}
+
+/// The cluster DNS address the hand-off derives lies in the service CIDR.
+#[derive(Debug)]
+pub struct ClusterDns {
+    pub address: String,
+    pub cidr: String,
+}
+
+impl Probe for ClusterDns {
+    fn kind(&self) -> &'static str {
+        "clusterDns"
+    }
+    fn describe(&self) -> String {
+        format!("cluster DNS {} in {}", self.address, self.cidr)
+    }
+    fn fields(&self) -> serde_json::Value {
+        json!({ "address": self.address, "cidr": self.cidr })
+    }
+    fn run<'a>(&'a self, _: &'a Env) -> Outcome<'a> {
+        Box::pin(async move { Ok(cidr::cluster_dns(&self.address, &self.cidr)?.into()) })
     }
 }
 
@@ -177,13 +196,14 @@ where
 /// The node's token in a SelfSubjectReview, once its credentials and the API server are good,
 /// against the name the hand-off gives the Node (EC2 asked for it meanwhile when the plan
 /// could not know it).
-async fn identity(ctx: &Context, needs: Needs, deadline: Instant) -> Result<String, Step> {
-    let creds = match needs.creds {
-        Some(rx) => rx.await.ok().flatten(),
-        None => None,
-    };
-    let Some(creds) = creds else {
-        return Err(Step::NotRun("the role's credentials were not read".into()));
+async fn identity(ctx: &Context, env: &Env) -> Result<String, Stop> {
+    let deadline = env.deadline;
+    let creds = env.passed(CREDENTIALS).await;
+    let Some(creds) = creds
+        .as_deref()
+        .and_then(|c| c.downcast_ref::<RoleCredentials>())
+    else {
+        return Err(Stop::NotRun("the role's credentials were not read".into()));
     };
     let name = async {
         match &ctx.node {
@@ -195,14 +215,10 @@ async fn identity(ctx: &Context, needs: Needs, deadline: Instant) -> Result<Stri
         }
     };
     let review = async {
-        let api_ok = match needs.api {
-            Some(rx) => rx.await.unwrap_or(false),
-            None => false,
-        };
-        if !api_ok {
-            return Err(Step::NotRun("the API server was not reached".into()));
+        if env.passed(API_SERVER).await.is_none() {
+            return Err(Stop::NotRun("the API server was not reached".into()));
         }
-        let token = ctx.token(&creds)?;
+        let token = ctx.token(creds)?;
         let api = ApiServer::of(ctx)?;
         Ok(again(deadline, || api.whoami(&token, &creds.role)).await?)
     };
@@ -211,7 +227,7 @@ async fn identity(ctx: &Context, needs: Needs, deadline: Instant) -> Result<Stri
     match name {
         Some(Ok(n)) => Ok(judge_identity(Some(&n), &user, &groups)?),
         // The role maps to some node, but whether as this Node is unknown: not a pass.
-        Some(Err(why)) => Err(Step::Failed(Cause::new(
+        Some(Err(why)) => Err(Stop::Failed(Cause::new(
             "name-unknown",
             format!(
                 "{}, but the Node's name could not be read, so whether it is this Node's is unknown: {why}",
@@ -244,28 +260,4 @@ async fn reach(ctx: &Context, url: &str) -> Result<String, Cause> {
             .map_err(unreachable)?;
     }
     Ok(format!("{} reached {how}", u.authority()))
-}
-/// Put `results` into the join record `property` (a report property): the checks, their mode
-/// (`fail` or `warn`) and the failures among its causes.
-pub fn record(property: &mut serde_json::Value, results: &[CheckResult], mode: &str) {
-    let mut rec: JoinRecord = serde_json::from_value(property.clone()).unwrap_or_default();
-    rec.preflight_mode = Some(mode.to_string());
-    rec.causes.extend(
-        results
-            .iter()
-            .filter(|r| r.result == Verdict::Failed)
-            .map(CheckResult::line),
-    );
-    rec.preflight = results.to_vec();
-    if let Ok(v) = serde_json::to_value(&rec) {
-        *property = v;
-    }
-}
-
-/// The error that ends a run whose checks before the changes failed.
-pub fn stopped(failed: usize) -> String {
-    format!(
-        "{failed} preflight check{} failed (verify.preflight: fail): no hand-off, nothing was changed; see `eks-nodeinit status`",
-        if failed == 1 { "" } else { "s" }
-    )
 }

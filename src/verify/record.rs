@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::verdict::Blame;
+pub use super::verdict::JoinVerdict;
 use super::{CheckResult, Verdict};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -22,7 +24,7 @@ pub struct JoinRecord {
     /// Whose cause it is when the node did not join: `node` (the launch is abandoned) or
     /// `cluster` (it goes on, the cause named).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blame: Option<super::verdict::Blame>,
+    pub blame: Option<Blame>,
     /// What the launch hook was completed with, or why it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook: Option<String>,
@@ -45,33 +47,6 @@ pub struct Phase {
     pub at_unix_ms: u64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum JoinVerdict {
-    /// The Node is Ready with the plan's labels, taints and allocatable.
-    Joined,
-    /// A check failed in `fail` mode: no hand-off.
-    PreflightFailed,
-    /// No Node registered by this instance by the deadline.
-    Deadline,
-    /// The Node registered, and not Ready by the deadline.
-    NotReady,
-    /// Ready, but not as planned.
-    Mismatch,
-}
-
-impl JoinVerdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JoinVerdict::Joined => "joined",
-            JoinVerdict::PreflightFailed => "preflight-failed",
-            JoinVerdict::Deadline => "deadline",
-            JoinVerdict::NotReady => "not-ready",
-            JoinVerdict::Mismatch => "mismatch",
-        }
-    }
-}
-
 impl JoinRecord {
     /// `status`'s verdict on the record: `Ok` when the node joined, or was handed off with no
     /// proof asked for, and its launch hook (if any) was completed; why not, otherwise.
@@ -88,6 +63,21 @@ impl JoinRecord {
             Some(v) => Err(format!("the node did not join: {}", v.as_str())),
             None => Err("the node has no verdict yet".into()),
         }
+    }
+
+    /// Every cause, the one that decided first: the checks' failures that count, then the
+    /// proof's causes, then the failures that do not stop the join.
+    pub fn all_causes(&self) -> Vec<String> {
+        let failed = |advisory: bool| {
+            self.preflight
+                .iter()
+                .filter(move |r| r.result == Verdict::Failed && r.advisory == advisory)
+                .map(CheckResult::line)
+        };
+        failed(false)
+            .chain(self.causes.iter().cloned())
+            .chain(failed(true))
+            .collect()
     }
 
     pub fn phase(&mut self, name: &str, at_unix_ms: u64) {
@@ -114,8 +104,12 @@ impl JoinRecord {
             let failed = if self.hook_failed { "FAILED: " } else { "" };
             o.push_str(&format!("launch hook: {failed}{h}\n"));
         }
-        for c in &self.causes {
-            o.push_str(&format!("cause: {c}\n"));
+        let causes = self.all_causes();
+        if let Some((first, others)) = causes.split_first() {
+            o.push_str(&format!("cause: {first}\n"));
+            for c in others {
+                o.push_str(&format!("other cause: {c}\n"));
+            }
         }
         if let Some(first) = self.phases.first() {
             o.push_str("phases:\n");
@@ -134,7 +128,12 @@ impl JoinRecord {
                     Verdict::Skipped => "skipped",
                     Verdict::NotRun => "not run",
                 };
-                o.push_str(&format!("  {what:<7} {:>5} ms  {}\n", r.ms, r.line()));
+                // A failure is a cause above, with its detail and what to do.
+                let line = match (&r.result, &r.cause) {
+                    (Verdict::Failed, Some(code)) => format!("{} ({code})", r.check),
+                    _ => r.line(),
+                };
+                o.push_str(&format!("  {what:<7} {:>5} ms  {line}\n", r.ms));
             }
         }
         for c in &self.checked {
@@ -177,5 +176,49 @@ mod tests {
         let record: JoinRecord =
             serde_json::from_value(serde_json::json!({"unproven": true})).unwrap();
         assert!(record.unproven);
+    }
+
+    #[test]
+    fn status_leads_with_the_cause_that_decided_and_says_each_failure_once() {
+        let failed = |check: &str, cause: &str, advisory: bool| CheckResult {
+            check: check.into(),
+            result: Verdict::Failed,
+            cause: Some(cause.into()),
+            detail: format!("{check} said no"),
+            todo: Some(format!("fix {check}")),
+            ms: 3,
+            advisory,
+        };
+        let rec = JoinRecord {
+            verdict: Some(JoinVerdict::PreflightFailed),
+            preflight_mode: Some("fail".into()),
+            preflight: vec![
+                failed("STS reachable", "unreachable", true),
+                failed(
+                    "identity is system:node:n in system:nodes",
+                    "unauthenticated",
+                    false,
+                ),
+            ],
+            ..JoinRecord::default()
+        };
+        let text = rec.to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1]
+                .starts_with("cause: identity is system:node:n in system:nodes (unauthenticated)"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("other cause: STS reachable (unreachable)"),
+            "{text}"
+        );
+        for todo in ["fix identity", "fix STS"] {
+            assert_eq!(text.matches(todo).count(), 1, "{todo} once:\n{text}");
+        }
+        assert!(
+            text.contains("FAILED      3 ms  STS reachable (unreachable)\n"),
+            "{text}"
+        );
     }
 }

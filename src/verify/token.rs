@@ -248,15 +248,5 @@ mod tests {
             sts_url("us-iso-east-1"),
             "https://sts.us-iso-east-1.c2s.ic.gov"
         );
-        // The authenticator refuses any other host: an `AWS_ENDPOINT_URL_STS` the agent's
-        // environment names (a VPC endpoint's own name, a test's) stays out of the token.
-        let reach = crate::facts::Reach {
-            overrides: [("STS".to_string(), "http://127.0.0.1:5000".to_string())].into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            reach.sts_url("eu-west-1"),
-            "https://sts.eu-west-1.amazonaws.com"
-        );
     }
 }

@@ -9,7 +9,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::record::JoinVerdict;
 use super::Cause;
 use crate::aws::autoscaling::HookResult;
 
@@ -146,6 +145,33 @@ pub fn hook_result(verdict: JoinVerdict, blame: Option<Blame>, strict: bool) -> 
         _ if strict => HookResult::Abandon,
         (_, Some(Blame::Node)) => HookResult::Abandon,
         _ => HookResult::Continue,
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum JoinVerdict {
+    /// The Node is Ready with the plan's labels, taints and allocatable.
+    Joined,
+    /// A check failed in `fail` mode: no hand-off.
+    PreflightFailed,
+    /// No Node registered by this instance by the deadline.
+    Deadline,
+    /// The Node registered, and not Ready by the deadline.
+    NotReady,
+    /// Ready, but not as planned.
+    Mismatch,
+}
+
+impl JoinVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JoinVerdict::Joined => "joined",
+            JoinVerdict::PreflightFailed => "preflight-failed",
+            JoinVerdict::Deadline => "deadline",
+            JoinVerdict::NotReady => "not-ready",
+            JoinVerdict::Mismatch => "mismatch",
+        }
     }
 }
 

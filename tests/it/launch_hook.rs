@@ -17,7 +17,7 @@ use common::{cmd, run, sample_root, stderr, stdout, Moto};
 use eks_nodeinit::instance::lifecycle::{
     CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
-use eks_nodeinit::plan::aspects::after_handoff::{AfterJob, AFTER_JOB};
+use eks_nodeinit::plan::after::{AfterJob, AFTER_JOB};
 use serde_json::{json, Value};
 
 const HOOK: &str = "eks-node-ready";
@@ -210,7 +210,10 @@ fn a_failed_step_after_the_hand_off_is_named_and_the_hook_still_completed() {
     let text = std::fs::read_to_string(r.join(&AFTER_JOB[1..])).unwrap();
     let after = AfterJob::from_text(&text).unwrap();
     assert_eq!(after.steps.len(), 1);
-    assert_eq!(after.steps[0].argv[1..3], ["pin-sandbox-image", "--root"]);
+    let eks_nodeinit::plan::step::After::Run(pin) = &after.steps[0] else {
+        panic!("{after:?}")
+    };
+    assert_eq!(pin.argv[1..3], ["pin-sandbox-image", "--root"]);
 
     let out = complete_hook(&a, r, &bus.address, &[]);
     assert!(!out.status.success());

@@ -10,12 +10,11 @@ use crate::base::k8s::milli_value;
 use crate::base::node::cpu_list;
 use crate::facts::Facts;
 use crate::facts::Family;
-use crate::instance::metadata::Metadata;
 use crate::instance::userdata::{UserDataFact, UserReserved};
+use crate::plan::join;
 use crate::plan::kubelet::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
 use crate::plan::step::{File, Mode};
 use crate::spec::Spec;
-use crate::verify::name::NodeName;
 use crate::verify::proof::{Expect, JoinJob, JOIN_JOB};
 
 use super::{Aspect, Input, Out, Reads};
@@ -33,50 +32,13 @@ fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     }
 }
 
-/// The name the hand-off gives the Node: the last `--hostname-override` kubelet is given (the
-/// config's `kubelet.extraArgs`, which both hand-offs append last, or on AL2023 the user data's
-/// NodeConfig flags), else on AL2023 the instance id when the user data's NodeConfig turns on
-/// `InstanceIdNodeName`, else EC2's `PrivateDnsName` — never IMDS `local-hostname`. kubelet
-/// trims and lower-cases an override.
-pub(crate) fn node_name(spec: &Spec, facts: &Facts, md: &Metadata) -> NodeName {
-    const FLAG: &str = "--hostname-override=";
-    let overridden = |v: &str, source: String| NodeName::Override {
-        name: v.trim().to_ascii_lowercase(),
-        source,
-    };
-    let extra = spec.registration.extra_args.iter().enumerate().rev();
-    if let Some((i, v)) = extra
-        .filter_map(|(i, a)| a.strip_prefix(FLAG).map(|v| (i, v)))
-        .find(|(_, v)| !v.trim().is_empty())
-    {
-        return overridden(v, format!("kubelet.extraArgs[{i}]"));
-    }
-    let naming = match (&facts.user_data, facts.family()) {
-        (UserDataFact::Read(Ok(nc)), Some(Family::Al2023)) => Some(&nc.naming),
-        _ => None,
-    };
-    if let Some((Some(v), source)) = naming.and_then(|n| n.hostname_override.as_ref()) {
-        if !v.trim().is_empty() {
-            return overridden(v, source.clone());
-        }
-    }
-    match naming.is_some_and(|n| n.instance_id_node_name) {
-        true => NodeName::InstanceId {
-            name: md.instance_id.clone(),
-        },
-        false => NodeName::PrivateDnsName {
-            instance_id: md.instance_id.clone(),
-        },
-    }
-}
-
 /// A quantity in whole units (cores × 1000 for CPU: millicores).
 fn quantity_milli(v: Option<&str>) -> Option<u128> {
     milli_value(v?)
 }
 
 /// What the Node must show, from the kubelet intent.
-pub(crate) fn expect(k: &KubeletIntent) -> Expect {
+fn expect(k: &KubeletIntent) -> Expect {
     let config: BTreeMap<&str, &serde_json::Value> =
         k.config.iter().map(|(n, v)| (*n, v)).collect();
     let pods = config.get("maxPods").and_then(|v| v.as_u64());
@@ -156,36 +118,11 @@ fn user_reserved(e: &mut Expect, r: &UserReserved, reserved_cpus: bool) {
     };
 }
 
-/// How the node's own calls after the hand-off go: the config's proxy (with the NO_PROXY
-/// kubelet gets) and CA bundles, whatever the proof's unit environment holds.
-pub(crate) fn node_transport(
-    spec: &Spec,
-    facts: &Facts,
-    md: &Metadata,
-) -> Option<crate::aws::Transport> {
-    let cidr = facts.cluster.cidr.as_ref().map(|c| c.text.as_str());
-    let proxy = spec.proxy.as_ref().map(|p| crate::aws::http::Proxy {
-        http: p.http.as_ref().map(|u| u.url.clone()),
-        https: p.https.as_ref().map(|u| u.url.clone()),
-        no_proxy: p
-            .no_proxy_list(crate::spec::proxy::NoProxyInputs {
-                region: &md.region,
-                vpc_cidrs: md.vpc_cidr_blocks.as_deref().unwrap_or_default(),
-                service_cidr: cidr,
-            })
-            .join(","),
-    });
-    let ca_bundles = spec.ca_bundles();
-    (proxy.is_some() || !ca_bundles.is_empty())
-        .then_some(crate::aws::Transport { proxy, ca_bundles })
-}
-
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
     if spec.verify.join_deadline.is_none() && facts.family().is_some() && i.handoff.hold.is_none() {
         // No proof comes: `status` says so instead of waiting for a verdict for ever.
-        let unproven = serde_json::json!({ "unproven": true });
-        out.record.insert(super::preflight::RECORD.into(), unproven);
+        join::record(out, "unproven", serde_json::json!(true));
     }
     let (Some(deadline), Some(_), Some(md), Some(reach)) = (
         spec.verify.join_deadline,
@@ -207,7 +144,7 @@ fn plan(i: &Input, out: &mut Out) {
         region: md.region.clone(),
         endpoint: endpoint.clone(),
         certificate_authority: ca.clone(),
-        node: node_name(spec, facts, md),
+        node: join::node_name(spec, facts, md),
         instance_id: md.instance_id.clone(),
         group: facts.autoscaling_group().map(String::from),
         sts_url: reach.sts_url(&md.region),
@@ -215,7 +152,7 @@ fn plan(i: &Input, out: &mut Out) {
         imds_v1_fallback: spec.imds.allow_v1_fallback,
         deadline_secs: deadline.as_secs(),
         strict: spec.verify.join_strict,
-        transport: node_transport(spec, facts, md),
+        transport: join::node_transport(spec, facts, md),
         expect: expect_on(&i.handoff.kubelet, facts),
     };
     out.secrets.push(ca.clone());
@@ -226,8 +163,10 @@ fn plan(i: &Input, out: &mut Out) {
     // shown in the job's diff.
     let new_text = job.to_text();
     for text in [Some(new_text.as_str()), current.content.as_deref()] {
-        out.secrets
-            .extend(text.map(super::proxy::credentials_in).unwrap_or_default());
+        out.secrets.extend(
+            text.map(crate::base::text::credentials_in)
+                .unwrap_or_default(),
+        );
     }
     if let Some(step) = File::wanted(
         JOIN_JOB,
@@ -238,11 +177,11 @@ fn plan(i: &Input, out: &mut Out) {
     ) {
         out.steps.push(step);
         // The report's join record, which the proof completes, holds this run's phases.
-        out.timelines.insert(super::preflight::RECORD.into());
+        out.timelines.insert(join::RECORD.into());
         // The launch hook's aspect starts the unit when there is a hook; a run from a user-data
         // script (not the agent's unit, which pulls it in) has it started here otherwise.
         if spec.launch_hook.is_none() {
-            out.steps.push(super::launch_hook::start_unit(
+            out.steps.push(join::start_unit(
                 "it proves the join once kubelet is active",
             ));
         }
@@ -348,7 +287,7 @@ mod tests {
         assert_eq!(job["endpoint"], "https://k.example", "{job:#}");
         assert_eq!(job["instanceId"], "i-1", "{job:#}");
         assert!(
-            matches!(&u.job, UnitJob::Start { unit } if unit == super::super::launch_hook::UNIT),
+            matches!(&u.job, UnitJob::Start { unit } if unit == crate::plan::join::UNIT),
             "{u:?}"
         );
         assert_eq!(out.secrets, ["Q0E="]);

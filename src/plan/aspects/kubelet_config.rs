@@ -6,13 +6,12 @@
 //! When only keys are added, the file's own formatting is kept and the new keys are inserted
 //! before the closing brace, so the diff shows exactly the added lines.
 
-use std::path::Path;
-
 use serde_json::{Map, Value};
 
 use crate::base::bootstrap_sh::AL2_FLAG_KEYS;
 use crate::base::duration;
-use crate::facts::{Facts, Family};
+use crate::facts::Family;
+use crate::plan::kubelet::file::config_file;
 use crate::plan::step::Step;
 use crate::spec::Spec;
 
@@ -26,74 +25,10 @@ pub(crate) const ASPECT: Aspect = Aspect {
     contribute: super::Contribution::Nothing,
 };
 
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum KubeletError {
-    #[error("kubelet config {path} is not valid JSON: line {line}, column {column}: {message}; fix or restore the file (a pristine copy may be at {path}.orig)")]
-    Parse {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("kubelet config {path} is not a JSON object")]
-    NotObject { path: String },
-}
-
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2) {
         r.file(spec.kubelet.config_path.clone());
         r.ask(Read::Exists(spec.kubelet.backup_path()));
-    }
-}
-
-/// The AL2 kubelet config as found: its path under the root (for messages), text, document and
-/// mode; `Ok(None)` when absent; `Err` the finding's message.
-pub(crate) struct ConfigFile {
-    pub shown: String,
-    pub text: String,
-    pub doc: Map<String, Value>,
-    pub mode: Option<u32>,
-}
-
-/// Read the kubelet config out of the facts, parsed.
-pub(crate) fn config_file(spec: &Spec, facts: &Facts) -> Result<Option<ConfigFile>, String> {
-    let path = &spec.kubelet.config_path;
-    let shown = crate::os::fsutil::under(&facts.root, path)
-        .display()
-        .to_string();
-    let Some(file) = facts.file(path) else {
-        return Ok(None);
-    };
-    if let Some(target) = &file.link {
-        return Err(format!(
-            "{shown} is a symbolic link to {}: the agent replaces files atomically and will neither replace the link with a file nor write through it; point kubelet.configPath at the file itself",
-            crate::base::text::printable(&target.display().to_string())
-        ));
-    }
-    let text = match &file.content {
-        Ok(Some(t)) => t.clone(),
-        Ok(None) => return Ok(None),
-        Err(e) => return Err(e.clone()),
-    };
-    let doc = parse(&text, Path::new(&shown)).map_err(|e| e.to_string())?;
-    Ok(Some(ConfigFile {
-        shown,
-        text,
-        doc,
-        mode: file.mode,
-    }))
-}
-
-/// Where kubelet's `protectKernelDefaults` is on, if it is: the AL2 kubelet config when it says
-/// so; on AL2023, nodeadm's generated config (its default).
-pub(crate) fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<String> {
-    match facts.family() {
-        Some(Family::Al2023) => Some("nodeadm's generated kubelet config".into()),
-        Some(Family::Al2) => {
-            let k = config_file(spec, facts).ok()??;
-            protects_kernel_defaults(&k.doc).then_some(k.shown)
-        }
-        None => None,
     }
 }
 
@@ -155,26 +90,6 @@ pub struct Patch {
     pub new_text: String,
     pub changed_keys: Vec<String>,
     pub kept: Vec<Kept>,
-}
-
-/// Parse the kubelet config, with the file and position on error.
-pub fn parse(text: &str, path: &Path) -> Result<Map<String, Value>, KubeletError> {
-    let path = path.display().to_string();
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(KubeletError::NotObject { path }),
-        Err(e) => Err(KubeletError::Parse {
-            path,
-            line: e.line(),
-            column: e.column(),
-            message: crate::base::text::serde_message(&e),
-        }),
-    }
-}
-
-/// Does the file turn on `protectKernelDefaults`?
-pub(crate) fn protects_kernel_defaults(m: &Map<String, Value>) -> bool {
-    m.get("protectKernelDefaults") == Some(&Value::Bool(true))
 }
 
 fn same_value(a: &Value, b: &Value) -> bool {
@@ -309,7 +224,7 @@ mod tests {
     fn patched(text: &str, s: &Settings) -> Patch {
         patch(
             text,
-            parse(text, Path::new("k.json")).unwrap(),
+            crate::plan::kubelet::file::parse(text, std::path::Path::new("k.json")).unwrap(),
             &s.wanted,
             s.overwrite,
         )
@@ -359,9 +274,9 @@ mod tests {
 
     #[test]
     fn malformed_names_file_and_line() {
-        let err = parse(
+        let err = crate::plan::kubelet::file::parse(
             "{\n  \"a\": 1,\n  \"b\" 2\n}",
-            Path::new("/x/kubelet-config.json"),
+            std::path::Path::new("/x/kubelet-config.json"),
         )
         .unwrap_err();
         let msg = err.to_string();

@@ -14,15 +14,13 @@ use crate::instance::lifecycle::{
     meaning, CompleteAfter, LaunchHookJob, Meaning, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
 };
 use crate::instance::metadata::Metadata;
-use crate::plan::step::{AwsCall, Call, IfFailed, Mode, Step, Unit, UnitJob};
+use crate::plan::join::{self, UNIT};
+use crate::plan::step::{AwsCall, Call, Mode, Step};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
 
 const FIELD: &str = "lifecycle.completeLaunchHook";
-
-/// The packaged unit that completes the hook.
-pub const UNIT: &str = "eks-nodeinit-launch-hook.service";
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "launch hook",
@@ -98,8 +96,8 @@ fn plan(i: &Input, out: &mut Out) {
                 job: job.clone(),
                 result: HookResult::Abandon,
             },
-            record: Some((super::preflight::RECORD.into(), "hook".into())),
-            transport: super::join::node_transport(spec, facts, md).map(Box::new),
+            record: Some((join::RECORD.into(), "hook".into())),
+            transport: join::node_transport(spec, facts, md).map(Box::new),
         }));
     }
     if current.content.as_deref() == Some(new.as_str()) {
@@ -123,21 +121,9 @@ fn plan(i: &Input, out: &mut Out) {
     out.file_from(current, LAUNCH_HOOK_JOB, purpose, new, Mode::Exact(0o644));
     // A user-data script's run (cloud-final) is not the agent's unit, which pulls the hook unit
     // in: start it, ordered after nodeadm-run and waiting for kubelet, whoever ran the agent.
-    out.steps
-        .push(start_unit("it completes the hook when its time comes"));
-}
-
-/// [`UNIT`] started because `why`: the run of a user-data script (cloud-final) is not the agent's
-/// unit, which pulls it in.
-pub(crate) fn start_unit(why: &str) -> Step {
-    Step::Unit(Unit {
-        job: UnitJob::Start { unit: UNIT.into() },
-        why: format!(
-            "{why} (in the packaged unit's run it is already pulled in, and this is the same job)"
-        ),
-        required: false,
-        if_failed: IfFailed::new(format!("{UNIT} not started"), ""),
-    })
+    out.steps.push(join::start_unit(
+        "it completes the hook when its time comes",
+    ));
 }
 
 #[cfg(test)]
@@ -145,6 +131,7 @@ mod tests {
     use super::super::testing::{run, spec};
     use super::*;
     use crate::facts::Facts;
+    use crate::plan::step::{Unit, UnitJob};
     use std::path::PathBuf;
 
     const CONFIG: &str =

@@ -218,46 +218,4 @@ mod tests {
         assert_eq!(parse_timespan("2m"), Some(120.0));
         assert_eq!(parse_timespan("bogus"), None);
     }
-
-    #[test]
-    fn later_dropin_wins_and_etc_masks_usr() {
-        let d = tempfile::tempdir().unwrap();
-        let r = d.path();
-        std::fs::create_dir_all(r.join("etc/systemd/logind.conf.d")).unwrap();
-        std::fs::create_dir_all(r.join("usr/lib/systemd/logind.conf.d")).unwrap();
-        std::fs::write(
-            r.join("etc/systemd/logind.conf"),
-            "[Login]\nInhibitDelayMaxSec=5\n",
-        )
-        .unwrap();
-        std::fs::write(
-            r.join("etc/systemd/logind.conf.d/99-kubelet.conf"),
-            "[Login]\nInhibitDelayMaxSec=30\n",
-        )
-        .unwrap();
-        std::fs::write(
-            r.join("usr/lib/systemd/logind.conf.d/zzz.conf"),
-            "[Login]\nInhibitDelayMaxSec=1\n",
-        )
-        .unwrap();
-        std::fs::write(
-            r.join("etc/systemd/logind.conf.d/zzz.conf"),
-            "[Login]\nKillUserProcesses=no\n",
-        )
-        .unwrap();
-        let mut spec = crate::spec::resolve(
-            &crate::config::parse(
-                r#"{"cluster":{"name":"c"},"nodeGroup":{},"logind":{"inhibitDelayMaxSec":90}}"#,
-                "t",
-            )
-            .unwrap(),
-        )
-        .0;
-        spec.mode = crate::config::HandoffMode::Al2023;
-        let facts = crate::gather::node(r, &spec, None, Default::default());
-        let s = effective_settings(&facts, &dropin_content(90));
-        let secs: Vec<f64> = s.iter().map(|x| x.seconds).collect();
-        // main 5, 99-kubelet 30, ours 90; /usr/lib/zzz.conf masked by /etc/zzz.conf (no setting)
-        assert_eq!(secs, vec![5.0, 30.0, 90.0]);
-    }
 }

@@ -13,7 +13,6 @@ use crate::plan::kubelet::KubeletIntent;
 pub(crate) use crate::plan::out::Out;
 use crate::spec::Spec;
 
-pub mod after_handoff;
 pub mod cluster;
 pub mod credential_providers;
 pub mod hugepages;
@@ -138,8 +137,6 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     warm_pool::ASPECT,
     join::ASPECT,
     launch_hook::ASPECT,
-    // Last: it gathers every other setting's steps after the hand-off.
-    after_handoff::ASPECT,
 ];
 
 /// What planning tests of one aspect share: a spec from JSON, one aspect run on built facts.

@@ -96,6 +96,13 @@ fn plan(i: &Input, out: &mut Out) {
     }
 }
 
+/// Whether a run that applies its plan will likely call EC2 to tag: tagging on and the Name tag
+/// unknown or absent (when it is set, the plan tags only if its value changed; then the client
+/// is made then).
+pub fn likely(spec: &crate::spec::tagging::TaggingSpec, tags: &crate::facts::InstanceTags) -> bool {
+    spec.enabled && !matches!(tags.get(KEY), TagState::Is(_))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +147,30 @@ mod tests {
         assert!(value(Some(&long), &md())
             .unwrap_err()
             .contains("at most 256"));
+    }
+
+    #[test]
+    fn a_client_is_made_ready_only_when_the_run_will_likely_tag() {
+        let on = crate::spec::tagging::TaggingSpec {
+            enabled: true,
+            required: false,
+            sync_budget: std::time::Duration::from_secs(3),
+            background_deadline: std::time::Duration::from_secs(600),
+            spread: std::time::Duration::ZERO,
+            ec2_endpoint: None,
+        };
+        let off = crate::spec::tagging::TaggingSpec {
+            enabled: false,
+            ..on.clone()
+        };
+        let named = crate::facts::InstanceTags::Known([("Name".into(), "n".into())].into());
+        let unnamed = crate::facts::InstanceTags::Known(Default::default());
+        assert!(likely(&on, &crate::facts::InstanceTags::Unknown));
+        assert!(likely(&on, &unnamed));
+        assert!(
+            !likely(&on, &named),
+            "set: the plan tags only if it changed"
+        );
+        assert!(!likely(&off, &crate::facts::InstanceTags::Unknown));
     }
 }

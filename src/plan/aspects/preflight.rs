@@ -10,15 +10,14 @@ use base64::Engine;
 use crate::config::PreflightMode;
 use crate::facts::{Facts, Family, Reach};
 use crate::instance::metadata::Metadata;
+use crate::plan::join;
 use crate::plan::step::{CheckStep, Record, Step, When};
 use crate::spec::Spec;
+use crate::verify::preflight as probes;
 use crate::verify::record::JoinVerdict;
-use crate::verify::{Check, Context, Probe};
+use crate::verify::{Check, Context};
 
 use super::{Aspect, Input, Out, Reads};
-
-/// The report property of the join: the checks' results go there, with the run's phases.
-pub(crate) const RECORD: &str = "join";
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "preflight",
@@ -47,13 +46,13 @@ fn context(spec: &Spec, facts: &Facts, md: &Metadata, reach: &Reach) -> Option<C
         .decode(c.certificate_authority.as_deref()?)
         .ok()?;
     let region = md.region.as_str();
-    let t = super::join::node_transport(spec, facts, md).unwrap_or_default();
+    let t = join::node_transport(spec, facts, md).unwrap_or_default();
     Some(Context {
         cluster: c.name.clone(),
         region: region.to_string(),
         endpoint,
         ca_pem: String::from_utf8_lossy(&ca).into_owned(),
-        node: Some(super::join::node_name(spec, facts, md)),
+        node: Some(join::node_name(spec, facts, md)),
         imds_endpoint: reach.imds_endpoint.clone(),
         imds_v1_fallback: spec.imds.allow_v1_fallback,
         proxy: t.proxy,
@@ -63,7 +62,7 @@ fn context(spec: &Spec, facts: &Facts, md: &Metadata, reach: &Reach) -> Option<C
 }
 
 /// The checks that need the network and the instance, in the order they are shown.
-fn network_probes(ctx: &Context, md: &Metadata, reach: &Reach) -> Vec<Probe> {
+fn network_checks(ctx: &Arc<Context>, md: &Metadata, reach: &Reach) -> Vec<Check> {
     let region = md.region.as_str();
     let name = ctx.node.as_ref().map_or("<name>".into(), |n| n.describe());
     let expect = format!("system:node:{name} in system:nodes");
@@ -71,14 +70,11 @@ fn network_probes(ctx: &Context, md: &Metadata, reach: &Reach) -> Vec<Probe> {
     // the check reaches the endpoint, the same for every account of a Region.
     let (account, ecr_region) = crate::base::ecr::eks_registry(region);
     let dkr = format!("{account}.dkr.ecr");
+    let ctx = || ctx.clone();
     let mut v = vec![
-        Probe::Credentials {
-            imds: reach.imds_endpoint.clone(),
-        },
-        Probe::ApiServer {
-            endpoint: ctx.endpoint.clone(),
-        },
-        Probe::Identity { expect },
+        Check::new(probes::Credentials { ctx: ctx() }),
+        Check::new(probes::ApiServerReady { ctx: ctx() }),
+        Check::new(probes::Identity { ctx: ctx(), expect }),
     ];
     for (service, name, host) in [
         ("STS", "STS", "sts"),
@@ -90,38 +86,48 @@ fn network_probes(ctx: &Context, md: &Metadata, reach: &Reach) -> Vec<Probe> {
             "ECR registry" => ecr_region.as_str(),
             _ => region,
         };
-        v.push(Probe::AwsEndpoint {
+        v.push(Check::new(probes::AwsEndpoint {
+            ctx: ctx(),
             service: name.to_string(),
             url: aws_url(reach, service, host, at),
-        });
+        }));
     }
     v
 }
 
 /// The checks that need only what was read: the CIDRs.
-fn cidr_probes(facts: &Facts, md: &Metadata) -> Vec<Probe> {
+fn cidr_checks(facts: &Facts, md: &Metadata) -> Vec<Check> {
     let Some(cidr) = facts.cluster.cidr.as_ref().filter(|c| !c.ipv6) else {
         return Vec::new();
     };
     let mut v = Vec::new();
     if let Some(vpc) = md.vpc_cidr_blocks.as_ref().filter(|v| !v.is_empty()) {
-        v.push(Probe::ServiceCidr {
+        v.push(Check::new(probes::ServiceCidr {
             cidr: cidr.text.clone(),
             vpc: vpc.clone(),
-        });
+        }));
     }
-    v.push(Probe::ClusterDns {
+    v.push(Check::new(probes::ClusterDns {
         address: crate::plan::handoff::al2::dns_ip(&cidr.text),
         cidr: cidr.text.clone(),
-    });
+    }));
     v
+}
+
+/// The phase the join's checks run in, as `verify.preflight` says: `None` when off.
+pub(crate) fn phase(spec: &Spec) -> Option<When> {
+    match spec.verify.preflight {
+        PreflightMode::Off => None,
+        PreflightMode::Fail => Some(When::First),
+        PreflightMode::Warn => Some(When::Beside),
+    }
 }
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
-    if spec.verify.preflight == PreflightMode::Off {
+    let Some(when) = phase(spec) else {
         return;
-    }
+    };
     let (Some(md), Some(reach)) = (&facts.instance, &facts.reach) else {
         return;
     };
@@ -134,33 +140,29 @@ fn plan(i: &Input, out: &mut Out) {
             f.display()
         )
     });
-    let network = network_probes(&ctx, md, reach);
-    let context = Arc::new(ctx);
-    let probes = network
-        .into_iter()
-        .map(|p| (p, skip.clone()))
-        .chain(cidr_probes(facts, md).into_iter().map(|p| (p, None)));
-    let when = match spec.verify.preflight {
-        PreflightMode::Fail => When::First,
-        _ => When::Beside,
-    };
-    for (probe, skip) in probes {
+    let network = network_checks(&Arc::new(ctx), md, reach);
+    let network = network.into_iter().map(|c| Check {
+        skip: skip.clone(),
+        ..c
+    });
+    for check in network.chain(cidr_checks(facts, md)) {
         out.steps.push(Step::Check(CheckStep {
-            check: Check {
-                probe,
-                skip,
-                context: context.clone(),
-            },
+            check,
             when,
             budget_ms: u64::try_from(spec.verify.budget.as_millis()).unwrap_or(u64::MAX),
-            record: Some(RECORD.into()),
+            record: Some((join::RECORD.into(), join::PREFLIGHT.into())),
         }));
     }
+    let mode = match when {
+        When::First => "fail",
+        _ => "warn",
+    };
+    join::record(out, "preflightMode", serde_json::json!(mode));
     // A failed check before the changes is the join's verdict; the launch hook's aspect adds
     // what Auto Scaling is told.
     if when == When::First {
         out.on_failure.push(Step::Record(Record {
-            property: RECORD.into(),
+            property: join::RECORD.into(),
             key: "verdict".into(),
             value: serde_json::json!(JoinVerdict::PreflightFailed.as_str()),
         }));
@@ -172,12 +174,12 @@ mod tests {
     use super::super::testing::{complete, instance, run, spec};
     use super::*;
 
-    /// Each check planned: its probe and why it is skipped.
-    fn checks(steps: &[Step]) -> Vec<(Probe, Option<String>)> {
+    /// Each check planned, as the plan's JSON shows it.
+    fn checks(steps: &[Step]) -> Vec<serde_json::Value> {
         steps
             .iter()
             .map(|s| match s {
-                Step::Check(c) => (c.check.probe.clone(), c.check.skip.clone()),
+                Step::Check(c) => serde_json::to_value(&c.check).unwrap(),
                 other => panic!("not a check: {other:?}"),
             })
             .collect()
@@ -187,22 +189,12 @@ mod tests {
     fn a_metadata_file_skips_the_network_checks_and_runs_the_cidr_ones() {
         let s = spec(&complete(""));
         let out = run(&ASPECT, &s, &instance(&s, Some("/tmp/md.json")));
-        let checks = checks(&out.steps);
         let skip = "--metadata /tmp/md.json: not an instance (no role credentials; the cluster need not be reachable from here)";
-        let endpoint = |service: &str, url: &str| Probe::AwsEndpoint {
-            service: service.into(),
-            url: url.into(),
-        };
-        let network = [
-            Probe::Credentials {
-                imds: "http://169.254.169.254".into(),
-            },
-            Probe::ApiServer {
-                endpoint: "https://k.example".into(),
-            },
-            Probe::Identity {
-                expect: "system:node:<PrivateDnsName of i-1> in system:nodes".into(),
-            },
+        let endpoint = |service: &str, url: &str| serde_json::json!({"check": "awsEndpoint", "service": service, "url": url, "skip": skip});
+        let want = [
+            serde_json::json!({"check": "credentials", "imds": "http://169.254.169.254", "skip": skip}),
+            serde_json::json!({"check": "apiServer", "endpoint": "https://k.example", "skip": skip}),
+            serde_json::json!({"check": "identity", "expect": "system:node:<PrivateDnsName of i-1> in system:nodes", "skip": skip}),
             endpoint("STS", "https://sts.eu-west-1.amazonaws.com"),
             endpoint("EC2", "https://ec2.eu-west-1.amazonaws.com"),
             endpoint("ECR API", "https://api.ecr.eu-west-1.amazonaws.com"),
@@ -210,23 +202,14 @@ mod tests {
                 "ECR registry",
                 "https://602401143452.dkr.ecr.eu-west-1.amazonaws.com",
             ),
+            serde_json::json!({"check": "serviceCidr", "cidr": "172.20.0.0/16", "vpc": ["10.0.0.0/16"]}),
+            serde_json::json!({"check": "clusterDns", "address": "172.20.0.10", "cidr": "172.20.0.0/16"}),
         ];
-        let cidr = [
-            Probe::ServiceCidr {
-                cidr: "172.20.0.0/16".into(),
-                vpc: vec!["10.0.0.0/16".into()],
-            },
-            Probe::ClusterDns {
-                address: "172.20.0.10".into(),
-                cidr: "172.20.0.0/16".into(),
-            },
-        ];
-        let want: Vec<(Probe, Option<String>)> = network
-            .into_iter()
-            .map(|p| (p, Some(skip.to_string())))
-            .chain(cidr.into_iter().map(|p| (p, None)))
-            .collect();
-        assert_eq!(checks, want);
+        assert_eq!(checks(&out.steps), want);
+        assert_eq!(
+            out.record.get("join"),
+            Some(&serde_json::json!({"preflightMode": "warn"}))
+        );
     }
 
     #[test]

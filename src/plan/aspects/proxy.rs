@@ -110,14 +110,6 @@ pub fn render_env(p: &ProxySpec) -> String {
     s
 }
 
-/// The credentials a file holds as `scheme://USERINFO@`, for redacting its old content.
-pub(crate) fn credentials_in(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| l.split_once("://").map(|(_, r)| r))
-        .filter_map(|r| r.rsplit_once('@').map(|(u, _)| format!("{u}@")))
-        .collect()
-}
-
 /// The NO_PROXY for this node, with a warning for each input it lacks.
 fn no_proxy(i: &Input, p: &ProxySpec, out: &mut Out) -> Vec<String> {
     let md = i.facts.instance.as_ref();
@@ -182,7 +174,7 @@ fn plan(i: &Input, out: &mut Out) {
         out.secrets.extend(
             cur.content
                 .as_deref()
-                .map(credentials_in)
+                .map(crate::base::text::credentials_in)
                 .unwrap_or_default(),
         );
         if let Some(m) = cur.mode.filter(|m| mode == 0o600 && *m & 0o077 != 0) {

@@ -45,7 +45,7 @@ fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
     let mut wanted = BTreeMap::new();
-    let protector = super::kubelet_config::protect_kernel_defaults(spec, facts);
+    let protector = crate::plan::kubelet::file::protect_kernel_defaults(spec, facts);
     for (k, v) in &spec.sysctls {
         let field = format!("sysctls[\"{}\"]", printable(k));
         if let Some(protector) = &protector {

@@ -8,6 +8,7 @@
 //! nodeadm's `internal/kubelet/config.go` and its `withX` functions).
 
 pub mod derived;
+pub mod file;
 
 use serde_json::Value;
 

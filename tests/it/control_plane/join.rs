@@ -261,7 +261,7 @@ fn assert_joined(cp: &ControlPlane, j: &Joining) {
         .collect();
     for p in [
         "agent started",
-        "preflight done",
+        "checks done",
         "handed off",
         "kubelet active",
         "Node registered",
@@ -370,9 +370,7 @@ fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_cha
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let e = stderr(&out);
     assert!(
-        e.contains(
-            "preflight check failed (verify.preflight: fail): no hand-off, nothing was changed"
-        ),
+        e.contains("check before the changes failed: no hand-off, nothing was changed"),
         "{e}"
     );
     let rep = report(&j);

@@ -84,7 +84,7 @@ fn node(family: Family, tags: &[(&str, &str)]) -> Facts {
         sysctls::PERSIST_PATH,
         logind::DROPIN_PATH,
         logind::MAIN_CONF,
-        eks_nodeinit::plan::aspects::after_handoff::AFTER_JOB,
+        eks_nodeinit::plan::after::AFTER_JOB,
     ];
     if family == Family::Al2023 {
         files.push(nodeconfig::DROPIN);
