@@ -29,9 +29,13 @@ pub(crate) fn record(
     results: Option<Vec<CheckResult>>,
     report: &mut Report,
 ) -> usize {
-    let Some(results) = results else {
+    let Some(mut results) = results else {
         return 0;
     };
+    let phase = serde_json::to_value(when).unwrap_or_default();
+    for r in &mut results {
+        r.phase = phase.as_str().map(String::from);
+    }
     let outcomes = results.iter().map(|r| StepOutcome {
         step: format!("check {}", r.check),
         outcome: match r.result {
@@ -42,11 +46,9 @@ pub(crate) fn record(
     });
     report.steps.splice(0..0, outcomes);
     results.iter().for_each(log);
-    let phase = serde_json::to_value(when).unwrap_or_default();
     let mut by_record: BTreeMap<&(String, String), Vec<&CheckResult>> = BTreeMap::new();
     for (step, r) in steps.iter().zip(&results) {
-        let mut v = serde_json::to_value(r).unwrap_or_default();
-        v["phase"] = phase.clone();
+        let v = serde_json::to_value(r).unwrap_or_default();
         report.record(CHECKS, &r.check, v);
         if let Some(at) = &step.record {
             by_record.entry(at).or_default().push(r);

@@ -122,6 +122,9 @@ pub const LOADERS: &[(&str, check::Loader)] = &[];
 pub struct Cause {
     pub code: &'static str,
     pub detail: String,
+    /// What to do, where the check says it itself (a kind of check of its own module); else
+    /// the join's table says it by the code.
+    pub advice: Option<String>,
 }
 
 impl Cause {
@@ -129,6 +132,15 @@ impl Cause {
         Cause {
             code,
             detail: crate::base::text::escaped(&detail),
+            advice: None,
+        }
+    }
+
+    /// A cause with what to do about it.
+    pub fn advised(code: &'static str, detail: String, advice: impl Into<String>) -> Cause {
+        Cause {
+            advice: Some(advice.into()),
+            ..Cause::new(code, detail)
         }
     }
 
@@ -160,8 +172,8 @@ impl Cause {
     }
 
     /// What to do about it.
-    pub fn todo(&self) -> &'static str {
-        todo(self.code)
+    pub fn todo(&self) -> &str {
+        self.advice.as_deref().unwrap_or_else(|| todo(self.code))
     }
 }
 
@@ -207,9 +219,12 @@ pub struct CheckResult {
     pub todo: Option<String>,
     /// From the start of the checks to this one's end.
     pub ms: u64,
-    /// Failed, but the join does not need it: `fail` mode goes on.
+    /// Failed, but it does not count: a check before the changes goes on past it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub advisory: bool,
+    /// The phase it ran in (`first`, `beside`, `after`), as the executor records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -242,6 +257,7 @@ impl CheckResult {
             todo,
             ms,
             advisory,
+            phase: None,
         }
     }
 
@@ -254,6 +270,7 @@ impl CheckResult {
             todo: None,
             ms: 0,
             advisory: false,
+            phase: None,
         }
     }
 

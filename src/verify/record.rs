@@ -13,8 +13,6 @@ use super::{CheckResult, Verdict};
 pub struct JoinRecord {
     #[serde(default)]
     pub phases: Vec<Phase>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preflight_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preflight: Vec<CheckResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,10 +116,22 @@ impl JoinRecord {
                 o.push_str(&format!("  {:>9.3} s  {}\n", dt as f64 / 1000.0, p.phase));
             }
         }
-        if !self.preflight.is_empty() {
-            let mode = self.preflight_mode.as_deref().unwrap_or("warn");
-            o.push_str(&format!("preflight ({mode}):\n"));
-            for r in &self.preflight {
+        for (phase, title) in [
+            (
+                "first",
+                "checks before the changes (one that counts stops the run)",
+            ),
+            ("beside", "checks beside the changes"),
+        ] {
+            let of: Vec<_> = self
+                .preflight
+                .iter()
+                .filter(|r| r.phase.as_deref().unwrap_or("beside") == phase)
+                .collect();
+            if !of.is_empty() {
+                o.push_str(&format!("{title}:\n"));
+            }
+            for r in of {
                 let what = match r.result {
                     Verdict::Passed => "ok",
                     Verdict::Failed => "FAILED",
@@ -188,10 +198,10 @@ mod tests {
             todo: Some(format!("fix {check}")),
             ms: 3,
             advisory,
+            phase: Some("first".into()),
         };
         let rec = JoinRecord {
             verdict: Some(JoinVerdict::PreflightFailed),
-            preflight_mode: Some("fail".into()),
             preflight: vec![
                 failed("STS reachable", "unreachable", true),
                 failed(

@@ -13,9 +13,10 @@ use crate::facts::Family;
 use crate::instance::userdata::{UserDataFact, UserReserved};
 use crate::plan::join;
 use crate::plan::kubelet::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
-use crate::plan::step::{File, Mode};
+use crate::plan::step::{File, Mode, Record, Step};
 use crate::spec::Spec;
 use crate::verify::proof::{Expect, JoinJob, JOIN_JOB};
+use crate::verify::record::JoinVerdict;
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -120,6 +121,15 @@ fn user_reserved(e: &mut Expect, r: &UserReserved, reserved_cpus: bool) {
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
+    // A check before the changes that fails, whichever setting planned it, is the join's
+    // verdict: no hand-off. The executor runs this only then.
+    if facts.family().is_some() {
+        out.on_failure.push(Step::Record(Record {
+            property: join::RECORD.into(),
+            key: "verdict".into(),
+            value: serde_json::json!(JoinVerdict::PreflightFailed.as_str()),
+        }));
+    }
     if spec.verify.join_deadline.is_none() && facts.family().is_some() && i.handoff.hold.is_none() {
         // No proof comes: `status` says so instead of waiting for a verdict for ever.
         join::record(out, "unproven", serde_json::json!(true));

@@ -8,7 +8,6 @@
 //! node succeeded.
 
 use crate::aws::autoscaling::HookResult;
-use crate::config::PreflightMode;
 use crate::facts::Family;
 use crate::instance::lifecycle::{
     meaning, CompleteAfter, LaunchHookJob, Meaning, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB,
@@ -87,9 +86,9 @@ fn plan(i: &Input, out: &mut Out) {
     if done.content.as_deref() == Some(new.as_str()) {
         return;
     }
-    // A failed check before the changes (`verify.preflight: fail`) completes it with ABANDON:
-    // the hand-off never comes.
-    if job.after == CompleteAfter::Kubelet && spec.verify.preflight == PreflightMode::Fail {
+    // A failed check before the changes, whichever setting planned it, completes it with
+    // ABANDON: the hand-off never comes. The executor runs it only then.
+    if job.after == CompleteAfter::Kubelet {
         out.on_failure.push(Step::Call(Call {
             purpose: format!("complete the launch hook `{}` with ABANDON", job.hook),
             api: AwsCall::CompleteLaunch {
@@ -190,7 +189,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_failed_check_before_the_changes_abandons_the_launch() {
+    fn a_failed_check_before_the_changes_abandons_the_launch() {
         let facts = node(Family::Al2023, Some("InService"), Some("asg-a"))
             .absent([LAUNCH_HOOK_JOB, LAUNCH_HOOK_DONE])
             .build();
@@ -207,8 +206,9 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // In `warn` mode nothing runs before the changes: nothing to abandon on.
-        assert!(run(&ASPECT, &spec(CONFIG), &facts).on_failure.is_empty());
+        // Whatever mode the join's checks are in: another setting's check may run before the
+        // changes, and the executor runs this only when one fails.
+        assert_eq!(run(&ASPECT, &spec(CONFIG), &facts).on_failure.len(), 1);
     }
 
     #[test]

@@ -11,10 +11,9 @@ use crate::config::PreflightMode;
 use crate::facts::{Facts, Family, Reach};
 use crate::instance::metadata::Metadata;
 use crate::plan::join;
-use crate::plan::step::{CheckStep, Record, Step, When};
+use crate::plan::step::{CheckStep, Step, When};
 use crate::spec::Spec;
 use crate::verify::preflight as probes;
-use crate::verify::record::JoinVerdict;
 use crate::verify::{Check, Context};
 
 use super::{Aspect, Input, Out, Reads};
@@ -153,20 +152,6 @@ fn plan(i: &Input, out: &mut Out) {
             record: Some((join::RECORD.into(), join::PREFLIGHT.into())),
         }));
     }
-    let mode = match when {
-        When::First => "fail",
-        _ => "warn",
-    };
-    join::record(out, "preflightMode", serde_json::json!(mode));
-    // A failed check before the changes is the join's verdict; the launch hook's aspect adds
-    // what Auto Scaling is told.
-    if when == When::First {
-        out.on_failure.push(Step::Record(Record {
-            property: join::RECORD.into(),
-            key: "verdict".into(),
-            value: serde_json::json!(JoinVerdict::PreflightFailed.as_str()),
-        }));
-    }
 }
 
 #[cfg(test)]
@@ -206,10 +191,6 @@ mod tests {
             serde_json::json!({"check": "clusterDns", "address": "172.20.0.10", "cidr": "172.20.0.0/16"}),
         ];
         assert_eq!(checks(&out.steps), want);
-        assert_eq!(
-            out.record.get("join"),
-            Some(&serde_json::json!({"preflightMode": "warn"}))
-        );
     }
 
     #[test]
