@@ -56,9 +56,15 @@ pub(crate) fn record(
     }
     let timelines: Vec<String> = by_record.keys().map(|(p, _)| p.clone()).collect();
     report.stamp(&timelines, "checks done", crate::exec::report::now_ms());
+    // After the results of the run's other phases at the same key.
     for ((property, key), rs) in by_record {
-        let v = serde_json::to_value(rs).unwrap_or_default();
-        report.record(property, key, v);
+        let earlier = report.properties.get(property).and_then(|p| p.get(key));
+        let mut list = earlier
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_default();
+        list.extend(rs.iter().filter_map(|r| serde_json::to_value(r).ok()));
+        report.record(property, key, serde_json::Value::Array(list));
     }
     results
         .iter()
@@ -82,4 +88,67 @@ pub(crate) fn stopped(failed: usize) -> String {
         "{failed} check{} before the changes failed: no hand-off, nothing was changed; see `eks-nodeinit status`",
         if failed == 1 { "" } else { "s" }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(check: &str) -> CheckResult {
+        CheckResult {
+            check: check.into(),
+            result: Verdict::Passed,
+            cause: None,
+            detail: String::new(),
+            todo: None,
+            ms: 1,
+            advisory: false,
+            phase: None,
+        }
+    }
+
+    #[derive(Debug)]
+    struct Nothing;
+
+    impl crate::verify::Probe for Nothing {
+        fn kind(&self) -> &'static str {
+            "nothing"
+        }
+        fn describe(&self) -> String {
+            "nothing".into()
+        }
+        fn fields(&self) -> serde_json::Value {
+            serde_json::json!({})
+        }
+        fn run<'a>(
+            &'a self,
+            _: &'a crate::verify::check::Env,
+        ) -> crate::verify::check::Outcome<'a> {
+            Box::pin(async { Ok(String::new().into()) })
+        }
+    }
+
+    #[test]
+    fn each_phase_adds_its_results_to_the_key_its_checks_name() {
+        let step = |when| CheckStep {
+            check: crate::verify::Check::new(Nothing),
+            when,
+            budget_ms: 1000,
+            record: Some(("join".into(), "preflight".into())),
+        };
+        let (first, beside) = (step(When::First), step(When::Beside));
+        let mut report = Report::default();
+        record(&[&first], When::First, Some(vec![result("a")]), &mut report);
+        record(
+            &[&beside],
+            When::Beside,
+            Some(vec![result("b")]),
+            &mut report,
+        );
+        let list = &report.properties["join"]["preflight"];
+        assert_eq!(list[0]["check"], "a");
+        assert_eq!(list[0]["phase"], "first");
+        assert_eq!(list[1]["phase"], "beside");
+        assert_eq!(report.properties[CHECKS]["b"]["phase"], "beside");
+    }
 }
