@@ -15,6 +15,12 @@ pub struct VerifySettings {
     /// 30s). They run beside the run's own work; a check not done by then fails as timed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight_budget: Option<String>,
+    /// The hardened-AMI checks (docs/hardening.md): the kernel settings the kubelet's
+    /// `protectKernelDefaults` demands, `noexec` where the node executes programs, SELinux
+    /// without the container policy, FIPS mode without FIPS endpoints. `warn` (default),
+    /// `fail` and `off` as for `preflight`, under the same budget.
+    #[serde(default)]
+    pub hardening: PreflightMode,
     /// The proof after the hand-off: `on` (default) has eks-nodeinit-launch-hook.service wait
     /// for the Node to be Ready with the node's own identity and compare it with the plan
     /// before it completes the launch hook: `ABANDON` only for a cause of the node's own (a

@@ -12,6 +12,8 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifySpec {
     pub preflight: PreflightMode,
+    /// The hardened-AMI checks' mode.
+    pub hardening: PreflightMode,
     /// All the checks together.
     pub budget: Duration,
     /// The proof after the hand-off: `None` when off.
@@ -24,6 +26,7 @@ impl Default for VerifySpec {
     fn default() -> Self {
         VerifySpec {
             preflight: PreflightMode::Warn,
+            hardening: PreflightMode::Warn,
             budget: DEFAULT_BUDGET,
             join_deadline: Some(DEFAULT_DEADLINE),
             join_strict: false,
@@ -71,6 +74,7 @@ pub fn spec(c: &VerifySettings, f: &mut Findings) -> VerifySpec {
     );
     VerifySpec {
         preflight: c.preflight,
+        hardening: c.hardening,
         budget,
         join_deadline: (c.join != JoinMode::Off).then_some(deadline),
         join_strict: c.join == JoinMode::Strict,

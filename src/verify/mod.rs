@@ -8,6 +8,7 @@
 pub mod check;
 pub mod cidr;
 pub mod fleet;
+pub mod hardening;
 pub mod kube;
 pub mod name;
 pub mod net;
@@ -115,7 +116,7 @@ pub fn launch_of(
 
 /// The probes a job after the hand-off may hold, by kind: a check planned after the hand-off
 /// is read back through this list (a kind not in it is refused when the plan is built).
-pub const LOADERS: &[(&str, check::Loader)] = &[];
+pub const LOADERS: &[(&str, check::Loader)] = &hardening::LOADERS;
 
 /// Why a check failed: a code (`status` and docs/join.md name them), what was seen, what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

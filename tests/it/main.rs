@@ -14,6 +14,7 @@ mod examples;
 mod faults;
 mod go_url;
 mod golden;
+mod hardening;
 mod host_resources;
 mod imds;
 mod instance_types;

@@ -15,6 +15,7 @@ use crate::spec::Spec;
 
 pub mod cluster;
 pub mod credential_providers;
+pub mod hardening;
 pub mod hugepages;
 pub mod image_cache;
 pub mod image_gc;
@@ -111,6 +112,7 @@ pub(crate) const CONTAINERD_HANDOFF: Aspect = Aspect {
 /// The aspects, in the order their steps run.
 pub(crate) const REGISTRY: &[Aspect] = &[
     preflight::ASPECT,
+    hardening::ASPECT,
     cluster::ASPECT,
     image_gc::ASPECT,
     shutdown::ASPECT,

@@ -1,0 +1,115 @@
+//! The hardened-AMI checks through the binary (docs/hardening.md): a node whose kernel settings
+//! and mounts a hardening changed stops before any change in `fail` mode, naming each cause and
+//! its fix, and hands off once they are fixed.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::common::{config_with, init, run, sample_root, stderr, stdout};
+
+/// The kernel settings the kubelet's protectKernelDefaults demands, as a STIG-like hardening
+/// leaves them (`kernel.panic = 0`).
+fn hardened_kernel(root: &Path) {
+    for (key, value) in [
+        ("vm/overcommit_memory", "1"),
+        ("vm/panic_on_oom", "0"),
+        ("kernel/panic", "0"),
+        ("kernel/panic_on_oops", "1"),
+        ("kernel/keys/root_maxkeys", "1000000"),
+        ("kernel/keys/root_maxbytes", "25000000"),
+    ] {
+        let p = root.join("proc/sys").join(key);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{value}\n")).unwrap();
+    }
+}
+
+/// The node's mounts: `/opt` noexec or not.
+fn mounts(root: &Path, opt_noexec: bool) {
+    let opt = if opt_noexec {
+        "rw,nosuid,nodev,noexec"
+    } else {
+        "rw,nosuid,nodev"
+    };
+    let text = format!(
+        "22 1 259:1 / / rw,relatime shared:1 - xfs /dev/nvme0n1p1 rw\n\
+         30 22 259:3 / /opt {opt} shared:2 - xfs /dev/nvme0n1p3 rw\n"
+    );
+    std::fs::create_dir_all(root.join("proc/self")).unwrap();
+    std::fs::write(root.join("proc/self/mountinfo"), text).unwrap();
+}
+
+fn report(root: &Path) -> Value {
+    let text = std::fs::read_to_string(root.join("var/lib/eks-nodeinit/report.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+const DROPIN: &str = "etc/eks/nodeadm.d/10-eks-nodeinit.json";
+
+#[test]
+fn a_hardened_ami_stops_before_any_change_naming_each_cause_and_hands_off_once_fixed() {
+    let root = sample_root("al2023-root");
+    let r = root.path();
+    hardened_kernel(r);
+    mounts(r, true);
+    let cfg = config_with(r, "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["verify"] = json!({"hardening": "fail", "join": "off"});
+    });
+    let out = init(r, &cfg, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    for needle in [
+        "2 checks before the changes failed: no hand-off, nothing was changed",
+        "kernel.panic is 0 (live), not 10; the kubelet's protectKernelDefaults is on (nodeadm's generated kubelet config)",
+        "/opt/cni/bin is on the noexec mount /opt (containerd runs the CNI plugins from it for every pod's network)",
+        "mount it without noexec",
+    ] {
+        assert!(e.contains(needle), "`{needle}` in:\n{e}");
+    }
+    assert!(!r.join(DROPIN).exists(), "no hand-off");
+    let rep = report(r);
+    assert_eq!(rep["join"]["verdict"], "preflight-failed", "{rep:#}");
+    let failed: Vec<&str> = rep["join"]["preflight"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["result"] == "failed")
+        .map(|c| c["cause"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["kernel-defaults", "noexec"], "{rep:#}");
+    assert_eq!(
+        rep["checks"]["kernel settings protectKernelDefaults demands"]["phase"],
+        "first"
+    );
+    // `status` leads with the cause that decided, and says each failure once.
+    let status = run(crate::common::cmd().args(["status", "--root"]).arg(r));
+    let text = stdout(&status);
+    assert!(!status.status.success());
+    assert!(
+        text.contains("verdict: preflight-failed\ncause: kernel settings"),
+        "{text}"
+    );
+    assert_eq!(text.matches("mount it without noexec").count(), 1, "{text}");
+
+    // The fix: the agent sets the kernel value itself (and persists it), /opt mounted with exec.
+    mounts(r, false);
+    let cfg = config_with(r, "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["verify"] = json!({"hardening": "fail", "join": "off"});
+        v["sysctls"]["kernel.panic"] = json!(10);
+    });
+    let out = init(r, &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(r.join(DROPIN).exists(), "handed off");
+    let rep = report(r);
+    let first: Vec<&str> = rep["join"]["preflight"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["phase"] == "first")
+        .map(|c| c["result"].as_str().unwrap())
+        .collect();
+    assert_eq!(first, ["passed"; 4], "{rep:#}");
+}
