@@ -5,7 +5,6 @@
 //! reads the world or imports anything above it.
 
 pub mod bootstrap_sh;
-pub mod containerd;
 pub mod duration;
 pub mod ecr;
 pub mod findings;

@@ -1,15 +1,17 @@
 //! `eks-nodeinit bake-images`: at AMI bake time, pull images into containerd's store in the
 //! CRI's namespace and record each with its digest in [`IMAGE_CACHE`], which every boot's plan
-//! checks against the content store (`aspects::image_cache`). Each reference is checked by
+//! checks against the content store (`aspects::containerd::image_cache`). Each reference is checked by
 //! containerd's grammar and normalized as the CRI names it before anything is pulled, so the
 //! kubelet finds the image under the name a pod gives.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::base::containerd::{self, check_reference, CachedImage, ImageCache, IMAGE_CACHE};
 use crate::base::text::printable;
 use crate::os::{ctr, fsutil};
+use crate::plan::aspects::containerd::config::{
+    self as containerd, check_reference, CachedImage, ImageCache, IMAGE_CACHE,
+};
 
 /// How long one image's pull may take.
 const PULL_TIMEOUT: Duration = Duration::from_secs(900);

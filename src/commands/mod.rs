@@ -323,7 +323,7 @@ pub async fn bake_images(a: &crate::commands::cli::BakeImagesArgs) -> Result<()>
     println!(
         "{} image(s) in containerd's store, recorded in {}",
         cache.images.len(),
-        crate::base::containerd::IMAGE_CACHE
+        crate::plan::aspects::containerd::config::IMAGE_CACHE
     );
     Ok(())
 }

@@ -13,9 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::base::containerd::{self, PINNED_LABEL};
 use crate::base::text::printable;
 use crate::os::fsutil;
+use crate::plan::aspects::containerd::config::{self as containerd, PINNED_LABEL};
 
 /// How long one `ctr` call may take.
 const CTR_TIMEOUT: Duration = Duration::from_secs(30);

@@ -162,7 +162,7 @@ fn tar_member(root: &Path, p: &Path, member: &str) -> crate::os::fsutil::FileFac
             let mut bytes = Vec::new();
             match f.take(TAR_MAX).read_to_end(&mut bytes) {
                 Err(e) => Err(format!("{}: {e}", full.display())),
-                Ok(_) => crate::base::containerd::tar_member(&bytes, member)
+                Ok(_) => crate::plan::aspects::containerd::config::tar_member(&bytes, member)
                     .map(|b| {
                         String::from_utf8(b)
                             .map_err(|_| format!("{}: {member} is not UTF-8", full.display()))

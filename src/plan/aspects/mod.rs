@@ -14,24 +14,21 @@ pub(crate) use crate::plan::out::Out;
 use crate::spec::Spec;
 
 pub mod cluster;
+pub mod containerd;
 pub mod credential_providers;
 pub mod hardening;
 pub mod hugepages;
-pub mod image_cache;
 pub mod image_gc;
-pub mod images;
 pub mod join;
 pub mod kernel_modules;
 pub mod kubelet_config;
 pub mod launch_hook;
 pub mod logind;
 pub mod name_tag;
-pub mod pause;
 pub mod pod_capacity;
 pub mod preflight;
 pub mod proxy;
 pub mod registration;
-pub mod registries;
 pub mod resource_managers;
 pub mod shutdown;
 pub mod swap;
@@ -101,11 +98,11 @@ pub(crate) const AL2023_HANDOFF: Aspect = Aspect {
     ..Aspect::BASE
 };
 
-/// containerd's part of the hand-off, on both families ([`handoff::containerd`]).
+/// containerd's part of the hand-off, on both families ([`containerd::render`]).
 pub(crate) const CONTAINERD_HANDOFF: Aspect = Aspect {
     name: "containerd",
-    reads: handoff::containerd::reads,
-    plan: handoff::containerd::plan,
+    reads: containerd::render::reads,
+    plan: containerd::render::plan,
     ..Aspect::BASE
 };
 
@@ -126,10 +123,10 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     registration::ASPECT,
     kubelet_config::ASPECT,
     logind::ASPECT,
-    images::ASPECT,
-    pause::ASPECT,
-    image_cache::ASPECT,
-    registries::ASPECT,
+    containerd::images::ASPECT,
+    containerd::pause::ASPECT,
+    containerd::image_cache::ASPECT,
+    containerd::registries::ASPECT,
     CONTAINERD_HANDOFF,
     proxy::ASPECT,
     trust::ASPECT,

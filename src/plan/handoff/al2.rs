@@ -205,7 +205,7 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
     if !i.handoff.containerd.pull.is_empty() {
         a.opt(
             "--containerd-config-file",
-            super::containerd::AL2_CONFIG,
+            crate::plan::aspects::containerd::pull::AL2_CONFIG,
             "images.pull",
         );
     }

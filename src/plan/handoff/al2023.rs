@@ -279,9 +279,10 @@ pub fn document(h: &HandoffIntent) -> Value {
     if let Some(ls) = &h.local_storage {
         spec_doc.insert("instance".into(), json!({ "localStorage": ls }));
     }
-    if let Some(c) =
-        super::containerd::inline_config(&h.containerd.pull, h.containerd.user_config_v3)
-    {
+    if let Some(c) = crate::plan::aspects::containerd::pull::inline_config(
+        &h.containerd.pull,
+        h.containerd.user_config_v3,
+    ) {
         spec_doc.insert("containerd".into(), json!({ "config": c }));
     }
     if h.containerd.fast_image_pull {

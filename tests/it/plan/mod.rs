@@ -92,9 +92,9 @@ fn node(family: Family, tags: &[(&str, &str)]) -> Facts {
         files.push(nodeconfig::DROPIN);
     }
     if family == Family::Al2 {
-        files.push(eks_nodeinit::plan::handoff::containerd::AL2_AMI_TEMPLATE);
+        files.push(eks_nodeinit::plan::aspects::containerd::pull::AL2_AMI_TEMPLATE);
     }
-    let pin = eks_nodeinit::plan::aspects::pause::dropin(family);
+    let pin = eks_nodeinit::plan::aspects::containerd::pause::dropin(family);
     for p in files.into_iter().chain([pin.as_str()]) {
         f.set_file(p, absent());
     }
@@ -363,9 +363,9 @@ fn handoffs_per_family_and_undetected_family() {
     );
     let text = nodeconfig::render(&eks_nodeinit::plan::handoff_intent(&s, &configured(&s, &f)));
     f.set_file(nodeconfig::DROPIN, file(&text));
-    let pin = eks_nodeinit::plan::aspects::pause::dropin_text(Family::Al2023);
+    let pin = eks_nodeinit::plan::aspects::containerd::pause::dropin_text(Family::Al2023);
     f.set_file(
-        eks_nodeinit::plan::aspects::pause::dropin(Family::Al2023),
+        eks_nodeinit::plan::aspects::containerd::pause::dropin(Family::Al2023),
         file(&pin),
     );
     let p = build(&s, &f).unwrap();

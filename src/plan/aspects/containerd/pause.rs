@@ -9,13 +9,13 @@
 
 use serde_json::json;
 
-use crate::base::containerd::{default_blobs, in_blobs};
 use crate::base::text::printable;
 use crate::facts::{Family, Read};
+use crate::plan::aspects::containerd::config::{default_blobs, in_blobs};
 use crate::plan::step::{IfFailed, Mode, Note, Run, Step, Unit, UnitJob, When};
 use crate::spec::Spec;
 
-use super::{Aspect, Input, Out, Reads};
+use crate::plan::aspects::{Aspect, Input, Out, Reads};
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "pause image",
@@ -201,9 +201,9 @@ fn reload() -> Unit {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run, spec};
     use super::*;
     use crate::facts::Facts;
+    use crate::plan::aspects::testing::{run, spec};
 
     #[test]
     fn each_family_pins_after_its_unit_and_a_configured_node_plans_nothing() {

@@ -9,17 +9,17 @@
 
 use serde_json::json;
 
+use super::pull::CriPull;
 use crate::base::findings::Findings;
 use crate::base::node::{self, count_cpus, mem_total_kib};
 use crate::facts::{Facts, Family};
 use crate::instance::userdata::UserDataFact;
-use crate::plan::handoff::containerd::CriPull;
 use crate::plan::handoff::HandoffIntent;
 use crate::plan::step::Note;
 use crate::spec::images::PullSpec;
 use crate::spec::Spec;
 
-use super::{Aspect, Contribution, Input, Out, Reads};
+use crate::plan::aspects::{Aspect, Contribution, Input, Out, Reads};
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "images",
@@ -220,9 +220,9 @@ const KUBELET_KEYS: [&str; 4] = [
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{findings, run, spec};
     use super::*;
     use crate::facts::Facts;
+    use crate::plan::aspects::testing::{findings, run, spec};
 
     fn node(family: Family, cpus: &str, mem_kib: u64) -> Facts {
         Facts::builder(family)

@@ -6,13 +6,15 @@
 
 use serde_json::json;
 
-use crate::base::containerd::{default_blobs, in_blobs, ImageCache, DEFAULT_ROOT, IMAGE_CACHE};
 use crate::base::text::{printable, serde_message};
 use crate::facts::{Family, Read};
+use crate::plan::aspects::containerd::config::{
+    default_blobs, in_blobs, ImageCache, DEFAULT_ROOT, IMAGE_CACHE,
+};
 use crate::plan::step::Note;
 use crate::spec::Spec;
 
-use super::{Aspect, Input, Out, Reads};
+use crate::plan::aspects::{Aspect, Input, Out, Reads};
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "image cache",
@@ -95,9 +97,9 @@ fn plan(i: &Input, out: &mut Out) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run, spec};
     use super::*;
     use crate::facts::Facts;
+    use crate::plan::aspects::testing::{run, spec};
 
     const A: &str = "0000000000000000000000000000000000000000000000000000000000000001";
     const B: &str = "0000000000000000000000000000000000000000000000000000000000000002";

@@ -13,13 +13,9 @@ use crate::plan::out::Out;
 use crate::plan::step::{Mode, Remove, Step};
 use crate::spec::registries::RegistrySpec;
 
-use super::Input;
+use crate::plan::handoff::Input;
 
-pub use pull::{
-    inline_config, merged_template, CriPull, AL2_AMI_TEMPLATE, AL2_CONFIG, AL2_TEMPLATE,
-};
-
-mod pull;
+use super::pull::{merged_template, AL2_AMI_TEMPLATE, AL2_CONFIG, AL2_TEMPLATE};
 
 /// containerd's `config_path` on AL2 and AL2023.
 pub const CERTS_D: &str = "/etc/containerd/certs.d";
@@ -29,20 +25,6 @@ pub const HEADER: &str = "# Written by eks-nodeinit from its config";
 
 /// The registry's own CA, beside its hosts.toml.
 const REGISTRY_CA: &str = "ca.crt";
-
-/// The containerd part of the hand-off intent.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ContainerdIntent {
-    /// The registries whose hosts directory the hand-off writes (`registries`).
-    pub registries: Vec<RegistrySpec>,
-    /// The CRI plugin's pull settings.
-    pub pull: CriPull,
-    /// nodeadm's `FastImagePull` feature gate (AL2023).
-    pub fast_image_pull: bool,
-    /// The user data's NodeConfig gives containerd a config in version 3's tables (AL2023):
-    /// the fragment names the same tables, so nodeadm keeps version 3.
-    pub user_config_v3: bool,
-}
 
 /// Every file of `r`'s hosts directory, as a node path: what the registries setting reads.
 pub fn hosts_paths(r: &RegistrySpec) -> Vec<String> {

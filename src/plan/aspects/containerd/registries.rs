@@ -1,14 +1,14 @@
 //! Container registry mirrors and CAs (`registries`): each configured registry goes into the
 //! containerd part of the hand-off intent, which writes its hosts directory on both families
-//! ([`crate::plan::handoff::containerd`]).
+//! ([`super::render`]).
 
+use super::render::hosts_paths;
 use crate::base::findings::Findings;
 use crate::facts::{Facts, Family};
-use crate::plan::handoff::containerd::hosts_paths;
 use crate::plan::handoff::HandoffIntent;
 use crate::spec::Spec;
 
-use super::{Aspect, Contribution, Reads};
+use crate::plan::aspects::{Aspect, Contribution, Reads};
 
 pub(crate) const ASPECT: Aspect = Aspect {
     name: "registries",
