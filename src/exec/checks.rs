@@ -107,31 +107,10 @@ mod tests {
         }
     }
 
-    #[derive(Debug)]
-    struct Nothing;
-
-    impl crate::verify::Probe for Nothing {
-        fn kind(&self) -> &'static str {
-            "nothing"
-        }
-        fn describe(&self) -> String {
-            "nothing".into()
-        }
-        fn fields(&self) -> serde_json::Value {
-            serde_json::json!({})
-        }
-        fn run<'a>(
-            &'a self,
-            _: &'a crate::verify::check::Env,
-        ) -> crate::verify::check::Outcome<'a> {
-            Box::pin(async { Ok(String::new().into()) })
-        }
-    }
-
     #[test]
     fn each_phase_adds_its_results_to_the_key_its_checks_name() {
         let step = |when| CheckStep {
-            check: crate::verify::Check::new(Nothing),
+            check: crate::verify::Check::new(crate::verify::check::Passing),
             when,
             budget_ms: 1000,
             record: Some(("join".into(), "preflight".into())),

@@ -196,27 +196,8 @@ mod tests {
 
     #[test]
     fn a_check_no_job_can_hold_is_a_finding_not_a_silent_drop() {
-        #[derive(Debug)]
-        struct Unlisted;
-        impl crate::verify::Probe for Unlisted {
-            fn kind(&self) -> &'static str {
-                "unlisted"
-            }
-            fn describe(&self) -> String {
-                "unlisted".into()
-            }
-            fn fields(&self) -> serde_json::Value {
-                serde_json::json!({})
-            }
-            fn run<'a>(
-                &'a self,
-                _: &'a crate::verify::check::Env,
-            ) -> crate::verify::check::Outcome<'a> {
-                Box::pin(async { Ok(String::new().into()) })
-            }
-        }
         let check = Step::Check(crate::plan::step::CheckStep {
-            check: crate::verify::Check::new(Unlisted),
+            check: crate::verify::Check::new(crate::verify::check::Passing),
             when: When::After,
             budget_ms: 1000,
             record: None,

@@ -7,7 +7,7 @@ use crate::facts::{Facts, Family};
 use crate::instance::metadata::Metadata;
 use crate::instance::userdata::UserDataFact;
 use crate::plan::out::Out;
-use crate::plan::step::{IfFailed, Step, Unit, UnitJob};
+use crate::plan::step::{CheckStep, IfFailed, Step, Unit, UnitJob, When};
 use crate::spec::Spec;
 use crate::verify::name::NodeName;
 
@@ -16,6 +16,17 @@ pub const RECORD: &str = "join";
 
 /// The join record's key for the results of the checks that the join needs.
 pub const PREFLIGHT: &str = "preflight";
+
+/// A check the join needs, run in `when` under the checks' budget, its result in the join
+/// record's `preflight`.
+pub fn check_step(check: crate::verify::Check, when: When, spec: &Spec) -> Step {
+    Step::Check(CheckStep {
+        check,
+        when,
+        budget_ms: u64::try_from(spec.verify.budget.as_millis()).unwrap_or(u64::MAX),
+        record: Some((RECORD.into(), PREFLIGHT.into())),
+    })
+}
 
 /// `key` = `value` in the join record as the plan knows it before the run.
 pub(crate) fn record(out: &mut Out, key: &str, value: serde_json::Value) {

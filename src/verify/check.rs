@@ -214,3 +214,24 @@ fn judged(
         ),
     }
 }
+
+/// A probe for tests: passes, reads nothing, and no job can hold it.
+#[cfg(test)]
+#[derive(Debug)]
+pub struct Passing;
+
+#[cfg(test)]
+impl Probe for Passing {
+    fn kind(&self) -> &'static str {
+        "passing"
+    }
+    fn describe(&self) -> String {
+        "passing".into()
+    }
+    fn fields(&self) -> serde_json::Value {
+        serde_json::json!({})
+    }
+    fn run<'a>(&'a self, _: &'a Env) -> Outcome<'a> {
+        Box::pin(async { Ok(String::new().into()) })
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::config::PreflightMode;
 use crate::facts::Family;
 use crate::plan::join;
-use crate::plan::step::{CheckStep, Step, When};
+use crate::plan::step::When;
 use crate::spec::Spec;
 use crate::verify::hardening::{Exec, Fips, KernelDefaults, Selinux, KERNEL_DEFAULTS};
 use crate::verify::Check;
@@ -90,12 +90,7 @@ fn plan(i: &Input, out: &mut Out) {
     checks.push(Check::new(Selinux {}));
     checks.push(Check::new(Fips {}));
     for check in checks {
-        out.steps.push(Step::Check(CheckStep {
-            check,
-            when,
-            budget_ms: u64::try_from(spec.verify.budget.as_millis()).unwrap_or(u64::MAX),
-            record: Some((join::RECORD.into(), join::PREFLIGHT.into())),
-        }));
+        out.steps.push(join::check_step(check, when, spec));
     }
 }
 
@@ -104,6 +99,7 @@ mod tests {
     use super::super::testing::{run, spec};
     use super::*;
     use crate::facts::Facts;
+    use crate::plan::step::Step;
 
     fn planned(config: &str, family: Family) -> Vec<(serde_json::Value, When)> {
         let s = spec(config);

@@ -11,7 +11,7 @@ use crate::config::PreflightMode;
 use crate::facts::{Facts, Family, Reach};
 use crate::instance::metadata::Metadata;
 use crate::plan::join;
-use crate::plan::step::{CheckStep, Step, When};
+use crate::plan::step::When;
 use crate::spec::Spec;
 use crate::verify::preflight as probes;
 use crate::verify::{Check, Context};
@@ -145,12 +145,7 @@ fn plan(i: &Input, out: &mut Out) {
         ..c
     });
     for check in network.chain(cidr_checks(facts, md)) {
-        out.steps.push(Step::Check(CheckStep {
-            check,
-            when,
-            budget_ms: u64::try_from(spec.verify.budget.as_millis()).unwrap_or(u64::MAX),
-            record: Some((join::RECORD.into(), join::PREFLIGHT.into())),
-        }));
+        out.steps.push(join::check_step(check, when, spec));
     }
 }
 
@@ -158,6 +153,7 @@ fn plan(i: &Input, out: &mut Out) {
 mod tests {
     use super::super::testing::{complete, instance, run, spec};
     use super::*;
+    use crate::plan::step::Step;
 
     /// Each check planned, as the plan's JSON shows it.
     fn checks(steps: &[Step]) -> Vec<serde_json::Value> {
