@@ -113,3 +113,65 @@ fn a_hardened_ami_stops_before_any_change_naming_each_cause_and_hands_off_once_f
         .collect();
     assert_eq!(first, ["passed"; 4], "{rep:#}");
 }
+
+/// A check planned after the hand-off, as this boot's job holds it (the plan's own step type),
+/// run by `complete-hook` once kubelet is active, under the root.
+#[test]
+fn a_check_after_the_hand_off_runs_in_the_units_job_and_its_failure_fails_the_unit() {
+    use eks_nodeinit::plan::after::{AfterJob, AFTER_JOB};
+    use eks_nodeinit::plan::step::{After, CheckStep, When};
+    use eks_nodeinit::verify::{hardening::Exec, Check};
+    let Some(bus) = crate::common::dbus::start_bus() else {
+        return;
+    };
+    let kubelet = std::sync::Arc::new(std::sync::Mutex::new("active".to_string()));
+    crate::common::dbus::serve_unit_states(&bus.address, &[("kubelet.service", kubelet)]);
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    mounts(r, true);
+    let check = Exec {
+        dirs: [("/opt/cni/bin".to_string(), "the CNI plugins".to_string())].into(),
+        programs: Default::default(),
+    };
+    let job = AfterJob {
+        steps: vec![After::Check(CheckStep {
+            check: Check::new(check),
+            when: When::After,
+            budget_ms: 2000,
+            record: None,
+        })],
+    };
+    let path = r.join(&AFTER_JOB[1..]);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, job.to_text()).unwrap();
+    let complete = || {
+        run(crate::common::cmd()
+            .args(["complete-hook", "--root"])
+            .arg(r)
+            .args(["--system-bus-address", &bus.address]))
+    };
+    let out = complete();
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    assert!(
+        e.contains("after the hand-off, programs executable where the node runs them (noexec): /opt/cni/bin is on the noexec mount /opt"),
+        "{e}"
+    );
+    let step = |rep: &Value| {
+        rep["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                s["step"]
+                    == "after the hand-off: check programs executable where the node runs them"
+            })
+            .map(|s| s["outcome"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    assert!(step(&report(r)).starts_with("failed: "), "{:#}", report(r));
+    mounts(r, false);
+    let out = complete();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(step(&report(r)).starts_with("done"), "{:#}", report(r));
+}
