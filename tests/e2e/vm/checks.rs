@@ -554,3 +554,13 @@ pub(super) fn check_nodeadm(sc: &Scenario, records: &[&str], run: &Run) {
         .unwrap();
     assert!(dropin.contains(shutdown), "{dropin}");
 }
+
+/// The console's last 80 lines, the newest first: what an assertion on it shows.
+pub(super) fn console_tail(console: &str) -> String {
+    console
+        .lines()
+        .rev()
+        .take(80)
+        .collect::<Vec<_>>()
+        .join("\n")
+}

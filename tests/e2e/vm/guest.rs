@@ -102,7 +102,7 @@ pub(super) fn enable(root: &Path, unit: &str, target: &str) {
 
 /// The guest's disk for one scenario: the cached root, the DEB installed with dpkg in a chroot,
 /// the host's CA trusted, EC2_HOST pointed at the forwarded address, the flavour's recording
-/// hand-off, the reporter. Returns the raw ext4 image.
+/// hand-off, the reporter, and the hardened scenario's hardening. Returns the raw ext4 image.
 pub(super) fn disk(
     sc: &Scenario,
     image: &Path,
@@ -125,6 +125,9 @@ pub(super) fn disk(
     }
     install_deb(&root, deb);
     install_handoff(sc, &root, cluster);
+    if hardened::is_hardened(sc.name) {
+        hardened::prepare(&root);
+    }
     let img = work.join("disk.img");
     sh(Command::new("mkfs.ext4")
         .args(["-q", "-F", "-L", "root", "-d"])

@@ -42,6 +42,11 @@ pub(super) fn needs_cluster(name: &str) -> bool {
     is_join(name) || is_unmapped(name)
 }
 
+/// The kernel settings an AL2023 AMI ships (`/etc/sysctl.d/99-amazon.conf`), which the
+/// kubelet's protectKernelDefaults requires (the hardened scenario's guest has them too).
+pub(super) const AMI_SYSCTLS: &str =
+    "vm.overcommit_memory=1\nkernel.panic=10\nkernel.panic_on_oops=1\n";
+
 /// The unmapped scenario's launch hook, on the group the instance's tags name.
 const HOOK: &str = "eks-node-ready";
 const GROUP: &str = "eks-e2e-asg";
@@ -211,12 +216,7 @@ impl Cluster {
             "etc/systemd/system/containerd.service.d/00-runtime-slice.conf",
             "[Service]\nSlice=runtime.slice\n",
         );
-        // The kernel settings an AL2023 AMI ships, which the kubelet's protectKernelDefaults
-        // requires.
-        text(
-            "etc/sysctl.d/99-amazon.conf",
-            "vm.overcommit_memory=1\nkernel.panic=10\nkernel.panic_on_oops=1\n",
-        );
+        text("etc/sysctl.d/99-amazon.conf", AMI_SYSCTLS);
         // The pod network, as the VPC CNI would install it: Debian's plugins, a bridge.
         text("etc/cni/net.d/10-bridge.conflist", BRIDGE_CNI);
         std::fs::create_dir_all(root.join("opt/cni")).unwrap();
@@ -542,12 +542,7 @@ pub(super) fn check_abandoned(sc: &Scenario, run: &Run, ec2: &Ec2, console: &str
         !on_console.is_empty(),
         "[{}] the cause on the console:\n{}",
         sc.name,
-        console
-            .lines()
-            .rev()
-            .take(80)
-            .collect::<Vec<_>>()
-            .join("\n")
+        checks::console_tail(console)
     );
     eprintln!(
         "[{}] on the console: {}\n[{}] the join as the node recorded it:\n{join:#}",

@@ -4,14 +4,16 @@
 //! guest's /etc/hosts and a CA the guest trusts) reaches moto behind a TLS terminator: the
 //! agent runs with no test-only setting, from the shipped user-data examples.
 //!
-//! Nine boots-and-reboots, each checked from the host through the guest's second serial port
+//! Ten boots-and-reboots, each checked from the host through the guest's second serial port
 //! (see guest/e2e-report): the AL2 user-data script with a recording bootstrap.sh, the AL2023
 //! MIME user data with a recording nodeadm, and the packaged unit with a cloud-config only, on
 //! AL2023 and on AL2; on AL2023 the two warm-pool paths (warm.rs): warmed and stopped, then in
 //! service after the reboot; warmed and running, in service without one; and on AL2023 a node in
 //! a private network (private.rs): a proxy, a CA bundle and a registry mirror, with containerd
 //! pulling through them; and on AL2023 a node that joins a real kube-apiserver and proves it
-//! (join.rs), and one whose role the cluster does not map, abandoned before the hand-off.
+//! (join.rs), and one whose role the cluster does not map, abandoned before the hand-off; and on
+//! AL2023 a node hardened as a STIG image (hardened.rs): `kernel.panic = 0` and /opt `noexec`
+//! stop the first boot before any change, and after the fix the second boot hands off.
 //!
 //! Run with `make e2e-vm` (root, QEMU, debootstrap, socat, moto; see tests/e2e/vm/README.md).
 //! Without them each test says why it is skipped; with `E2E_REQUIRED=1` it fails instead.
@@ -23,6 +25,7 @@ mod checks;
 #[allow(dead_code)]
 mod common;
 mod guest;
+mod hardened;
 mod join;
 mod private;
 mod warm;
@@ -303,9 +306,11 @@ fn scenario(name: &'static str) -> Scenario {
         "al2023-name-only" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         "al2-name-only" => ("cloud-init/al2-name-only.json", Flavour::Al2, true),
         "al2023-private" => ("cloud-init/al2023-proxied.mime", Flavour::Al2023, true),
-        "al2023-warm-stopped" | "al2023-warm-running" | "al2023-joins" | "al2023-unmapped" => {
-            ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true)
-        }
+        "al2023-warm-stopped"
+        | "al2023-warm-running"
+        | "al2023-joins"
+        | "al2023-unmapped"
+        | "al2023-hardened" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         _ => unreachable!("{name}"),
     };
     let user_data = read_example(file);
@@ -456,6 +461,7 @@ fn e2e(name: &'static str) {
     };
     let t = Instant::now();
     let mut sc = scenario(name);
+    hardened::edit_user_data(&mut sc);
     let image = image();
     let work = tempfile::Builder::new()
         .prefix(&format!("e2e-{name}-"))
@@ -505,6 +511,9 @@ fn e2e(name: &'static str) {
     if unmapped {
         join::check_abandoned(&sc, &run, &ec2, &console);
         return;
+    }
+    if hardened::is_hardened(name) {
+        return hardened::check(&sc, &run, &ec2, &console);
     }
     check(&sc, &run, &ec2, &rt);
     if let Some(net) = &net {
@@ -572,4 +581,10 @@ fn al2023_node_joins_a_real_api_server_and_shuts_down_gracefully() {
 #[ignore = "boots a VM: make e2e-vm"]
 fn al2023_unmapped_role_fails_the_preflight_and_abandons_the_launch() {
     e2e("al2023-unmapped");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_hardened_ami_stops_before_any_change_then_hands_off_once_fixed() {
+    e2e("al2023-hardened");
 }
