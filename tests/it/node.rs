@@ -230,7 +230,10 @@ fn nothing_planned_again(r: &std::path::Path, cfg: &std::path::Path) {
         .collect();
     assert_eq!(
         paths,
-        ["/run/eks-nodeinit/join.json", "/run/eks-nodeinit/after-handoff.json"],
+        [
+            "/run/eks-nodeinit/join.json",
+            "/run/eks-nodeinit/after-handoff.json"
+        ],
         "{plan:#}"
     );
 }
