@@ -275,7 +275,7 @@ pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
         }
         Output::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&join).unwrap_or_default()
+            serde_json::to_string_pretty(&join.for_tools()).unwrap_or_default()
         ),
     }
     join.judged().map_err(anyhow::Error::msg)

@@ -230,5 +230,41 @@ mod tests {
         assert_eq!(AfterJob::from_text(&job.to_text()), Ok(job));
         let e = AfterJob::from_text(r#"{"steps": [], "shell": "x"}"#).unwrap_err();
         assert!(e.contains("shell"), "{e}");
+        let step = r#"{"steps": [{"kind": "run", "purpose": "p", "argv": [], "timeoutSecs": 1, "shell": "x"}]}"#;
+        let e = AfterJob::from_text(step).unwrap_err();
+        assert!(e.contains("shell"), "{e}");
+    }
+
+    #[test]
+    fn every_probe_a_job_can_hold_reads_back_as_a_step_after_the_hand_off() {
+        use crate::verify::hardening::{Exec, Fips, KernelDefaults, Selinux};
+        let step = |check| {
+            After::Check(crate::plan::step::CheckStep {
+                check,
+                when: When::After,
+                budget_ms: 2000,
+                record: None,
+            })
+        };
+        let job = AfterJob {
+            steps: vec![
+                step(crate::verify::Check::new(KernelDefaults {
+                    protected_by: "x".into(),
+                    agent_sets: [("kernel.panic".into(), "10".into())].into(),
+                })),
+                step(crate::verify::Check::new(Exec {
+                    dirs: [("/opt/cni/bin".into(), "CNI".into())].into(),
+                    programs: [("/usr/bin/kubelet".into(), "kubelet".into())].into(),
+                })),
+                step(crate::verify::Check::new(Selinux {})),
+                step(crate::verify::Check::new(Fips {})),
+            ],
+        };
+        assert_eq!(
+            job.steps.len(),
+            crate::verify::LOADERS.len(),
+            "one step per kind a job can hold"
+        );
+        assert_eq!(AfterJob::from_text(&job.to_text()), Ok(job));
     }
 }

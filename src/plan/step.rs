@@ -261,7 +261,7 @@ pub struct Remove {
 
 /// A program run with argv (no shell), under a timeout. Its failure fails the run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Run {
     pub purpose: String,
     pub argv: Vec<String>,

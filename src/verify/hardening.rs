@@ -189,11 +189,8 @@ impl Exec {
     fn problems(&self, root: &Path, mounts: &[(String, bool)]) -> Vec<String> {
         let mut out = Vec::new();
         for (dir, who) in &self.dirs {
-            if let Some((point, true)) = mount_of(mounts, dir) {
-                out.push(format!(
-                    "{dir} is on the noexec mount {} ({who})",
-                    printable(point)
-                ));
+            if let Some(point) = noexec_mount(root, mounts, dir) {
+                out.push(format!("{dir} is on the noexec mount {point} ({who})"));
             }
         }
         for (path, name) in &self.programs {
@@ -207,15 +204,34 @@ impl Exec {
                     mode & 0o7777
                 ));
             }
-            if let Some((point, true)) = mount_of(mounts, path) {
-                out.push(format!(
-                    "{name} ({path}) is on the noexec mount {}",
-                    printable(point)
-                ));
+            if let Some(point) = noexec_mount(root, mounts, path) {
+                out.push(format!("{name} ({path}) is on the noexec mount {point}"));
             }
         }
         out
     }
+}
+
+/// The `noexec` mount that holds `path`, by its mount point. On the node itself (`--root /`)
+/// the kernel says (statvfs of the deepest part of the path that exists: symlinks and stacked
+/// mounts as the kernel resolves them), the mount named from mountinfo; under another root,
+/// that root's mountinfo alone.
+fn noexec_mount(root: &Path, mounts: &[(String, bool)], path: &str) -> Option<String> {
+    let listed = mount_of(mounts, path);
+    if root != Path::new("/") {
+        return listed.filter(|m| m.1).map(|m| printable(&m.0));
+    }
+    let mut p = Path::new(path);
+    let flags = loop {
+        match nix::sys::statvfs::statvfs(p) {
+            Ok(v) => break v.flags(),
+            Err(_) => p = p.parent()?,
+        }
+    };
+    if !flags.contains(nix::sys::statvfs::FsFlags::ST_NOEXEC) {
+        return None;
+    }
+    Some(listed.map_or_else(|| "(not in mountinfo)".into(), |m| printable(&m.0)))
 }
 
 impl Probe for Exec {
@@ -230,8 +246,10 @@ impl Probe for Exec {
     }
     fn run<'a>(&'a self, env: &'a Env) -> Outcome<'a> {
         Box::pin(async move {
-            let Some(mounts) = mounts(&env.root) else {
-                return Err(Stop::NotRun("the root has no /proc/self/mountinfo".into()));
+            let mounts = match mounts(&env.root) {
+                Some(m) => m,
+                None if env.root == Path::new("/") => Vec::new(),
+                None => return Err(Stop::NotRun("the root has no /proc/self/mountinfo".into())),
             };
             let wrong = self.problems(&env.root, &mounts);
             if wrong.is_empty() {
@@ -541,5 +559,29 @@ mod tests {
             r#"{"check":"exec","dirs":{},"programs":{},"shell":"x"}"#,
         );
         assert!(e.unwrap_err().to_string().contains("shell"));
+    }
+
+    /// On the node itself the kernel says: a real `noexec` tmpfs, mounted for the test (root).
+    #[test]
+    fn on_the_node_a_noexec_mount_is_found_by_the_kernel_through_a_missing_path() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP: mounting a noexec tmpfs needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap().to_string();
+        let mount = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "noexec,size=1m", "tmpfs", &d])
+            .status();
+        if !mount.is_ok_and(|s| s.success()) {
+            eprintln!("SKIP: mount -t tmpfs failed here");
+            return;
+        }
+        let below = format!("{d}/cni/bin");
+        let found = noexec_mount(Path::new("/"), &[], &below);
+        let exec_dir = noexec_mount(Path::new("/"), &[], "/usr/bin");
+        let _ = std::process::Command::new("umount").arg(&d).status();
+        assert_eq!(found.as_deref(), Some("(not in mountinfo)"));
+        assert_eq!(exec_dir, None);
     }
 }

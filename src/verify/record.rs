@@ -63,19 +63,35 @@ impl JoinRecord {
         }
     }
 
-    /// Every cause, the one that decided first: the checks' failures that count, then the
-    /// proof's causes, then the failures that do not stop the join.
+    /// Every cause, the one that decided first: the failures of the checks before the changes
+    /// that count (they stop the run), the proof's causes, the failures beside the changes that
+    /// count, then those that do not count.
     pub fn all_causes(&self) -> Vec<String> {
-        let failed = |advisory: bool| {
+        let failed = |first: bool, advisory: bool| {
             self.preflight
                 .iter()
-                .filter(move |r| r.result == Verdict::Failed && r.advisory == advisory)
+                .filter(move |r| {
+                    let before = r.phase.as_deref() == Some("first");
+                    r.result == Verdict::Failed
+                        && r.advisory == advisory
+                        && (advisory || before == first)
+                })
                 .map(CheckResult::line)
         };
-        failed(false)
+        failed(true, false)
             .chain(self.causes.iter().cloned())
-            .chain(failed(true))
+            .chain(failed(false, false))
+            .chain(failed(false, true))
             .collect()
+    }
+
+    /// The record as `status --output json` gives it: `causes` holds every cause, the one that
+    /// decided first ([`Self::all_causes`]).
+    pub fn for_tools(&self) -> JoinRecord {
+        JoinRecord {
+            causes: self.all_causes(),
+            ..self.clone()
+        }
     }
 
     pub fn phase(&mut self, name: &str, at_unix_ms: u64) {
@@ -229,6 +245,34 @@ mod tests {
         assert!(
             text.contains("FAILED      3 ms  STS reachable (unreachable)\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn tools_get_every_cause_the_checks_before_the_changes_first() {
+        let failed = CheckResult {
+            check: "identity".into(),
+            result: Verdict::Failed,
+            cause: Some("unauthenticated".into()),
+            detail: "refused".into(),
+            todo: Some("map the role".into()),
+            ms: 3,
+            advisory: false,
+            phase: Some("first".into()),
+        };
+        let rec = JoinRecord {
+            verdict: Some(JoinVerdict::PreflightFailed),
+            preflight: vec![failed],
+            causes: vec!["the proof's".into()],
+            ..JoinRecord::default()
+        };
+        let json = serde_json::to_value(rec.for_tools()).unwrap();
+        assert_eq!(
+            json["causes"],
+            serde_json::json!([
+                "identity (unauthenticated): refused; map the role",
+                "the proof's"
+            ])
         );
     }
 }

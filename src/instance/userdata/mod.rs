@@ -43,7 +43,7 @@ use base64::Engine as _;
 pub use agent_config::{agent_config, AGENT_MEDIA_TYPE};
 
 pub(crate) use nodeadm::EffectiveTaints;
-pub use nodeadm::{read, UserDataFact, UserReserved};
+pub use nodeadm::{go_bool_flag, read, UserDataFact, UserReserved};
 
 /// The media type of a NodeConfig part.
 pub(crate) const NODECONFIG_MEDIA_TYPE: &str = "application/node.eks.aws";

@@ -36,6 +36,10 @@ pub struct NodeConfigs {
     /// The reservations besides kube-reserved the user data gives the kubelet, merged as the
     /// kubelet merges its drop-ins (key by key, later documents winning).
     pub reserved: Box<UserReserved>,
+    /// Whether the user data turns the kubelet's `protectKernelDefaults` on or off, and where:
+    /// the last `--protect-kernel-defaults` flag, else the last document's
+    /// `kubelet.config.protectKernelDefaults`. `None`: nodeadm's own (on).
+    pub protect_kernel_defaults: Option<(bool, String)>,
 }
 
 /// `kubelet.config.systemReserved` and `evictionHard` of the merged NodeConfig, and whether a
@@ -127,6 +131,53 @@ pub fn read(user_data: &[u8]) -> Result<NodeConfigs, UserDataError> {
         naming: naming(&docs),
         containerd_v3: docs.iter().any(|d| d.containerd_v3),
         reserved: Box::new(reserved(&docs)),
+        protect_kernel_defaults: protect_kernel_defaults(&docs),
+    })
+}
+
+const PROTECT_FLAG: &str = "--protect-kernel-defaults";
+
+/// A boolean flag's value as pflag parses it (Go's `strconv.ParseBool`); a bare flag is true.
+pub fn go_bool_flag(word: &str, flag: &str) -> Option<Option<bool>> {
+    if word == flag {
+        return Some(Some(true));
+    }
+    let v = word.strip_prefix(flag)?.strip_prefix('=')?;
+    Some(match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    })
+}
+
+/// `protectKernelDefaults` as the merged documents set it: a flag wins over the config.
+fn protect_kernel_defaults(docs: &[Document]) -> Option<(bool, String)> {
+    let mut flag = None;
+    for d in docs {
+        for (i, f) in d.flags.iter().enumerate() {
+            let words = f.split_ascii_whitespace().take_while(|w| *w != "--");
+            for v in words
+                .filter_map(|w| go_bool_flag(w, PROTECT_FLAG))
+                .flatten()
+            {
+                flag = Some((
+                    v,
+                    format!("kubelet.flags[{i}] of the NodeConfig in {}", d.at),
+                ));
+            }
+        }
+    }
+    flag.or_else(|| {
+        docs.iter().rev().find_map(|d| {
+            let v = yaml11_bool(d.protect_kernel_defaults.as_ref()?)?;
+            Some((
+                v,
+                format!(
+                    "kubelet.config.protectKernelDefaults of the NodeConfig in {}",
+                    d.at
+                ),
+            ))
+        })
     })
 }
 
@@ -213,6 +264,8 @@ struct Document {
     /// them to the kubelet unread).
     system_reserved: Option<Value>,
     eviction_hard: Option<Value>,
+    /// `kubelet.config.protectKernelDefaults` when it sets it.
+    protect_kernel_defaults: Option<Value>,
 }
 
 /// The NodeConfig documents nodeadm finds, in merge order.
@@ -380,6 +433,7 @@ fn document(v: &Value, at: Where) -> Result<Document, String> {
         at,
         system_reserved: map("systemReserved"),
         eviction_hard: map("evictionHard"),
+        protect_kernel_defaults: map("protectKernelDefaults"),
         flags,
         containerd_v3,
         register_with_taints: config.and_then(|c| c.get("registerWithTaints").cloned()),

@@ -8,6 +8,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::facts::{Facts, Family};
+use crate::instance::userdata::go_bool_flag;
+use crate::instance::userdata::UserDataFact;
 use crate::spec::Spec;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -61,11 +63,27 @@ pub(crate) fn config_file(spec: &Spec, facts: &Facts) -> Result<Option<ConfigFil
     }))
 }
 
-/// Where kubelet's `protectKernelDefaults` is on, if it is: the AL2 kubelet config when it says
-/// so; on AL2023, nodeadm's generated config (its default).
+/// Where kubelet's `protectKernelDefaults` is on, if it is: the config's `kubelet.extraArgs`
+/// (both hand-offs pass them last, so they win); on AL2023 the user data's NodeConfig (a flag,
+/// then `kubelet.config`), else nodeadm's generated config (its default); on AL2 the kubelet
+/// config when it says so.
 pub(crate) fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<String> {
+    const FLAG: &str = "--protect-kernel-defaults";
+    let extra = spec.registration.extra_args.iter().enumerate();
+    let by_extra = extra
+        .filter_map(|(i, a)| Some((go_bool_flag(a, FLAG)??, i)))
+        .next_back();
+    if let Some((on, i)) = by_extra {
+        return on.then(|| format!("kubelet.extraArgs[{i}]"));
+    }
     match facts.family() {
-        Some(Family::Al2023) => Some("nodeadm's generated kubelet config".into()),
+        Some(Family::Al2023) => match &facts.user_data {
+            UserDataFact::Read(Ok(nc)) => match &nc.protect_kernel_defaults {
+                Some((on, source)) => on.then(|| source.clone()),
+                None => Some("nodeadm's generated kubelet config".into()),
+            },
+            _ => Some("nodeadm's generated kubelet config".into()),
+        },
         Some(Family::Al2) => {
             let k = config_file(spec, facts).ok()??;
             protects_kernel_defaults(&k.doc).then_some(k.shown)
@@ -92,4 +110,47 @@ pub fn parse(text: &str, path: &Path) -> Result<Map<String, Value>, KubeletError
 /// Does the file turn on `protectKernelDefaults`?
 fn protects_kernel_defaults(m: &Map<String, Value>) -> bool {
     m.get("protectKernelDefaults") == Some(&Value::Bool(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra_args: &str) -> Spec {
+        let c = format!(r#"{{"cluster":{{"name":"c"}},"kubelet":{{"extraArgs":[{extra_args}]}}}}"#);
+        crate::spec::from_config(&crate::config::parse(&c, "t.json").unwrap()).unwrap()
+    }
+
+    /// An AL2023 node whose user data's NodeConfig has this `kubelet` section.
+    fn al2023(kubelet: &str) -> Facts {
+        let doc = format!("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster: {{name: c}}\n  kubelet: {kubelet}\n");
+        Facts::builder(Family::Al2023)
+            .user_data(UserDataFact::from_bytes(Some(doc.as_bytes())))
+            .build()
+    }
+
+    #[test]
+    fn the_user_datas_flag_or_config_and_the_configs_extra_args_turn_it_off_or_on() {
+        let on = |s: &Spec, f: &Facts| protect_kernel_defaults(s, f);
+        let nodeadm = Some("nodeadm's generated kubelet config".to_string());
+        assert_eq!(on(&spec(""), &al2023("{}")), nodeadm);
+        let off = al2023("{config: {protectKernelDefaults: false}}");
+        assert_eq!(on(&spec(""), &off), None);
+        // A flag wins over the config; a bare bool flag is true, `--flag false` is no value.
+        let flag = al2023(
+            r#"{config: {protectKernelDefaults: true}, flags: ["--protect-kernel-defaults=false"]}"#,
+        );
+        assert_eq!(on(&spec(""), &flag), None);
+        let bare = al2023(
+            r#"{config: {protectKernelDefaults: false}, flags: ["--protect-kernel-defaults false"]}"#,
+        );
+        assert!(on(&spec(""), &bare)
+            .unwrap()
+            .starts_with("kubelet.flags[0]"));
+        // The config's extraArgs come last on the kubelet's command line.
+        let s = spec(r#""--protect-kernel-defaults=false""#);
+        assert_eq!(on(&s, &al2023("{}")), None);
+        let s = spec(r#""--protect-kernel-defaults=true""#);
+        assert_eq!(on(&s, &off), Some("kubelet.extraArgs[0]".into()));
+    }
 }
