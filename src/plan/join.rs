@@ -3,6 +3,7 @@
 //! record, and the packaged unit that runs the work after the hand-off. They sit here, below
 //! the settings, so that no setting imports another for them.
 
+use crate::config::PreflightMode;
 use crate::facts::{Facts, Family};
 use crate::instance::metadata::Metadata;
 use crate::instance::userdata::UserDataFact;
@@ -16,6 +17,16 @@ pub const RECORD: &str = "join";
 
 /// The join record's key for the results of the checks that the join needs.
 pub const PREFLIGHT: &str = "preflight";
+
+/// The phase a check mode runs checks in: `fail` before any change, `warn` beside the changes,
+/// `off` none (`verify.preflight`, `verify.hardening`).
+pub fn phase(mode: PreflightMode) -> Option<When> {
+    match mode {
+        PreflightMode::Off => None,
+        PreflightMode::Fail => Some(When::First),
+        PreflightMode::Warn => Some(When::Beside),
+    }
+}
 
 /// A check the join needs, run in `when` under the checks' budget, its result in the join
 /// record's `preflight`.

@@ -299,16 +299,15 @@ impl Plan {
             let _ = writeln!(o, "{line}");
         }
         kubelet::derived::render_text(&mut o, &self.derived);
-        render_checks(&mut o, &self.steps);
-        render_checks(
-            &mut o,
-            &self
-                .after
-                .iter()
-                .cloned()
-                .map(Step::from)
-                .collect::<Vec<_>>(),
-        );
+        let after = self.after.iter().filter_map(|a| match a {
+            step::After::Check(c) => Some(c),
+            step::After::Run(_) => None,
+        });
+        let now = self.steps.iter().filter_map(|s| match s {
+            Step::Check(c) => Some(c),
+            _ => None,
+        });
+        render_checks(&mut o, now.chain(after).collect());
         if self.changes() == 0 {
             let _ = writeln!(
                 o,
@@ -428,14 +427,7 @@ const AFTER: &str = "after the hand-off (eks-nodeinit-launch-hook.service runs t
 
 /// How the plan's checks run: together, under one budget, before the changes or beside them;
 /// and, once, each reason some are not run here.
-fn render_checks(o: &mut String, steps: &[Step]) {
-    let checks: Vec<&step::CheckStep> = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Check(c) => Some(c),
-            _ => None,
-        })
-        .collect();
+fn render_checks(o: &mut String, checks: Vec<&step::CheckStep>) {
     for when in [step::When::First, step::When::Beside] {
         let of: Vec<_> = checks.iter().filter(|c| c.when == when).collect();
         let Some(budget) = of.iter().map(|c| c.budget_ms).max() else {

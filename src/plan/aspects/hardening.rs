@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use crate::config::PreflightMode;
 use crate::facts::Family;
 use crate::plan::join;
-use crate::plan::step::When;
 use crate::spec::Spec;
 use crate::verify::hardening::{Exec, Fips, KernelDefaults, Selinux, KERNEL_DEFAULTS};
 use crate::verify::Check;
@@ -63,10 +62,8 @@ fn programs(spec: &Spec, family: Family) -> BTreeMap<String, String> {
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
-    let when = match spec.verify.hardening {
-        PreflightMode::Off => return,
-        PreflightMode::Fail => When::First,
-        PreflightMode::Warn => When::Beside,
+    let Some(when) = join::phase(spec.verify.hardening) else {
+        return;
     };
     let Some(family) = facts.family() else {
         return;
@@ -99,7 +96,7 @@ mod tests {
     use super::super::testing::{run, spec};
     use super::*;
     use crate::facts::Facts;
-    use crate::plan::step::Step;
+    use crate::plan::step::{Step, When};
 
     fn planned(config: &str, family: Family) -> Vec<(serde_json::Value, When)> {
         let s = spec(config);

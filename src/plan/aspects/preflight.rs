@@ -7,11 +7,9 @@ use std::sync::Arc;
 
 use base64::Engine;
 
-use crate::config::PreflightMode;
 use crate::facts::{Facts, Family, Reach};
 use crate::instance::metadata::Metadata;
 use crate::plan::join;
-use crate::plan::step::When;
 use crate::spec::Spec;
 use crate::verify::preflight as probes;
 use crate::verify::{Check, Context};
@@ -113,18 +111,9 @@ fn cidr_checks(facts: &Facts, md: &Metadata) -> Vec<Check> {
     v
 }
 
-/// The phase the join's checks run in, as `verify.preflight` says: `None` when off.
-pub(crate) fn phase(spec: &Spec) -> Option<When> {
-    match spec.verify.preflight {
-        PreflightMode::Off => None,
-        PreflightMode::Fail => Some(When::First),
-        PreflightMode::Warn => Some(When::Beside),
-    }
-}
-
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
-    let Some(when) = phase(spec) else {
+    let Some(when) = join::phase(spec.verify.preflight) else {
         return;
     };
     let (Some(md), Some(reach)) = (&facts.instance, &facts.reach) else {
