@@ -47,6 +47,14 @@ fn report(root: &Path) -> Value {
 
 const DROPIN: &str = "etc/eks/nodeadm.d/10-eks-nodeinit.json";
 
+/// `field` of each of the join record's check results that `keep` keeps.
+fn results<'a>(rep: &'a Value, keep: impl Fn(&Value) -> bool, field: &str) -> Vec<&'a str> {
+    let all = rep["join"]["preflight"].as_array().unwrap().iter();
+    all.filter(|c| keep(c))
+        .map(|c| c[field].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn a_hardened_ami_stops_before_any_change_naming_each_cause_and_hands_off_once_fixed() {
     let root = sample_root("al2023-root");
@@ -71,13 +79,7 @@ fn a_hardened_ami_stops_before_any_change_naming_each_cause_and_hands_off_once_f
     assert!(!r.join(DROPIN).exists(), "no hand-off");
     let rep = report(r);
     assert_eq!(rep["join"]["verdict"], "preflight-failed", "{rep:#}");
-    let failed: Vec<&str> = rep["join"]["preflight"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["result"] == "failed")
-        .map(|c| c["cause"].as_str().unwrap())
-        .collect();
+    let failed = results(&rep, |c| c["result"] == "failed", "cause");
     assert_eq!(failed, ["kernel-defaults", "noexec"], "{rep:#}");
     assert_eq!(
         rep["checks"]["kernel settings protectKernelDefaults demands"]["phase"],
@@ -104,14 +106,18 @@ fn a_hardened_ami_stops_before_any_change_naming_each_cause_and_hands_off_once_f
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(r.join(DROPIN).exists(), "handed off");
     let rep = report(r);
-    let first: Vec<&str> = rep["join"]["preflight"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["phase"] == "first")
-        .map(|c| c["result"].as_str().unwrap())
-        .collect();
+    let first = results(&rep, |c| c["phase"] == "first", "result");
     assert_eq!(first, ["passed"; 4], "{rep:#}");
+    // The fix as the kernel and the next boot's systemd-sysctl read it: set live, and in the
+    // agent's file, which sorts after a hardening file such as 99-stig.conf.
+    let live = std::fs::read_to_string(r.join("proc/sys/kernel/panic")).unwrap();
+    assert_eq!(live.trim(), "10");
+    let persisted =
+        std::fs::read_to_string(r.join("etc/sysctl.d/99-zz-eks-nodeinit.conf")).unwrap();
+    assert!(
+        persisted.lines().any(|l| l == "kernel.panic = 10"),
+        "{persisted}"
+    );
 }
 
 /// A check planned after the hand-off, as this boot's job holds it (the plan's own step type),
