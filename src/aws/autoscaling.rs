@@ -22,6 +22,7 @@ pub struct Calls {
     pub complete_lifecycle_action: u32,
     pub describe_auto_scaling_instances: u32,
     pub record_lifecycle_action_heartbeat: u32,
+    pub set_instance_health: u32,
 }
 
 pub struct AutoScaling {
@@ -141,6 +142,43 @@ impl AutoScaling {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// SetInstanceHealth `Unhealthy` for the instance, the group's health check grace period
+    /// not respected (the verdict came after a deadline of its own): the group terminates it
+    /// and launches another.
+    pub async fn set_unhealthy(
+        &mut self,
+        instance_id: &str,
+        group: Option<&str>,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<(), CallError> {
+        let op = aws::Op {
+            name: "SetInstanceHealth",
+            action: "autoscaling:SetInstanceHealth",
+            resource: format!(
+                "arn:aws:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/{}",
+                group.unwrap_or("*")
+            ),
+            on: instance_id,
+        };
+        let client = &self.client;
+        op.call(
+            policy,
+            deadline,
+            &mut self.calls.set_instance_health,
+            || {
+                client
+                    .set_instance_health()
+                    .instance_id(instance_id)
+                    .health_status("Unhealthy")
+                    .should_respect_grace_period(false)
+                    .send()
+            },
+        )
+        .await
+        .map(|_| ())
     }
 
     /// RecordLifecycleActionHeartbeat for `hook` of `group` and the instance: the hook's

@@ -26,6 +26,11 @@ pub struct Calls {
     /// Not tagging's either: the Node's name for verified join.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub describe_instances: u32,
+    /// The instance retiring itself (`verify.onFailure: terminate`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub terminate_instances: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub describe_instance_attribute: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -305,6 +310,67 @@ impl Ec2 {
         .map(|_| ())
     }
 }
+impl Ec2 {
+    /// TerminateInstances of the instance itself.
+    pub async fn terminate(
+        &mut self,
+        instance_id: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<(), TagError> {
+        let op = aws::Op {
+            name: "TerminateInstances",
+            action: "ec2:TerminateInstances",
+            resource: format!("arn:aws:ec2:*:*:instance/{instance_id}"),
+            on: instance_id,
+        };
+        let client = &self.client;
+        op.call(
+            policy,
+            deadline,
+            &mut self.calls.terminate_instances,
+            || {
+                client
+                    .terminate_instances()
+                    .instance_ids(instance_id)
+                    .send()
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// What the instance does when its OS powers off: `terminate` or `stop`
+    /// (DescribeInstanceAttribute `instanceInitiatedShutdownBehavior`).
+    pub async fn shutdown_behaviour(
+        &mut self,
+        instance_id: &str,
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<String, TagError> {
+        use aws_sdk_ec2::types::InstanceAttributeName;
+        let op = aws::Op {
+            name: "DescribeInstanceAttribute",
+            action: "ec2:DescribeInstanceAttribute",
+            resource: format!("arn:aws:ec2:*:*:instance/{instance_id}"),
+            on: instance_id,
+        };
+        let client = &self.client;
+        let counter = &mut self.calls.describe_instance_attribute;
+        let out = op
+            .call(policy, deadline, counter, || {
+                client
+                    .describe_instance_attribute()
+                    .instance_id(instance_id)
+                    .attribute(InstanceAttributeName::InstanceInitiatedShutdownBehavior)
+                    .send()
+            })
+            .await?;
+        let v = out.instance_initiated_shutdown_behavior();
+        Ok(v.and_then(|a| a.value()).unwrap_or_default().to_string())
+    }
+}
+
 /// What tagging came to, in the foreground or from the background continuation.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::fit;
 use crate::aws::autoscaling::{complete_launch, keep_alive, Completed, HookError, HookResult};
 use crate::base::retry::RetryPolicy;
 use crate::exec::after::{self, Ran};
@@ -26,7 +27,7 @@ use crate::os::systemd;
 use crate::plan::after::{AfterJob, AFTER_JOB};
 use crate::verify::fleet;
 use crate::verify::launch_of;
-use crate::verify::proof::{self, JoinJob, Proof, JOIN_JOB};
+use crate::verify::proof::{self, JoinJob, OwnNode, Proof, JOIN_JOB};
 use crate::verify::record::JoinVerdict;
 use crate::verify::verdict::{hook_result, Blame, Seen};
 
@@ -205,7 +206,8 @@ fn launch_result(p: &Proof, ready_as_planned: bool, strict: bool) -> HookResult 
 }
 
 /// The proof (with heartbeats for the hook meanwhile), whose cause a failure is, the verdict
-/// recorded and logged, then the hook completed with the verdict's result.
+/// recorded and logged with the Node's conditions, then the hook completed with the verdict's
+/// result; then the initialisation deadline, and the node retired where it asks for it.
 async fn prove_join(
     c: &Completer,
     job: &JoinJob,
@@ -215,7 +217,7 @@ async fn prove_join(
 ) -> Result<(), CompleteError> {
     let ctx = context(job);
     let hook_name = hook.map_or_else(String::new, |(j, _)| j.hook.clone());
-    let (mut proof, ran) = match hook {
+    let (mut proof, ran, mut own) = match hook {
         Some((h, _)) => {
             // Heartbeats beside the proof; the proof goes on if they stop.
             let t = ctx.transport();
@@ -232,27 +234,133 @@ async fn prove_join(
     let ready_as_planned = proof.verdict == JoinVerdict::Joined;
     fold_after(&mut proof, &ran);
     judge(job, &ctx, &mut proof).await;
+    let set = fit::decided(&proof, ready_as_planned, &ran);
+    let failed = own.set_logged(&ctx, &set, None).await;
     let result = launch_result(&proof, ready_as_planned, job.strict);
     record(c, &proof, &ran)?;
+    if !set.is_empty() {
+        update_join(c, |join| join.conditions = fit::said(&set, failed.as_ref()))?;
+    }
     let outcome = verdict(&proof, result);
-    let Some((h, text)) = hook else {
-        return outcome;
+    let told = match hook {
+        Some((h, text)) => Some(tell(c, &ctx, h, text, done, result).await?),
+        None => None,
     };
+    if let Some(Err(error)) = told {
+        return Err(CompleteError::HookNotCompleted {
+            hook: hook_name,
+            result: result.as_str(),
+            verdict: proof.verdict.as_str(),
+            error,
+        });
+    }
+    let abandoned = told.is_some() && result == HookResult::Abandon;
+    if outcome.is_ok() || proof.verdict == JoinVerdict::Mismatch {
+        if let Some(late) = init_deadline(c, job, &ctx, &mut own, &proof, &set).await? {
+            proof = late;
+        }
+    }
+    if !abandoned {
+        retire(c, job, &ctx, &proof).await?;
+    }
+    match proof.verdict {
+        JoinVerdict::InitDeadline => verdict(&proof, result),
+        _ => outcome,
+    }
+}
+
+/// The hook completed with `result` and recorded: what it was told, or why not.
+async fn tell(
+    c: &Completer,
+    ctx: &crate::verify::Context,
+    h: &LaunchHookJob,
+    text: &str,
+    done: &std::path::Path,
+    result: HookResult,
+) -> Result<Result<String, String>, CompleteError> {
     let r = complete(c, h, result, ctx.transport().as_ref()).await;
     if r.is_ok() {
         fsutil::write_atomic(done, text.as_bytes(), 0o644)?;
     }
     let told = r.map(|o| told(result, h, o)).map_err(|e| e.to_string());
     record_hook(c, &told)?;
-    match told {
-        Err(error) => Err(CompleteError::HookNotCompleted {
-            hook: h.hook.clone(),
-            result: result.as_str(),
-            verdict: proof.verdict.as_str(),
-            error,
-        }),
-        Ok(_) => outcome,
+    Ok(told)
+}
+
+/// `verify.initDeadline`: every watched condition True in time, recorded as a phase; else the
+/// verdict `init-deadline` with what was not True, judged and recorded.
+async fn init_deadline(
+    c: &Completer,
+    job: &JoinJob,
+    ctx: &crate::verify::Context,
+    own: &mut crate::verify::proof::OwnNode,
+    p: &Proof,
+    set: &[crate::verify::conditions::Condition],
+) -> Result<Option<Proof>, CompleteError> {
+    let Some(secs) = job.init_deadline_secs else {
+        return Ok(None);
+    };
+    let kinds = fit::watched(set, job);
+    let end = fit::init_end(p.kubelet_active_at, secs);
+    match fit::initialised(own, ctx, job, &kinds, (end, c.poll)).await {
+        Ok(()) => {
+            tracing::info!("the Node is initialised: {} True", kinds.join(", "));
+            update_join(c, |join| join.phase("initialised", now_ms()))?;
+            Ok(None)
+        }
+        Err(unmet) => {
+            let mut late = p.clone();
+            late.verdict = JoinVerdict::InitDeadline;
+            late.causes = vec![format!(
+                "the Node's conditions not all True {secs}s after kubelet was active (verify.initDeadline): {}",
+                unmet.join("; ")
+            )];
+            late.blame = None;
+            judge(job, ctx, &mut late).await;
+            update_join(c, |join| {
+                join.phase("init deadline", now_ms());
+                join.verdict = Some(late.verdict);
+                join.blame = late.blame;
+                join.causes.extend(late.causes.iter().cloned());
+            })?;
+            Ok(Some(late))
+        }
     }
+}
+
+/// `verify.onFailure`: the node retires itself for a verdict of its own cause, recorded.
+async fn retire(
+    c: &Completer,
+    job: &JoinJob,
+    ctx: &crate::verify::Context,
+    p: &Proof,
+) -> Result<(), CompleteError> {
+    let Some(how) = job.retire else {
+        return Ok(());
+    };
+    if !crate::verify::retire::retires(p.verdict, p.blame) {
+        return Ok(());
+    }
+    let r = crate::verify::retire::Retiring {
+        root: &c.root,
+        bus_address: &c.bus_address,
+        ctx,
+        instance_id: &job.instance_id,
+        group: job.group.as_deref(),
+        policy: c.policy,
+    };
+    let cause = p.causes.join("; ");
+    let done = crate::verify::retire::retire(how, &r, p.verdict, &cause).await;
+    match &done {
+        Ok(d) => tracing::error!("the node retired itself: {d}"),
+        Err(e) => tracing::error!("the node could not retire itself: {e}"),
+    }
+    update_join(c, |join| {
+        join.retired = Some(match done {
+            Ok(d) => d,
+            Err(e) => format!("not retired: {e}"),
+        })
+    })
 }
 
 /// What the proof's calls share: the job's transport, else the unit's proxy (a job of a run
@@ -271,6 +379,8 @@ async fn judge(job: &JoinJob, ctx: &crate::verify::Context, p: &mut Proof) {
     if matches!(p.verdict, JoinVerdict::Joined | JoinVerdict::Mismatch) {
         return fleet::mark_joined(ctx, &job.instance_id).await;
     }
+    // A Node that joined and never initialised: no read failed, nothing tells more than the
+    // others of its group.
     let others = fleet::others_joined(ctx, &job.instance_id, job.group.as_deref()).await;
     let (blame, why) =
         crate::verify::verdict::blame(&p.seen, others.as_ref().map(|n| *n).map_err(String::as_str));
@@ -308,7 +418,7 @@ async fn prove(
     ctx: &crate::verify::Context,
     hook: &str,
     after: Option<&AfterJob>,
-) -> (Proof, Ran) {
+) -> (Proof, Ran, OwnNode) {
     let start = Instant::now();
     let kubelet_wait = c.kubelet_wait.min(Duration::from_secs(job.deadline_secs));
     let waited = Completer {
@@ -328,16 +438,16 @@ async fn prove(
                 ready_at: None,
                 seen: Seen::kubelet(e.to_string()),
             };
-            return (proof, not_run);
+            return (proof, not_run, OwnNode::of(job));
         }
     };
     let left = JoinJob {
         deadline_secs: job.deadline_secs.saturating_sub(start.elapsed().as_secs()),
         ..job.clone()
     };
-    let mut p = proof::prove(&left, ctx, c.poll).await;
+    let (mut p, own) = proof::prove(&left, ctx, c.poll, &fit::pending(&ran)).await;
     p.kubelet_active_at = Some(active);
-    (p, ran)
+    (p, ran, own)
 }
 
 /// The proof into the report's `join` section, and the steps after the hand-off into its

@@ -5,6 +5,7 @@ pub mod await_service;
 pub mod bake_images;
 pub mod cli;
 pub mod complete_hook;
+mod fit;
 pub mod pin_sandbox;
 
 use std::io::Read;

@@ -20,6 +20,13 @@ pub struct LifecycleSettings {
     /// completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_launch_hook: Option<String>,
+    /// A taint the Node registers with and that only a controller removes once the node's boot
+    /// work is done (docs/lifecycle.md#a-startup-taint): `key[=value]:Effect` with the key
+    /// under `readiness.k8s.io/`, as Kubernetes' Node Readiness Controller manages them (its
+    /// `NodeReadinessRule` names the agent's Node conditions). Karpenter's NodePool must list
+    /// it in `startupTaints`. The proof does not expect it on the Node: a rule may remove it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_taint: Option<String>,
 }
 
 #[derive(

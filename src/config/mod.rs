@@ -54,7 +54,7 @@ pub use registries::{MirrorDetail, RegistrySettings};
 pub use sysctls::SysctlValue;
 pub use tagging::TaggingSettings;
 pub use trust::TrustSettings;
-pub use verify::{JoinMode, PreflightMode, VerifySettings};
+pub use verify::{JoinMode, OnFailure, PreflightMode, VerifySettings};
 
 /// Where the agent reads its configuration when `--config` is not given.
 pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";

@@ -34,6 +34,26 @@ pub struct VerifySettings {
     /// `deadline` or `not-ready`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join_deadline: Option<String>,
+    /// What a failed join whose cause is the node's own does where no launch hook waits
+    /// (docs/join.md#fail-fast-without-a-launch-hook). `report` (default): the verdict is
+    /// logged and recorded. `replace`: in an Auto Scaling group without a launch hook, the
+    /// instance is set `Unhealthy` (`SetInstanceHealth`) so that the group replaces it.
+    /// `terminate`: that, and outside any group (Karpenter, a standalone instance) the instance
+    /// terminates itself (`TerminateInstances` on its own id; refused, it powers off when its
+    /// shutdown behaviour is `terminate`). Before either, the cause is written as the instance
+    /// tag `eks-nodeinit/retired` and one line on the serial console. Never for a cause the
+    /// cluster or the whole group shares.
+    #[serde(default)]
+    pub on_failure: OnFailure,
+    /// How long after kubelet is active the agent's Node conditions (and `initConditions`)
+    /// may take to be all True (a Go duration from 30s to 1h; absent: no deadline). Past it
+    /// the verdict is `init-deadline` and goes the way of a failed join (`onFailure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_deadline: Option<String>,
+    /// Other Node condition types the initialisation deadline waits for besides the agent's
+    /// own (set by other node-local reporters: a GPU operator's, a CNI's), each True by then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_conditions: Vec<String>,
 }
 
 impl VerifySettings {
@@ -52,6 +72,17 @@ pub enum PreflightMode {
     Warn,
     Fail,
     Off,
+}
+
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    #[default]
+    Report,
+    Replace,
+    Terminate,
 }
 
 #[derive(

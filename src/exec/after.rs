@@ -10,6 +10,7 @@ use std::path::Path;
 use crate::exec::report::{Outcome, StepOutcome};
 use crate::plan::after::AfterJob;
 use crate::plan::step::After;
+use crate::verify::conditions::Condition;
 use crate::verify::Verdict;
 
 /// How the report names a step after the hand-off: this, then what it is.
@@ -21,6 +22,8 @@ pub struct Ran {
     pub(crate) outcomes: Vec<StepOutcome>,
     /// Each failure: what did not happen, why, and what to do.
     pub failures: Vec<String>,
+    /// The Node conditions the steps' settings name, each as its step went.
+    pub conditions: Vec<Condition>,
 }
 
 /// Run the job's steps in order under `root`; a failure stops the steps after it.
@@ -32,6 +35,10 @@ pub async fn run(job: &AfterJob, root: &Path) -> Ran {
             false => Outcome::Skipped("a step before it after the hand-off failed".into()),
             true => one(s, root).await,
         };
+        if let Some(kind) = s.condition() {
+            ran.conditions
+                .push(condition(kind, &outcome, !ran.failures.is_empty()));
+        }
         match &outcome {
             Outcome::Failed(e) => {
                 tracing::error!("{step}: {e}");
@@ -42,6 +49,19 @@ pub async fn run(job: &AfterJob, root: &Path) -> Ran {
         ran.outcomes.push(StepOutcome { step, outcome });
     }
     ran
+}
+
+/// A step's own condition: `True` when done or not needed here, `False` when it failed or a
+/// failure before it stopped it (`stopped`).
+fn condition(kind: &str, o: &Outcome, stopped: bool) -> Condition {
+    match o {
+        Outcome::Done => Condition::new(kind, true, "Done", "done after the hand-off"),
+        Outcome::DoneWith(d) => Condition::new(kind, true, "Done", d),
+        Outcome::Failed(e) => Condition::new(kind, false, "Failed", e),
+        Outcome::Skipped(why) if stopped => Condition::new(kind, false, "NotRun", why),
+        Outcome::Skipped(why) => Condition::new(kind, true, "NotNeeded", why),
+        other => Condition::new(kind, false, "NotRun", &other.to_string()),
+    }
 }
 
 /// One step's outcome.
@@ -76,9 +96,14 @@ impl Ran {
             step: format!("{PREFIX}{}", s.describe()),
             outcome: Outcome::Skipped(why.to_string()),
         });
+        let conditions = job.steps.iter().filter_map(|s| {
+            let kind = s.condition()?;
+            Some(Condition::new(kind, false, "NotRun", why))
+        });
         Ran {
             outcomes: outcomes.collect(),
             failures: Vec::new(),
+            conditions: conditions.collect(),
         }
     }
 
@@ -114,6 +139,7 @@ mod tests {
             skip: skip.map(String::from),
             if_failed: IfFailed::new(format!("{purpose} did not happen"), "look"),
             when: When::After,
+            condition: None,
         })
     }
 
@@ -195,6 +221,7 @@ mod tests {
             when: When::After,
             budget_ms: 1000,
             record: None,
+            condition: None,
         })
     }
 

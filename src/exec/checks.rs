@@ -114,6 +114,7 @@ mod tests {
             when,
             budget_ms: 1000,
             record: Some(("join".into(), "preflight".into())),
+            condition: None,
         };
         let (first, beside) = (step(When::First), step(When::Beside));
         let mut report = Report::default();

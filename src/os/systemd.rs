@@ -128,6 +128,25 @@ pub async fn queue(conn: &zbus::Connection, unit: &str, job: Job) -> Result<(), 
     })
 }
 
+/// Power the machine off as `systemctl poweroff` does: `poweroff.target` started, no job may
+/// replace it.
+pub async fn power_off(conn: &zbus::Connection) -> Result<(), SystemdError> {
+    conn.call_method(
+        Some("org.freedesktop.systemd1"),
+        "/org/freedesktop/systemd1",
+        Some("org.freedesktop.systemd1.Manager"),
+        "StartUnit",
+        &("poweroff.target", "replace-irreversibly"),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| SystemdError::Refused {
+        job: Job::Start,
+        unit: "poweroff.target".to_string(),
+        source,
+    })
+}
+
 /// Have systemd's manager reload every unit file and drop-in (`Manager.Reload`); returns once
 /// the reload is done (systemd answers after it).
 pub async fn reload(conn: &zbus::Connection) -> Result<(), SystemdError> {

@@ -116,6 +116,7 @@ mod tests {
             skip: None,
             if_failed: IfFailed::new(format!("{purpose} failed"), "look"),
             when: When::After,
+            condition: None,
         })
     }
 
@@ -201,6 +202,7 @@ mod tests {
             when: When::After,
             budget_ms: 1000,
             record: None,
+            condition: None,
         });
         let mut findings = Findings::default();
         let (now, after) = split(vec![check, exec()], &mut findings);
@@ -244,6 +246,7 @@ mod tests {
                 when: When::After,
                 budget_ms: 2000,
                 record: None,
+                condition: None,
             })
         };
         let job = AfterJob {

@@ -36,6 +36,7 @@ pub fn check_step(check: crate::verify::Check, when: When, spec: &Spec) -> Step 
         when,
         budget_ms: u64::try_from(spec.verify.budget.as_millis()).unwrap_or(u64::MAX),
         record: Some((RECORD.into(), PREFLIGHT.into())),
+        condition: None,
     })
 }
 

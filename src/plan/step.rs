@@ -104,6 +104,10 @@ pub struct CheckStep {
     /// result in the report's steps and the join's verdict.
     #[serde(skip)]
     pub record: Option<(String, String)>,
+    /// After the hand-off: the Node condition that says how it went, named by its setting
+    /// ([`crate::verify::conditions`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
 }
 
 /// A step after the hand-off, as the plan keeps it and this boot's job holds it: a program
@@ -130,6 +134,14 @@ impl After {
         match self {
             After::Run(r) => r.purpose.clone(),
             After::Check(c) => format!("check {}", c.check.probe.describe()),
+        }
+    }
+
+    /// The Node condition its setting names for it.
+    pub fn condition(&self) -> Option<&str> {
+        match self {
+            After::Run(r) => r.condition.as_deref(),
+            After::Check(c) => c.condition.as_deref(),
         }
     }
 }
@@ -280,6 +292,10 @@ pub struct Run {
     /// In the plan's order ([`When::Apply`]) or after the hand-off ([`When::After`]).
     #[serde(default, skip_serializing_if = "When::is_apply")]
     pub when: When,
+    /// After the hand-off: the Node condition that says how it went, named by its setting
+    /// ([`crate::verify::conditions`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
 }
 
 /// A job for systemd's manager.

@@ -15,7 +15,11 @@ use super::unsafe_for_dropin;
 pub struct Registration {
     /// Role preset merged with the config's labels, sorted by key.
     pub labels: Vec<(String, String)>,
+    /// The config's taints (else the role's), then the startup taint.
     pub taints: Vec<Taint>,
+    /// `lifecycle.startupTaint`: among `taints`, and not expected on the Node by the proof
+    /// (a controller removes it).
+    pub startup_taint: Option<Taint>,
     /// `kubelet.extraArgs`, each `--flag=value`.
     pub extra_args: Vec<String>,
 }
@@ -50,10 +54,52 @@ fn merged_labels(c: &Config) -> BTreeMap<String, String> {
 }
 
 pub(super) fn registration(c: &Config, f: &mut Findings) -> Registration {
+    let mut taints = taints(c, f);
+    let startup_taint = startup_taint(c, &taints, f);
+    taints.extend(startup_taint.iter().cloned());
     Registration {
         labels: labels(c, f),
-        taints: taints(c, f),
+        taints,
+        startup_taint,
         extra_args: extra_args(c, f),
+    }
+}
+
+/// The prefix of the taints Kubernetes' Node Readiness Controller manages.
+pub const STARTUP_TAINT_PREFIX: &str = "readiness.k8s.io/";
+
+/// `lifecycle.startupTaint`, checked as kubelet reads a taint, under the readiness prefix, and
+/// not a key and effect the other taints have.
+fn startup_taint(c: &Config, others: &[Taint], f: &mut Findings) -> Option<Taint> {
+    const FIELD: &str = "lifecycle.startupTaint";
+    let text = c.lifecycle.startup_taint.as_deref()?;
+    if let Some(ch) = unsplittable(text) {
+        f.push(FIELD, unsplittable_problem(text, ch));
+        return None;
+    }
+    let t = f.check(FIELD, k8s::parse_taint(text))?;
+    let problem = if !t.key.starts_with(STARTUP_TAINT_PREFIX) {
+        Some(format!("the key `{}` is not under `{STARTUP_TAINT_PREFIX}`: the Node Readiness Controller manages only taints of that prefix (for instance `{STARTUP_TAINT_PREFIX}eks-nodeinit=pending:NoSchedule`)", printable(&t.key)))
+    } else if t.effect == "PreferNoSchedule" {
+        Some("a `PreferNoSchedule` taint keeps no pod off the node; use `NoSchedule` (or `NoExecute`)".to_string())
+    } else if others
+        .iter()
+        .any(|x| x.key == t.key && x.effect == t.effect)
+    {
+        Some(format!(
+            "`taints` has `{}:{}` already; keep it in one place",
+            printable(&t.key),
+            t.effect
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => {
+            f.push(FIELD, p);
+            None
+        }
+        None => Some(t),
     }
 }
 
@@ -153,5 +199,62 @@ fn extra_arg_problem(a: &str) -> Option<String> {
         Some("set labels and taints with the `labels` and `taints` fields, not as raw flags".into())
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(config: &str) -> (Registration, Vec<String>) {
+        let c = crate::config::parse(config, "t.json").unwrap();
+        let mut f = Findings::default();
+        let r = registration(&c, &mut f);
+        (
+            r,
+            f.0.iter()
+                .map(|x| format!("{}: {}", x.field, x.message))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn the_startup_taint_is_registered_after_the_others_under_the_readiness_prefix() {
+        let (r, f) = of(
+            r#"{"cluster":{"name":"c"},"taints":["a=b:NoSchedule"],"lifecycle":{"startupTaint":"readiness.k8s.io/eks-nodeinit=pending:NoSchedule"}}"#,
+        );
+        assert!(f.is_empty(), "{f:?}");
+        let texts: Vec<_> = r.taints.iter().map(|t| t.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "a=b:NoSchedule",
+                "readiness.k8s.io/eks-nodeinit=pending:NoSchedule"
+            ]
+        );
+        assert_eq!(
+            r.startup_taint.unwrap().key,
+            "readiness.k8s.io/eks-nodeinit"
+        );
+        for (taint, says) in [
+            (
+                "example.com/boot:NoSchedule",
+                "is not under `readiness.k8s.io/`",
+            ),
+            ("readiness.k8s.io/boot:PreferNoSchedule", "keeps no pod off"),
+            ("readiness.k8s.io/a=b:NoSchedule", "`taints` has"),
+            ("readiness.k8s.io/boot", "has no effect"),
+        ] {
+            let config = format!(
+                r#"{{"cluster":{{"name":"c"}},"taints":["readiness.k8s.io/a=c:NoSchedule"],"lifecycle":{{"startupTaint":"{taint}"}}}}"#
+            );
+            let (r, f) = of(&config);
+            assert_eq!(f.len(), 1, "{taint}: {f:?}");
+            assert!(
+                f[0].starts_with("lifecycle.startupTaint: ") && f[0].contains(says),
+                "{taint}: {f:?}"
+            );
+            assert!(r.startup_taint.is_none() && r.taints.len() == 1, "{taint}");
+        }
     }
 }

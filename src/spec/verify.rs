@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::base::findings::Findings;
 use crate::base::text::printable;
-use crate::config::{JoinMode, PreflightMode, VerifySettings};
+use crate::config::{JoinMode, OnFailure, PreflightMode, VerifySettings};
 
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
@@ -20,6 +20,12 @@ pub struct VerifySpec {
     pub join_deadline: Option<Duration>,
     /// `verify.join: strict`: every verdict but `joined` abandons the launch.
     pub join_strict: bool,
+    /// What a failed join of the node's own cause does where no launch hook waits.
+    pub on_failure: OnFailure,
+    /// How long after kubelet is active the Node's watched conditions may take to be True.
+    pub init_deadline: Option<Duration>,
+    /// Other reporters' Node condition types the initialisation deadline waits for.
+    pub init_conditions: Vec<String>,
 }
 
 impl Default for VerifySpec {
@@ -30,6 +36,9 @@ impl Default for VerifySpec {
             budget: DEFAULT_BUDGET,
             join_deadline: Some(DEFAULT_DEADLINE),
             join_strict: false,
+            on_failure: OnFailure::Report,
+            init_deadline: None,
+            init_conditions: Vec::new(),
         }
     }
 }
@@ -72,13 +81,50 @@ pub fn spec(c: &VerifySettings, f: &mut Findings) -> VerifySpec {
         (Duration::from_secs(10), Duration::from_secs(3600)),
         f,
     );
+    let init_deadline = c.init_deadline.as_deref().map(|text| {
+        bounded(
+            "verify.initDeadline",
+            Some(text),
+            DEFAULT_DEADLINE,
+            (Duration::from_secs(30), Duration::from_secs(3600)),
+            f,
+        )
+    });
+    if c.join == JoinMode::Off && (init_deadline.is_some() || c.on_failure != OnFailure::Report) {
+        f.push(
+            "verify.join",
+            "`off` leaves no proof after the hand-off, so `initDeadline` and `onFailure` would never act; set `on` or remove them".to_string(),
+        );
+    }
     VerifySpec {
         preflight: c.preflight,
         hardening: c.hardening,
         budget,
         join_deadline: (c.join != JoinMode::Off).then_some(deadline),
         join_strict: c.join == JoinMode::Strict,
+        on_failure: c.on_failure,
+        init_deadline,
+        init_conditions: init_conditions(&c.init_conditions, f),
     }
+}
+
+/// The condition types a Node may carry: qualified names (`[prefix/]Name`), one each, none of
+/// the agent's own (it waits for those anyway).
+fn init_conditions(types: &[String], f: &mut Findings) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, t) in types.iter().enumerate() {
+        let field = format!("verify.initConditions[{i}]");
+        let r = crate::base::k8s::check_qualified_name(t).and_then(|()| {
+            match crate::verify::conditions::is_own(t) || out.contains(t) {
+                true => Err(format!("`{}` is listed twice or is one of the agent's own conditions, which the deadline waits for anyway", printable(t))),
+                false => Ok(()),
+            }
+        });
+        if f.check(&field, r).is_some() {
+            out.push(t.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -106,5 +152,51 @@ mod tests {
         assert!(f.is_empty());
         assert_eq!(s.budget, Duration::from_millis(500));
         assert_eq!(s.join_deadline, None);
+    }
+
+    #[test]
+    fn the_initialisation_deadline_and_its_conditions_are_checked() {
+        let mut f = Findings::default();
+        let c = VerifySettings {
+            init_deadline: Some("10m".into()),
+            init_conditions: vec!["nvidia.com/GPUReady".into()],
+            on_failure: OnFailure::Terminate,
+            ..Default::default()
+        };
+        let s = spec(&c, &mut f);
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(s.init_deadline, Some(Duration::from_secs(600)));
+        assert_eq!(s.init_conditions, ["nvidia.com/GPUReady"]);
+        let mut f = Findings::default();
+        let c = VerifySettings {
+            init_deadline: Some("2h".into()),
+            init_conditions: vec![
+                "bad type".into(),
+                "eks-nodeinit.io/Joined".into(),
+                "x/Ok".into(),
+                "x/Ok".into(),
+            ],
+            ..Default::default()
+        };
+        spec(&c, &mut f);
+        let fields: Vec<_> = f.0.iter().map(|x| x.field.clone()).collect();
+        assert_eq!(
+            fields,
+            [
+                "verify.initDeadline",
+                "verify.initConditions[0]",
+                "verify.initConditions[1]",
+                "verify.initConditions[3]"
+            ]
+        );
+        // Without the proof nothing would act on them.
+        let mut f = Findings::default();
+        let c = VerifySettings {
+            join: JoinMode::Off,
+            on_failure: OnFailure::Replace,
+            ..Default::default()
+        };
+        spec(&c, &mut f);
+        assert_eq!(f.0[0].field, "verify.join");
     }
 }

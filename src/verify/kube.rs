@@ -49,6 +49,19 @@ impl<'a> ApiServer<'a> {
         token: Option<&str>,
         body: Option<&serde_json::Value>,
     ) -> Result<Answer, Cause> {
+        self.call_as(method, path, token, body, "application/json")
+            .await
+    }
+
+    /// [`Self::call`] with the body's content type (a patch's kind).
+    pub async fn call_as(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&serde_json::Value>,
+        content_type: &str,
+    ) -> Result<Answer, Cause> {
         let proxy = self.context.proxy_for(&self.url);
         let tcp = net::open(&self.url, proxy, &self.context.bundles()).await?;
         let roots = net::roots(&[self.context.ca_pem.as_str()], false);
@@ -67,7 +80,7 @@ impl<'a> ApiServer<'a> {
         }
         let bytes = match body {
             Some(v) => {
-                b = b.header("content-type", "application/json");
+                b = b.header("content-type", content_type);
                 Bytes::from(v.to_string())
             }
             None => Bytes::new(),

@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod cidr;
+pub mod conditions;
 pub mod fleet;
 pub mod hardening;
 pub mod kube;
@@ -15,6 +16,7 @@ pub mod net;
 pub mod preflight;
 pub mod proof;
 pub mod record;
+pub mod retire;
 pub mod token;
 pub mod verdict;
 

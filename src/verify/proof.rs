@@ -10,6 +10,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use super::conditions::Condition;
 use super::kube::ApiServer;
 use super::name::{is_node_name, NodeName};
 use super::record::JoinVerdict;
@@ -50,6 +51,17 @@ pub struct JoinJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::aws::Transport>,
     pub expect: Expect,
+    /// `verify.initDeadline`: how long after kubelet is active the Node's watched conditions
+    /// may take to be all True.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_deadline_secs: Option<u64>,
+    /// `verify.initConditions`: other reporters' condition types it waits for too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_conditions: Vec<String>,
+    /// `verify.onFailure`: how the node retires itself on a failed join of its own cause where
+    /// no launch hook waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retire: Option<super::retire::Retire>,
 }
 
 /// What the Node must show.
@@ -157,11 +169,18 @@ enum Look {
     Absent(String),
 }
 
+/// The node's own access to its Node: its token (made again when old) and the Node's name
+/// (learnt from the identity when the plan could not know it).
+#[derive(Default)]
+pub struct OwnNode {
+    tokens: Tokens,
+    name: Option<String>,
+}
+
 /// The proof's state between reads.
 #[derive(Default)]
 struct Prover {
-    tokens: Tokens,
-    name: Option<String>,
+    own: OwnNode,
     seen: Seen,
     registered_at: Option<u64>,
 }
@@ -169,18 +188,32 @@ struct Prover {
 /// Wait for the Node (every `every`) until Ready or `deadline` from now, then judge it. Every
 /// read is cut at [`LOOK_TIMEOUT`] and at the deadline; a read the deadline cuts keeps what the
 /// reads before it saw. Whose cause a failure is, is judged after ([`super::verdict::blame`]).
-pub async fn prove(job: &JoinJob, ctx: &Context, every: Duration) -> Proof {
+///
+/// `pending`: the conditions the Node gets when first seen (the boot's conditions while the
+/// proof runs); the node's access to its Node is given back for the conditions after it.
+pub async fn prove(
+    job: &JoinJob,
+    ctx: &Context,
+    every: Duration,
+    pending: &[Condition],
+) -> (Proof, OwnNode) {
     // The job is the agent's own (the config bounds the deadline to an hour): a day at most.
     let end = Instant::now() + Duration::from_secs(job.deadline_secs.min(86_400));
     let mut p = Prover {
-        name: job.node.known().map(String::from),
+        own: OwnNode::of(job),
         ..Prover::default()
     };
     loop {
         let started = Instant::now();
         let cut = end.min(started + LOOK_TIMEOUT);
-        let look = tokio::time::timeout_at(cut, p.look(ctx, &job.instance_id));
-        match look.await {
+        let look = tokio::time::timeout_at(cut, p.own.look(ctx, &job.instance_id));
+        let look = look.await;
+        if let Ok(Ok(Look::Node(node))) = &look {
+            if p.registered_at.is_none() {
+                p.own.set_logged(ctx, pending, Some(node)).await;
+            }
+        }
+        match look {
             Ok(Ok(Look::Node(node))) if ready(&node) => return p.judged(&node, &job.expect),
             Ok(Ok(Look::Node(node))) => {
                 p.registered_at.get_or_insert_with(now_ms);
@@ -207,9 +240,74 @@ fn stalled(after: Duration) -> Cause {
     )
 }
 
-impl Prover {
-    fn name_text(&self) -> String {
-        printable(self.name.as_deref().unwrap_or(""))
+impl OwnNode {
+    pub fn of(job: &JoinJob) -> OwnNode {
+        OwnNode {
+            name: job.node.known().map(String::from),
+            ..OwnNode::default()
+        }
+    }
+
+    /// The Node, when this instance's is registered.
+    pub async fn node(
+        &mut self,
+        ctx: &Context,
+        instance_id: &str,
+    ) -> Result<Option<serde_json::Value>, Cause> {
+        match self.look(ctx, instance_id).await? {
+            Look::Node(n) => Ok(Some(n)),
+            Look::Absent(_) => Ok(None),
+        }
+    }
+
+    /// Set `conditions` on the Node (`node`: as last read, for the transition times).
+    pub async fn set(
+        &mut self,
+        ctx: &Context,
+        conditions: &[Condition],
+        node: Option<&serde_json::Value>,
+    ) -> Result<(), Cause> {
+        let (token, name) = (self.tokens.get(ctx).await?, self.name()?);
+        let api = ApiServer::of(ctx)?;
+        super::conditions::set(&api, &token, &name, conditions, node).await
+    }
+
+    /// [`Self::set`], a failure logged: the conditions inform controllers, the verdict stands.
+    pub async fn set_logged(
+        &mut self,
+        ctx: &Context,
+        conditions: &[Condition],
+        node: Option<&serde_json::Value>,
+    ) -> Option<Cause> {
+        if conditions.is_empty() {
+            return None;
+        }
+        let cut = tokio::time::timeout(LOOK_TIMEOUT, self.set(ctx, conditions, node));
+        let r = cut.await.unwrap_or_else(|_| Err(stalled(LOOK_TIMEOUT)));
+        match r {
+            Ok(()) => {
+                let set: Vec<String> = conditions
+                    .iter()
+                    .map(|c| format!("{}={} ({})", c.kind, c.status, c.reason))
+                    .collect();
+                tracing::info!("Node conditions set: {}", set.join(", "));
+                None
+            }
+            Err(c) => {
+                tracing::warn!(
+                    "the Node's conditions could not be set: ({}) {}",
+                    c.code,
+                    c.detail
+                );
+                Some(c)
+            }
+        }
+    }
+
+    fn name(&self) -> Result<String, Cause> {
+        self.name
+            .clone()
+            .ok_or_else(|| Cause::new("name-unknown", "the Node's name is not known yet".into()))
     }
 
     /// The Node by name (learnt from the identity when the plan could not know it).
@@ -253,16 +351,22 @@ impl Prover {
             s => Err(Cause::new("http", format!("GET Node answered {s}: {}", body()))),
         }
     }
+}
+
+impl Prover {
+    fn name_text(&self) -> String {
+        printable(self.own.name.as_deref().unwrap_or(""))
+    }
 
     /// Ready: compared with the plan.
-    fn judged(mut self, node: &serde_json::Value, e: &Expect) -> Proof {
+    fn judged(mut self, node: &serde_json::Value, e: &Expect) -> (Proof, OwnNode) {
         self.registered_at.get_or_insert_with(now_ms);
         let (checked, diffs) = judge(node, e);
         let verdict = match diffs.is_empty() {
             true => JoinVerdict::Joined,
             false => JoinVerdict::Mismatch,
         };
-        Proof {
+        let p = Proof {
             verdict,
             blame: None,
             causes: diffs,
@@ -271,11 +375,12 @@ impl Prover {
             registered_at: self.registered_at,
             ready_at: Some(now_ms()),
             seen: Seen::default(),
-        }
+        };
+        (p, self.own)
     }
 
     /// The deadline passed: the verdict and what was seen.
-    fn timed_out(self, deadline_secs: u64) -> Proof {
+    fn timed_out(self, deadline_secs: u64) -> (Proof, OwnNode) {
         let verdict = match self.registered_at.is_some() {
             true => JoinVerdict::NotReady,
             false => JoinVerdict::Deadline,
@@ -284,7 +389,7 @@ impl Prover {
             "no Ready Node within {deadline_secs}s: {}",
             self.seen.last()
         );
-        Proof {
+        let p = Proof {
             verdict,
             blame: None,
             causes: vec![cause],
@@ -293,7 +398,8 @@ impl Prover {
             registered_at: self.registered_at,
             ready_at: None,
             seen: self.seen,
-        }
+        };
+        (p, self.own)
     }
 }
 

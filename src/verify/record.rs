@@ -36,6 +36,12 @@ pub struct JoinRecord {
     /// `verify.join: off`: the node was handed off and no proof runs, so no verdict comes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unproven: bool,
+    /// The Node conditions last set (`type=status (reason)`), or why they could not be.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<String>,
+    /// How the node retired itself (`verify.onFailure`), or why it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -117,6 +123,12 @@ impl JoinRecord {
         if let Some(h) = &self.hook {
             let failed = if self.hook_failed { "FAILED: " } else { "" };
             o.push_str(&format!("launch hook: {failed}{h}\n"));
+        }
+        if let Some(r) = &self.retired {
+            o.push_str(&format!("retired: {r}\n"));
+        }
+        for c in &self.conditions {
+            o.push_str(&format!("Node condition: {c}\n"));
         }
         let causes = self.all_causes();
         if let Some((first, others)) = causes.split_first() {

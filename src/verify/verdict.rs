@@ -161,6 +161,8 @@ pub enum JoinVerdict {
     NotReady,
     /// Ready, but not as planned.
     Mismatch,
+    /// The Node's watched conditions not all True by `verify.initDeadline`.
+    InitDeadline,
 }
 
 impl JoinVerdict {
@@ -171,6 +173,7 @@ impl JoinVerdict {
             JoinVerdict::Deadline => "deadline",
             JoinVerdict::NotReady => "not-ready",
             JoinVerdict::Mismatch => "mismatch",
+            JoinVerdict::InitDeadline => "init-deadline",
         }
     }
 }

@@ -19,7 +19,7 @@ use super::tls::sh;
 
 /// The service CIDR of the suite's cluster, the one the agent's config names.
 pub const SERVICE_CIDR: &str = "172.20.0.0/16";
-const ADMIN_TOKEN: &str = "control-plane-suite-admin";
+pub const ADMIN_TOKEN: &str = "control-plane-suite-admin";
 
 /// Where `tools/peers/build` links the binaries it built (`PEERS_BIN` overrides).
 pub fn peers_bin() -> PathBuf {
@@ -33,6 +33,7 @@ pub fn missing() -> Vec<String> {
     let built = [
         "kubelet",
         "kube-apiserver",
+        "kube-scheduler",
         "containerd",
         "containerd-shim-runc-v2",
         "aws-iam-authenticator",

@@ -193,9 +193,11 @@ impl UnitObject {
     }
 }
 
-/// The manager's `LoadUnit` for the units the stand-in knows (any other: `NoSuchUnit`).
+/// The manager's `LoadUnit` for the units the stand-in knows (any other: `NoSuchUnit`), and
+/// its `StartUnit`, recorded (a power-off's `poweroff.target`).
 struct Loader {
     units: Vec<String>,
+    calls: Arc<Mutex<Vec<UnitCall>>>,
 }
 
 /// A unit's object path as systemd writes it: every byte but letters and digits as `_xx`.
@@ -219,13 +221,25 @@ impl Loader {
             Err(zbus::fdo::Error::Failed(format!("Unit {name} not found.")))
         }
     }
+
+    async fn start_unit(&self, name: String, mode: String) -> zbus::fdo::Result<OwnedObjectPath> {
+        let call = ("StartUnit".to_string(), name, mode);
+        self.calls.lock().unwrap().push(call);
+        Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/7").unwrap())
+    }
 }
 
 /// Serve, as org.freedesktop.systemd1 on `address`, the manager's `LoadUnit` and each unit's
-/// `ActiveState`, read from its cell whenever asked (a test changes it while the agent waits).
-pub fn serve_unit_states(address: &str, units: &[(&str, Arc<Mutex<String>>)]) {
+/// `ActiveState`, read from its cell whenever asked (a test changes it while the agent waits);
+/// the manager's `StartUnit` calls are recorded in what it returns.
+pub fn serve_unit_states(
+    address: &str,
+    units: &[(&str, Arc<Mutex<String>>)],
+) -> Arc<Mutex<Vec<UnitCall>>> {
+    let calls = Arc::new(Mutex::new(Vec::new()));
     let loader = Loader {
         units: units.iter().map(|(n, _)| n.to_string()).collect(),
+        calls: calls.clone(),
     };
     let objects: Vec<_> = units
         .iter()
@@ -240,4 +254,5 @@ pub fn serve_unit_states(address: &str, units: &[(&str, Arc<Mutex<String>>)]) {
         }
         Ok(b)
     });
+    calls
 }

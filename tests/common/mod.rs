@@ -31,6 +31,7 @@ pub mod peers;
 pub mod pods;
 pub mod registry;
 pub mod roots;
+pub mod scheduler;
 pub mod tinyproxy;
 pub mod tls;
 

@@ -145,6 +145,7 @@ fn a_check_after_the_hand_off_runs_in_the_units_job_and_its_failure_fails_the_un
             when: When::After,
             budget_ms: 2000,
             record: None,
+            condition: None,
         })],
     };
     let path = r.join(&AFTER_JOB[1..]);

@@ -25,22 +25,22 @@ use eks_nodeinit::verify::name::NodeName;
 use eks_nodeinit::verify::proof::{Expect, JoinJob, JOIN_JOB};
 use serde_json::{json, Value};
 
-const INSTANCE: &str = "i-0123456789abcdef0";
+pub(super) const INSTANCE: &str = "i-0123456789abcdef0";
 const SECRET: &str = "role-secret-key";
 const PROXY_PASSWORD: &str = "s3cret-proxy-pw";
 /// The job's deadline where one stalled read meets it (the longest one read may take).
-const DEADLINE: u64 = 10;
+pub(super) const DEADLINE: u64 = 10;
 /// A deadline that sees two reads given up at their own limit before it.
 const LONG_DEADLINE: u64 = 22;
 
 /// A TCP server that accepts every connection, keeps it open and reads what the client
 /// sends, and never answers.
-struct Stalling {
-    port: u16,
+pub(super) struct Stalling {
+    pub(super) port: u16,
     received: Arc<Mutex<Vec<u8>>>,
 }
 
-fn stalling() -> Stalling {
+pub(super) fn stalling() -> Stalling {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let received = Arc::new(Mutex::new(Vec::new()));
@@ -64,7 +64,7 @@ fn stalling() -> Stalling {
 }
 
 /// IMDS with the instance's role and its credentials.
-fn imds() -> ImdsServer {
+pub(super) fn imds() -> ImdsServer {
     let s = ImdsServer::start();
     let mut st = s.state.lock().unwrap();
     st.data
@@ -79,7 +79,7 @@ fn imds() -> ImdsServer {
 
 /// The proof's job in `root`, for the API server at `endpoint`, through `proxy` if any, the
 /// instance in `group`.
-fn join_job(
+pub(super) fn join_job(
     root: &Path,
     imds: &str,
     endpoint: &str,
@@ -111,11 +111,14 @@ fn join_job(
             ca_bundles: Vec::new(),
         }),
         expect: Expect::default(),
+        init_deadline_secs: None,
+        init_conditions: Vec::new(),
+        retire: None,
     };
     write(root, JOIN_JOB, &job.to_text());
 }
 
-fn write(root: &Path, node_path: &str, text: &str) {
+pub(super) fn write(root: &Path, node_path: &str, text: &str) {
     let p = root.join(&node_path[1..]);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
@@ -130,7 +133,7 @@ fn kubelet_active() -> Option<Bus> {
 
 /// `complete-hook` with `env`, killed if it has not ended after a minute: its output and how
 /// long it ran.
-fn complete_hook(
+pub(super) fn complete_hook(
     root: &Path,
     bus: &str,
     env: &[(&str, &str)],
@@ -156,7 +159,7 @@ fn complete_hook(
     (out, t.elapsed())
 }
 
-fn report(root: &Path) -> Value {
+pub(super) fn report(root: &Path) -> Value {
     let text = std::fs::read_to_string(root.join("var/lib/eks-nodeinit/report.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
@@ -281,7 +284,7 @@ fn other_joined(a: &Asg) {
     });
 }
 
-fn lines(p: &Path) -> Vec<Value> {
+pub(super) fn lines(p: &Path) -> Vec<Value> {
     std::fs::read_to_string(p)
         .unwrap_or_default()
         .lines()

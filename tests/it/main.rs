@@ -31,6 +31,7 @@ mod pod_capacity;
 mod props;
 mod proxy;
 mod registries;
+mod retire;
 mod same_output;
 mod tagging;
 mod trust;

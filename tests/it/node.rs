@@ -622,3 +622,37 @@ fn steps_run_in_the_order_the_plan_lists_them() {
         .count();
     assert_eq!(ran.len(), planned_local, "ran {ran:?}, planned {kinds:?}");
 }
+
+#[test]
+fn the_startup_taint_reaches_both_hand_offs_after_the_configs_taints() {
+    const STARTUP: &str = "readiness.k8s.io/eks-nodeinit=pending:NoSchedule";
+    let edit = |v: &mut Value| {
+        no_tagging(v);
+        v["taints"] = serde_json::json!(["dedicated=infra:NoSchedule"]);
+        v["lifecycle"] = serde_json::json!({"startupTaint": STARTUP});
+    };
+    let want = format!("--register-with-taints=dedicated=infra:NoSchedule,{STARTUP}");
+    // AL2: bootstrap.sh's --kubelet-extra-args.
+    let root = sample_root("al2-root");
+    let argv = recording_bootstrap(root.path());
+    let cfg = config_with(root.path(), "c.json", edit);
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let argv = std::fs::read_to_string(argv).unwrap();
+    let words: Vec<&str> = argv.lines().collect();
+    let extra = words
+        .windows(2)
+        .find(|w| w[0] == "--kubelet-extra-args")
+        .map(|w| w[1])
+        .unwrap_or_else(|| panic!("{argv}"));
+    assert!(extra.split(' ').any(|f| f == want), "{extra}");
+    // AL2023: the NodeConfig drop-in's one flag.
+    let root = sample_root("al2023-root");
+    let cfg = config_with(root.path(), "c.json", edit);
+    let out = init(root.path(), &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dropin = root.path().join("etc/eks/nodeadm.d/10-eks-nodeinit.json");
+    let nc: Value = serde_json::from_slice(&std::fs::read(dropin).unwrap()).unwrap();
+    let flags = nc["spec"]["kubelet"]["flags"].as_array().unwrap();
+    assert!(flags.iter().any(|f| *f == want.as_str()), "{flags:?}");
+}

@@ -11,6 +11,11 @@ appended as one JSON line to the file MOTO_LIFECYCLE_LOG names, for the tests to
 RecordLifecycleActionHeartbeat is checked the same way (a launch still waiting on the hook) and
 appended as one JSON line to the file MOTO_HEARTBEAT_LOG names, when it names one.
 
+SetInstanceHealth, TerminateInstances and CreateTags are moto's own, each call appended in order
+as one JSON line ({"Action": ..., the call's parameters}) to the file MOTO_CALL_LOG names, when
+it names one, before moto answers it. MOTO_DENY_TERMINATE=1 makes TerminateInstances answer as
+EC2 does a role without the permission (UnauthorizedOperation), changing nothing.
+
 Usage: python3 lifecycle_actions.py [moto.server arguments]
 """
 
@@ -21,6 +26,9 @@ import sys
 from moto.autoscaling.exceptions import ValidationError
 from moto.autoscaling.responses import AutoScalingResponse
 from moto.core.responses import EmptyResult
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.responses.instances import InstanceResponse
+from moto.ec2.responses.tags import TagResponse
 from moto.server import main
 
 _completed = set()
@@ -89,6 +97,40 @@ def record_lifecycle_action_heartbeat(self):
     return EmptyResult()
 
 
+def _logged(action, original, params, deny=None):
+    """`original` with each call appended to MOTO_CALL_LOG first (and refused when `deny`)."""
+
+    def call(self):
+        path = os.environ.get("MOTO_CALL_LOG")
+        if path:
+            entry = {"Action": action}
+            entry.update({p: self._get_param(p) for p in params})
+            with open(path, "a") as log:
+                log.write(json.dumps(entry) + "\n")
+        if deny and os.environ.get(deny) == "1":
+            raise EC2ClientError(
+                "UnauthorizedOperation",
+                "You are not authorized to perform this operation.",
+            )
+        return original(self)
+
+    return call
+
+
+AutoScalingResponse.set_instance_health = _logged(
+    "SetInstanceHealth",
+    AutoScalingResponse.set_instance_health,
+    ["InstanceId", "HealthStatus", "ShouldRespectGracePeriod"],
+)
+InstanceResponse.terminate_instances = _logged(
+    "TerminateInstances",
+    InstanceResponse.terminate_instances,
+    ["InstanceIds"],
+    deny="MOTO_DENY_TERMINATE",
+)
+TagResponse.create_tags = _logged(
+    "CreateTags", TagResponse.create_tags, ["Resources", "Tags"]
+)
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
 AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat
 

@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 
 use crate::base::k8s::milli_value;
 use crate::base::node::cpu_list;
+use crate::config::OnFailure;
 use crate::facts::Facts;
 use crate::facts::Family;
+use crate::instance::metadata::Metadata;
 use crate::instance::userdata::{UserDataFact, UserReserved};
 use crate::plan::join;
 use crate::plan::kubelet::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
@@ -17,6 +19,7 @@ use crate::plan::step::{File, Mode, Record, Step};
 use crate::spec::Spec;
 use crate::verify::proof::{Expect, JoinJob, JOIN_JOB};
 use crate::verify::record::JoinVerdict;
+use crate::verify::retire::Retire;
 
 use super::{Aspect, Input, Out, Reads};
 
@@ -70,10 +73,35 @@ fn expect(k: &KubeletIntent) -> Expect {
     }
 }
 
+/// How the node retires itself on a failed join of its own cause (`verify.onFailure`): in an
+/// Auto Scaling group (IMDS gives its target lifecycle state) by its health, whether a launch
+/// hook waits or not (the hook's `ABANDON` comes first; a verdict after the hook's completion,
+/// the initialisation deadline's, needs the health); outside one only with `terminate`.
+fn retire(spec: &Spec, md: &Metadata, warnings: &mut Vec<String>) -> Option<Retire> {
+    let in_group = md.target_lifecycle_state.is_some();
+    match (spec.verify.on_failure, in_group) {
+        (OnFailure::Report, _) => None,
+        (_, true) => Some(Retire::Unhealthy),
+        (OnFailure::Terminate, false) => Some(Retire::Terminate),
+        (OnFailure::Replace, false) => {
+            warnings.push("verify.onFailure is `replace`, but the instance is in no Auto Scaling group (IMDS has no target lifecycle state): nothing would replace it, so a failed join is only reported; `terminate` has it terminate itself".into());
+            None
+        }
+    }
+}
+
 /// What the Node must show on this node: [`expect`], with the reservations the user data's
-/// NodeConfig gives the kubelet beside the agent's (AL2023).
-fn expect_on(k: &KubeletIntent, facts: &Facts) -> Expect {
+/// NodeConfig gives the kubelet beside the agent's (AL2023), and without the startup taint (a
+/// controller removes it when it will).
+fn expect_on(k: &KubeletIntent, facts: &Facts, spec: &Spec) -> Expect {
     let mut e = expect(k);
+    if let Some(t) = &spec.registration.startup_taint {
+        let text = match t.value.is_empty() {
+            true => format!("{}:{}", t.key, t.effect),
+            false => format!("{}={}:{}", t.key, t.value, t.effect),
+        };
+        e.taints.retain(|x| *x != text);
+    }
     if let UserDataFact::Read(Ok(nc)) = &facts.user_data {
         let reserved_cpus = k.config.iter().any(|(n, _)| *n == "reservedSystemCPUs");
         user_reserved(&mut e, &nc.reserved, reserved_cpus);
@@ -163,7 +191,10 @@ fn plan(i: &Input, out: &mut Out) {
         deadline_secs: deadline.as_secs(),
         strict: spec.verify.join_strict,
         transport: join::node_transport(spec, facts, md),
-        expect: expect_on(&i.handoff.kubelet, facts),
+        expect: expect_on(&i.handoff.kubelet, facts, spec),
+        init_deadline_secs: spec.verify.init_deadline.map(|d| d.as_secs()),
+        init_conditions: spec.verify.init_conditions.clone(),
+        retire: retire(spec, md, &mut out.warnings),
     };
     out.secrets.push(ca.clone());
     let Some(current) = facts.current_file(JOIN_JOB, "verify.join", &mut out.findings) else {
@@ -301,6 +332,59 @@ mod tests {
             "{u:?}"
         );
         assert_eq!(out.secrets, ["Q0E="]);
+    }
+
+    /// The job planned for `extra` on the sample instance, its target lifecycle state `state`:
+    /// the job and the warnings.
+    fn job_with(extra: &str, state: Option<&str>) -> (serde_json::Value, Vec<String>) {
+        let s = spec(&complete(extra));
+        let mut facts = without_a_job(&s);
+        if let Some(md) = facts.instance.as_mut() {
+            md.target_lifecycle_state = state.map(String::from);
+        }
+        let out = run(&ASPECT, &s, &facts);
+        let Some(Step::File(f)) = out.steps.first() else {
+            panic!("{:?}", out.steps)
+        };
+        (serde_json::from_str(&f.new).unwrap(), out.warnings)
+    }
+
+    #[test]
+    fn the_node_retires_by_its_health_in_a_group_and_terminates_outside_only_when_asked() {
+        let on = |mode: &str| format!(r#""verify":{{"onFailure":"{mode}"}}"#);
+        for mode in ["replace", "terminate"] {
+            let (job, w) = job_with(&on(mode), Some("InService"));
+            assert_eq!(
+                (job["retire"].as_str(), w.len()),
+                (Some("unhealthy"), 0),
+                "{mode}"
+            );
+        }
+        let (job, w) = job_with(&on("terminate"), None);
+        assert_eq!((job["retire"].as_str(), w.len()), (Some("terminate"), 0));
+        // `replace` outside a group: nothing would replace it; said.
+        let (job, w) = job_with(&on("replace"), None);
+        assert!(job.get("retire").is_none(), "{job:#}");
+        assert!(w[0].contains("in no Auto Scaling group"), "{w:?}");
+        let (job, _) = job_with("", Some("InService"));
+        assert!(job.get("retire").is_none(), "{job:#}");
+    }
+
+    #[test]
+    fn the_startup_taint_is_not_expected_on_the_node_and_the_deadline_is_carried() {
+        let (job, _) = job_with(
+            r#""taints":["a=b:NoSchedule"],"lifecycle":{"startupTaint":"readiness.k8s.io/boot=pending:NoSchedule"},"verify":{"initDeadline":"10m","initConditions":["gpu.example/Ready"]}"#,
+            None,
+        );
+        assert_eq!(
+            job["expect"]["taints"],
+            serde_json::json!(["a=b:NoSchedule"])
+        );
+        assert_eq!(job["initDeadlineSecs"], 600);
+        assert_eq!(
+            job["initConditions"],
+            serde_json::json!(["gpu.example/Ready"])
+        );
     }
 
     #[test]

@@ -105,6 +105,7 @@ fn plan(i: &Input, out: &mut Out) {
             "install the package that ships them (on Amazon Linux, kernel-modules-extra for many), or remove them from kernel.modules",
         ),
         when: When::Apply,
+        condition: None,
     }));
 }
 

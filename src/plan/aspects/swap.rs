@@ -136,6 +136,7 @@ fn run(purpose: String, argv: Vec<String>, skip: Option<String>, todo: &str) -> 
         skip,
         if_failed: IfFailed::new("the swap file is not ready", todo),
         when: When::Apply,
+        condition: None,
     })
 }
 

@@ -109,6 +109,7 @@ fn rebuild(store: Store, root: &Path) -> Run {
             "the CA files are in place: run it by hand, then restart containerd",
         ),
         when: When::Apply,
+        condition: None,
     }
 }
 

@@ -14,6 +14,7 @@ mod images;
 mod join;
 mod matrix;
 mod names;
+mod readiness;
 mod resources;
 mod roundtrip;
 

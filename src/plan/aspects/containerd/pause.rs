@@ -132,8 +132,13 @@ fn checked_after(root: &std::path::Path) -> Run {
             "no new pod starts without it: see `journalctl -u sandbox-image` and bootstrap.sh's --pause-container-account",
         ),
         when: When::After,
+        condition: Some(PAUSE_CONDITION.into()),
     }
 }
+
+/// The Node condition that says the pause image is in the store and pinned (AL2, where it
+/// comes after the hand-off): no new pod starts without it.
+pub const PAUSE_CONDITION: &str = "eks-nodeinit.io/PauseImagePinned";
 
 /// The digest `ctr images export` recorded in the AMI's copy (its `index.json`), if it names one.
 fn cached_digest(facts: &crate::facts::Facts) -> Option<String> {

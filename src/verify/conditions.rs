@@ -1,0 +1,211 @@
+//! The Node conditions the boot sets on its own Node (docs/join.md#node-conditions), a contract
+//! for controllers: [`JOINED`] for the join's verdict, [`BOOT_STEPS`] for the steps after the
+//! hand-off, and one more for each such step whose setting names a condition of its own. They
+//! are set with the node's own identity (its EKS token, the kubelet's user `system:node:<name>`),
+//! which the Node authorizer and NodeRestriction allow for the node's own Node's status; a
+//! strategic-merge patch keyed by `type` leaves the kubelet's conditions alone.
+
+use super::kube::ApiServer;
+use super::Cause;
+use crate::base::text::{escaped, printable};
+
+/// The join's verdict: `True` once the Node is Ready as planned.
+pub const JOINED: &str = "eks-nodeinit.io/Joined";
+/// The steps after the hand-off: `True` once all of them are done.
+pub const BOOT_STEPS: &str = "eks-nodeinit.io/BootStepsDone";
+/// The prefix of every condition type the agent sets.
+pub const PREFIX: &str = "eks-nodeinit.io/";
+
+/// Whether `t` is a condition type the agent sets itself.
+pub fn is_own(t: &str) -> bool {
+    t.starts_with(PREFIX)
+}
+
+/// One condition as the agent sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: &'static str,
+    /// CamelCase, as Kubernetes' reasons are.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Condition {
+    pub fn new(kind: &str, ok: bool, reason: &'static str, message: &str) -> Condition {
+        Condition {
+            kind: kind.to_string(),
+            status: if ok { "True" } else { "False" },
+            reason,
+            // Escaped and cut as every foreign value the agent shows.
+            message: escaped(message),
+        }
+    }
+
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+}
+
+/// The conditions as a strategic-merge patch of the Node's status: each condition's
+/// `lastTransitionTime` kept from the Node when its status is unchanged.
+pub fn patch(
+    conditions: &[Condition],
+    node: Option<&serde_json::Value>,
+    now: &str,
+) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = conditions
+        .iter()
+        .map(|c| {
+            let seen = node.and_then(|n| find(n, &c.kind));
+            let since = match seen {
+                Some(s) if s["status"] == c.status => {
+                    s["lastTransitionTime"].as_str().unwrap_or(now)
+                }
+                _ => now,
+            };
+            serde_json::json!({
+                "type": c.kind,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": since,
+            })
+        })
+        .collect();
+    serde_json::json!({"status": {"conditions": list}})
+}
+
+/// The Node's condition of type `kind`.
+pub fn find<'a>(node: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// The watched condition types that are not `True` on the Node, each with what it says.
+pub fn unmet(node: &serde_json::Value, kinds: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in kinds {
+        match find(node, k) {
+            Some(c) if c["status"] == "True" => {}
+            Some(c) => out.push(format!(
+                "{} is {} ({}): {}",
+                printable(k),
+                printable(c["status"].as_str().unwrap_or("")),
+                printable(c["reason"].as_str().unwrap_or("")),
+                escaped(c["message"].as_str().unwrap_or(""))
+            )),
+            None => out.push(format!("{} is not on the Node", printable(k))),
+        }
+    }
+    out
+}
+
+/// The current time as the API server writes times (RFC 3339, seconds, UTC).
+pub fn now_text() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil from days, Howard Hinnant's).
+fn rfc3339(secs: u64) -> String {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Set `conditions` on Node `name` with the node's `token`; `node` is the Node as last read.
+pub async fn set(
+    api: &ApiServer<'_>,
+    token: &str,
+    name: &str,
+    conditions: &[Condition],
+    node: Option<&serde_json::Value>,
+) -> Result<(), Cause> {
+    let body = patch(conditions, node, &now_text());
+    let path = format!("/api/v1/nodes/{name}/status");
+    let a = api
+        .call_as(
+            "PATCH",
+            &path,
+            Some(token),
+            Some(&body),
+            "application/strategic-merge-patch+json",
+        )
+        .await?;
+    let text = || escaped(&String::from_utf8_lossy(&a.body));
+    match a.status {
+        200 | 201 => Ok(()),
+        403 => Err(Cause::new("conditions-forbidden", format!("the API server forbids the node to set its Node's conditions (403): {}; the Node authorizer and NodeRestriction allow a node its own Node's status", text()))),
+        s => Err(Cause::new("conditions", format!("PATCH of the Node's status answered {s}: {}", text()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn times_are_rfc3339_in_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_780_000_000), "2026-05-28T20:26:40Z");
+        assert_eq!(rfc3339(1_961_711_999), "2032-02-29T23:59:59Z");
+    }
+
+    #[test]
+    fn a_patch_keeps_the_transition_time_of_an_unchanged_status_and_cuts_long_messages() {
+        let node = json!({"status": {"conditions": [
+            {"type": JOINED, "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": BOOT_STEPS, "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ]}});
+        let long = "x".repeat(5000);
+        let c = [
+            Condition::new(JOINED, true, "Joined", "ok"),
+            Condition::new(BOOT_STEPS, true, "StepsDone", &long),
+        ];
+        let p = patch(&c, Some(&node), "2026-02-02T00:00:00Z");
+        let list = p["status"]["conditions"].as_array().unwrap();
+        assert_eq!(list[0]["lastTransitionTime"], "2026-02-02T00:00:00Z");
+        assert_eq!(list[1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+        assert_eq!(list[1]["lastHeartbeatTime"], "2026-02-02T00:00:00Z");
+        let cut = list[1]["message"].as_str().unwrap();
+        assert!(cut.chars().count() < 600 && cut.starts_with("xxx"), "{cut}");
+        assert_eq!(list[0]["status"], "True");
+    }
+
+    #[test]
+    fn unmet_names_each_condition_not_true() {
+        let node = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "gpu.example/Ready", "status": "False", "reason": "NoDriver", "message": "no driver"},
+        ]}});
+        let kinds = ["Ready", "gpu.example/Ready", JOINED].map(String::from);
+        assert_eq!(
+            unmet(&node, &kinds),
+            [
+                "gpu.example/Ready is False (NoDriver): no driver".to_string(),
+                format!("{JOINED} is not on the Node"),
+            ]
+        );
+    }
+}
