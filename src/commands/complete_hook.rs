@@ -382,8 +382,12 @@ async fn judge(job: &JoinJob, ctx: &crate::verify::Context, p: &mut Proof) {
     // A Node that joined and never initialised: no read failed, nothing tells more than the
     // others of its group.
     let others = fleet::others_joined(ctx, &job.instance_id, job.group.as_deref()).await;
-    let (blame, why) =
-        crate::verify::verdict::blame(&p.seen, others.as_ref().map(|n| *n).map_err(String::as_str));
+    let scope = match job.group {
+        Some(_) => "its group",
+        None => "its cluster",
+    };
+    let others = others.as_ref().map(|n| *n).map_err(String::as_str);
+    let (blame, why) = crate::verify::verdict::blame_in(&p.seen, others, scope);
     p.blame = Some(blame);
     p.causes.push(why);
 }

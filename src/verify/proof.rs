@@ -260,7 +260,8 @@ impl OwnNode {
         }
     }
 
-    /// Set `conditions` on the Node (`node`: as last read, for the transition times).
+    /// Set `conditions` on the Node (`node`: as last read, else read now, for the transition
+    /// times of the conditions whose status stays).
     pub async fn set(
         &mut self,
         ctx: &Context,
@@ -269,6 +270,15 @@ impl OwnNode {
     ) -> Result<(), Cause> {
         let (token, name) = (self.tokens.get(ctx).await?, self.name()?);
         let api = ApiServer::of(ctx)?;
+        let read = match node {
+            Some(_) => None,
+            None => {
+                let path = format!("/api/v1/nodes/{name}");
+                let a = api.call("GET", &path, Some(&token), None).await?;
+                serde_json::from_slice::<serde_json::Value>(&a.body).ok()
+            }
+        };
+        let node = node.or(read.as_ref());
         super::conditions::set(&api, &token, &name, conditions, node).await
     }
 

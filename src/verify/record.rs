@@ -63,6 +63,9 @@ impl JoinRecord {
         }
         match self.verdict {
             Some(JoinVerdict::Joined) => Ok(()),
+            Some(JoinVerdict::InitDeadline) => {
+                Err("the node joined and did not finish initialising in time: init-deadline".into())
+            }
             None if self.unproven => Ok(()),
             Some(v) => Err(format!("the node did not join: {}", v.as_str())),
             None => Err("the node has no verdict yet".into()),
@@ -214,6 +217,26 @@ mod tests {
         let record: JoinRecord =
             serde_json::from_value(serde_json::json!({"unproven": true})).unwrap();
         assert!(record.unproven);
+        // Joined, never initialised, retired: said so, with the conditions last set.
+        let late = JoinRecord {
+            verdict: Some(JoinVerdict::InitDeadline),
+            retired: Some("SetInstanceHealth Unhealthy".into()),
+            conditions: vec!["eks-nodeinit.io/Joined=True (JoinedAsPlanned)".into()],
+            ..JoinRecord::default()
+        };
+        assert!(late
+            .judged()
+            .unwrap_err()
+            .contains("did not finish initialising"));
+        let text = late.to_text();
+        assert!(
+            text.contains("\nretired: SetInstanceHealth Unhealthy\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nNode condition: eks-nodeinit.io/Joined=True (JoinedAsPlanned)\n"),
+            "{text}"
+        );
     }
 
     #[test]

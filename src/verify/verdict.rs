@@ -86,6 +86,12 @@ impl Seen {
 /// its group (of its cluster outside a group) joined with the same launch template and cluster
 /// (`others`: how many the agent marked joined, or why that is unknown).
 pub fn blame(seen: &Seen, others: Result<usize, &str>) -> (Blame, String) {
+    blame_in(seen, others, "its group")
+}
+
+/// [`blame`], the others counted in `scope` (`its group`, or `its cluster` for an instance in
+/// no group).
+pub fn blame_in(seen: &Seen, others: Result<usize, &str>, scope: &str) -> (Blame, String) {
     if seen.cause.as_ref().is_some_and(|c| c.code == "clock-skew") {
         return (
             Blame::Node,
@@ -100,11 +106,11 @@ pub fn blame(seen: &Seen, others: Result<usize, &str>) -> (Blame, String) {
         };
         return (
             Blame::Node,
-            format!("{what} while {n} other running instance{} of its group joined (tagged {}): the cause is this node's own, and a replacement may join", plural(n), super::fleet::JOINED_TAG),
+            format!("{what} while {n} other running instance{} of {scope} joined (tagged {}): the cause is this node's own, and a replacement may join", plural(n), super::fleet::JOINED_TAG),
         );
     }
     let others = match others {
-        Ok(_) => "no other running instance of its group has joined".to_string(),
+        Ok(_) => format!("no other running instance of {scope} has joined"),
         Err(why) => format!("the other instances cannot be counted ({why})"),
     };
     let why = match (&seen.cause, &seen.not_ready) {
@@ -226,6 +232,15 @@ mod tests {
             assert_eq!(blame(&failed(code), Ok(0)).0, Blame::Cluster, "{code}");
         }
         assert_eq!(blame(&failed("clock-skew"), Err("x")).0, Blame::Node);
+        // Outside a group, the others are the cluster's.
+        let (_, why) = blame_in(&k, Ok(2), "its cluster");
+        assert!(
+            why.contains("2 other running instances of its cluster joined"),
+            "{why}"
+        );
+        assert!(blame_in(&k, Ok(0), "its cluster")
+            .1
+            .contains("instance of its cluster has"));
     }
 
     #[test]

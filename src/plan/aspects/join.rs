@@ -11,7 +11,6 @@ use crate::base::node::cpu_list;
 use crate::config::OnFailure;
 use crate::facts::Facts;
 use crate::facts::Family;
-use crate::instance::metadata::Metadata;
 use crate::instance::userdata::{UserDataFact, UserReserved};
 use crate::plan::join;
 use crate::plan::kubelet::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
@@ -74,11 +73,13 @@ fn expect(k: &KubeletIntent) -> Expect {
 }
 
 /// How the node retires itself on a failed join of its own cause (`verify.onFailure`): in an
-/// Auto Scaling group (IMDS gives its target lifecycle state) by its health, whether a launch
+/// Auto Scaling group (IMDS gives its target lifecycle state, or its tags the group) by its
+/// health, whether a launch
 /// hook waits or not (the hook's `ABANDON` comes first; a verdict after the hook's completion,
 /// the initialisation deadline's, needs the health); outside one only with `terminate`.
-fn retire(spec: &Spec, md: &Metadata, warnings: &mut Vec<String>) -> Option<Retire> {
-    let in_group = md.target_lifecycle_state.is_some();
+fn retire(spec: &Spec, facts: &Facts, warnings: &mut Vec<String>) -> Option<Retire> {
+    let state = facts.instance.as_ref().map(|m| &m.target_lifecycle_state);
+    let in_group = state.is_some_and(Option::is_some) || facts.autoscaling_group().is_some();
     match (spec.verify.on_failure, in_group) {
         (OnFailure::Report, _) => None,
         (_, true) => Some(Retire::Unhealthy),
@@ -194,7 +195,7 @@ fn plan(i: &Input, out: &mut Out) {
         expect: expect_on(&i.handoff.kubelet, facts, spec),
         init_deadline_secs: spec.verify.init_deadline.map(|d| d.as_secs()),
         init_conditions: spec.verify.init_conditions.clone(),
-        retire: retire(spec, md, &mut out.warnings),
+        retire: retire(spec, facts, &mut out.warnings),
     };
     out.secrets.push(ca.clone());
     let Some(current) = facts.current_file(JOIN_JOB, "verify.join", &mut out.findings) else {
@@ -337,10 +338,20 @@ mod tests {
     /// The job planned for `extra` on the sample instance, its target lifecycle state `state`:
     /// the job and the warnings.
     fn job_with(extra: &str, state: Option<&str>) -> (serde_json::Value, Vec<String>) {
+        job_in(extra, state, None)
+    }
+
+    /// [`job_with`], the instance's group named by its tags (`group`).
+    fn job_in(
+        extra: &str,
+        state: Option<&str>,
+        group: Option<&str>,
+    ) -> (serde_json::Value, Vec<String>) {
         let s = spec(&complete(extra));
         let mut facts = without_a_job(&s);
         if let Some(md) = facts.instance.as_mut() {
             md.target_lifecycle_state = state.map(String::from);
+            md.autoscaling_group_name = group.map(String::from);
         }
         let out = run(&ASPECT, &s, &facts);
         let Some(Step::File(f)) = out.steps.first() else {
@@ -362,6 +373,9 @@ mod tests {
         }
         let (job, w) = job_with(&on("terminate"), None);
         assert_eq!((job["retire"].as_str(), w.len()), (Some("terminate"), 0));
+        // A group its tags name is a group, whatever IMDS says of its lifecycle.
+        let (job, _) = job_in(&on("terminate"), None, Some("asg-a"));
+        assert_eq!(job["retire"], "unhealthy");
         // `replace` outside a group: nothing would replace it; said.
         let (job, w) = job_with(&on("replace"), None);
         assert!(job.get("retire").is_none(), "{job:#}");

@@ -56,10 +56,12 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
         })
         .to_string(),
     );
-    let mut tags = BTreeMap::from([(
-        "aws:autoscaling:groupName".to_string(),
-        "eks-e2e-asg".to_string(),
-    )]);
+    let mut tags = BTreeMap::new();
+    // Every scenario's instance is in a group but the one that retires, which is a Karpenter
+    // node's or a standalone instance's.
+    if !retired::is_retired(sc.name) {
+        tags.insert("aws:autoscaling:groupName".into(), "eks-e2e-asg".into());
+    }
     if sc.cluster_tag {
         tags.insert(
             format!("kubernetes.io/cluster/{CLUSTER}"),
@@ -127,6 +129,9 @@ pub(super) fn disk(
     install_handoff(sc, &root, cluster);
     if hardened::is_hardened(sc.name) {
         hardened::prepare(&root);
+    }
+    if retired::is_retired(sc.name) {
+        retired::prepare(&root);
     }
     let img = work.join("disk.img");
     sh(Command::new("mkfs.ext4")

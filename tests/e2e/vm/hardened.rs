@@ -49,10 +49,7 @@ pub(super) fn edit_user_data(sc: &mut Scenario) {
         return;
     }
     sc.config["verify"] = serde_json::json!({"hardening": "fail"});
-    let part = serde_json::to_string_pretty(&sc.config).unwrap();
-    let start = sc.user_data.find("{\n").unwrap();
-    let end = sc.user_data.rfind("}\n").unwrap() + 1;
-    sc.user_data.replace_range(start..end, &part);
+    rewrite_config(sc);
 }
 
 /// The guest hardened: the AMI's kernel settings and the STIG file after them, /opt noexec in

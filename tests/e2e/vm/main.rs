@@ -28,6 +28,7 @@ mod guest;
 mod hardened;
 mod join;
 mod private;
+mod retired;
 mod warm;
 
 /// What the guest's bootstrap.sh records per call: the unit it ran in (cgroup), then the argv
@@ -310,7 +311,8 @@ fn scenario(name: &'static str) -> Scenario {
         | "al2023-warm-running"
         | "al2023-joins"
         | "al2023-unmapped"
-        | "al2023-hardened" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
+        | "al2023-hardened"
+        | "al2023-retired" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         _ => unreachable!("{name}"),
     };
     let user_data = read_example(file);
@@ -339,6 +341,15 @@ fn scenario(name: &'static str) -> Scenario {
         private: private::is_private(name),
         ssm: None,
     }
+}
+
+/// The agent's part of a name-only user data written again from `sc.config` (a scenario that
+/// edits the shipped config).
+fn rewrite_config(sc: &mut Scenario) {
+    let part = serde_json::to_string_pretty(&sc.config).unwrap();
+    let start = sc.user_data.find("{\n").unwrap();
+    let end = sc.user_data.rfind("}\n").unwrap() + 1;
+    sc.user_data.replace_range(start..end, &part);
 }
 
 /// The CA of the suite's test certificate, base64 as Parameter Store holds it.
@@ -462,6 +473,7 @@ fn e2e(name: &'static str) {
     let t = Instant::now();
     let mut sc = scenario(name);
     hardened::edit_user_data(&mut sc);
+    retired::edit_user_data(&mut sc);
     let image = image();
     let work = tempfile::Builder::new()
         .prefix(&format!("e2e-{name}-"))
@@ -502,6 +514,10 @@ fn e2e(name: &'static str) {
         forwards,
         cluster: cluster.as_ref(),
     };
+    if retired::is_retired(name) {
+        retired::other_joined(&ec2, &rt);
+    }
+    let before = recorded_bodies(&ec2.recording).len();
     let run = boot(&sc, &image, &disk, work.path(), &host);
     let console = std::fs::read_to_string(work.path().join("console.log")).unwrap_or_default();
     // The work directory holds the peers' logs the checks read: kept, or removed after them.
@@ -514,6 +530,9 @@ fn e2e(name: &'static str) {
     }
     if hardened::is_hardened(name) {
         return hardened::check(&sc, &run, &ec2, &console);
+    }
+    if retired::is_retired(name) {
+        return retired::check(&sc, &run, (&ec2, &rt), &console, before);
     }
     check(&sc, &run, &ec2, &rt);
     if let Some(net) = &net {
@@ -587,4 +606,10 @@ fn al2023_unmapped_role_fails_the_preflight_and_abandons_the_launch() {
 #[ignore = "boots a VM: make e2e-vm"]
 fn al2023_hardened_ami_stops_before_any_change_then_hands_off_once_fixed() {
     e2e("al2023-hardened");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_node_that_cannot_join_says_why_on_the_console_then_terminates_itself() {
+    e2e("al2023-retired");
 }
