@@ -196,6 +196,9 @@ pub enum CniArg {
     SecondaryIPs,
     #[value(name = "prefixDelegation")]
     PrefixDelegation,
+    /// The VPC CNI's IPv6 mode: one /80 prefix per node; the ceiling sets max pods.
+    #[value(name = "ipv6")]
+    Ipv6,
 }
 
 fn parse_ceiling(s: &str) -> Result<crate::base::podcap::Ceiling, String> {
@@ -221,6 +224,7 @@ impl MaxPodsArgs {
                 cni: match self.cni {
                     CniArg::SecondaryIPs => Cni::SecondaryIps,
                     CniArg::PrefixDelegation => Cni::PrefixDelegation,
+                    CniArg::Ipv6 => Cni::Ipv6,
                 },
                 custom_networking: self.custom_networking,
                 max_enis: self.max_enis,

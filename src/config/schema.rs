@@ -14,7 +14,8 @@ pub(super) enum MaxPodsSetting {
 #[derive(schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct MaxPodsComputed {
-    /// `secondaryIPs` (default) or `prefixDelegation`.
+    /// `secondaryIPs` (default), `prefixDelegation` or `ipv6` (the VPC CNI's IPv6 mode: one /80
+    /// prefix per node, so the ceiling alone sets max pods).
     cni: Option<CniSetting>,
     /// The VPC CNI's custom networking: the primary ENI carries no pods.
     custom_networking: Option<bool>,
@@ -33,6 +34,8 @@ pub(super) enum CniSetting {
     SecondaryIps,
     #[serde(rename = "prefixDelegation")]
     PrefixDelegation,
+    #[serde(rename = "ipv6")]
+    Ipv6,
 }
 
 #[allow(dead_code)]

@@ -100,9 +100,24 @@ fn max_pods_spec(v: &Value, f: &mut Findings) -> Option<MaxPodsSpec> {
                     .and_then(|v| count(v, &format!("{FIELD}.maxENIs"), u64::from(u32::MAX), f)),
                 ceiling: ceiling(o.get("ceiling"), f),
             };
+            ipv6_alone(&mode, f);
             (f.0.len() == before).then_some(MaxPodsSpec::Computed(mode))
         }
         v => count(v, FIELD, KUBELET_MAX, f).map(MaxPodsSpec::Fixed),
+    }
+}
+
+/// The CNI's IPv6 mode takes no custom networking (its config check refuses it) and adds no
+/// ENIs, so `maxENIs` would mean nothing.
+fn ipv6_alone(mode: &Mode, f: &mut Findings) {
+    if mode.cni != Cni::Ipv6 {
+        return;
+    }
+    if mode.custom_networking {
+        f.push("kubelet.maxPods.customNetworking", "the VPC CNI refuses custom networking in IPv6 mode (\"IPv6 is supported only in Prefix Delegation mode\" without custom networking): remove it, or use an IPv4 mode");
+    }
+    if mode.max_enis.is_some() {
+        f.push("kubelet.maxPods.maxENIs", "in IPv6 mode the VPC CNI attaches no ENIs for pods (one /80 prefix on the primary ENI serves them all): remove it");
     }
 }
 
@@ -131,11 +146,12 @@ fn cni(v: Option<&Value>, f: &mut Findings) -> Cni {
         (None | Some(Value::Null), _) => Cni::SecondaryIps,
         (_, Some("secondaryIPs")) => Cni::SecondaryIps,
         (_, Some("prefixDelegation")) => Cni::PrefixDelegation,
+        (_, Some("ipv6")) => Cni::Ipv6,
         _ => {
             let shown = v.map(crate::base::text::json).unwrap_or_default();
             f.push(
                 "kubelet.maxPods.cni",
-                format!("{shown} is not a CNI mode; use \"secondaryIPs\" or \"prefixDelegation\""),
+                format!("{shown} is not a CNI mode; use \"secondaryIPs\", \"prefixDelegation\" or \"ipv6\""),
             );
             Cni::SecondaryIps
         }
@@ -267,6 +283,15 @@ mod tests {
                 "kubelet.maxPods.customNetworking:",
             ),
             (json!({"enis": 2}), "kubelet.maxPods.enis:"),
+            // The CNI's IPv6 mode refuses custom networking and adds no ENIs.
+            (
+                json!({"cni": "ipv6", "customNetworking": true}),
+                "kubelet.maxPods.customNetworking: the VPC CNI refuses",
+            ),
+            (
+                json!({"cni": "ipv6", "maxENIs": 2}),
+                "kubelet.maxPods.maxENIs: in IPv6 mode",
+            ),
         ] {
             let (s, f) = run(Some(v.clone()), None, &[]);
             assert_eq!(s.max_pods, None, "{v}");

@@ -397,3 +397,91 @@ fn an_instance_type_no_ec2_type_can_be_is_refused_before_any_call() {
     let calls = ec2.state.lock().unwrap().calls.len();
     assert_eq!(calls, 0, "nothing asked of EC2");
 }
+
+/// (type, vCPUs) as EC2 lists them, all Nitro, across families, sizes and both sides of the
+/// 30-vCPU threshold.
+const IPV6_TYPES: [(&str, i64); 26] = [
+    ("t3.small", 2),
+    ("t3.medium", 2),
+    ("t4g.micro", 2),
+    ("c6g.medium", 1),
+    ("m5.large", 2),
+    ("m5.xlarge", 4),
+    ("m5.2xlarge", 8),
+    ("m5.4xlarge", 16),
+    ("m5.8xlarge", 32),
+    ("m5.12xlarge", 48),
+    ("m5.24xlarge", 96),
+    ("m6i.large", 2),
+    ("m6i.32xlarge", 128),
+    ("m6a.large", 2),
+    ("m7g.large", 2),
+    ("m7i.48xlarge", 192),
+    ("c5.large", 2),
+    ("c5.9xlarge", 36),
+    ("c6g.16xlarge", 64),
+    ("c7g.4xlarge", 16),
+    ("r5.large", 2),
+    ("r6i.8xlarge", 32),
+    ("r7g.16xlarge", 64),
+    ("g5.xlarge", 4),
+    ("inf2.xlarge", 4),
+    ("p4d.24xlarge", 96),
+];
+
+/// The IPv6 rule as this test states it: the VPC CNI gives the node one /80 (2^48 addresses),
+/// so the kubelet's ceiling binds: 250 above 30 vCPUs, else 110.
+fn ipv6_rule(vcpus: i64) -> i64 {
+    if vcpus > 30 {
+        250
+    } else {
+        110
+    }
+}
+
+#[test]
+fn the_command_answers_the_ipv6_mode_on_every_listed_type_by_the_ceiling_alone() {
+    let table: std::collections::BTreeMap<String, (i64, i64)> =
+        rows().into_iter().map(|(t, e, i)| (t, (e, i))).collect();
+    let mut over_the_ipv4_formula = 0;
+    for (t, vcpus) in IPV6_TYPES {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_eks-nodeinit"))
+            .args(["max-pods", "--instance-type", t, "--cni", "ipv6", "--vcpus"])
+            .arg(vcpus.to_string())
+            .args(["--output", "json"])
+            .env_clear()
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{t}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let want = ipv6_rule(vcpus);
+        assert_eq!(v["maxPods"]["value"], want, "{t}: {v:#}");
+        let memory = format!("{}Mi", 255 + 11 * want);
+        assert_eq!(v["kubeReserved"]["value"]["memory"], memory, "{t}");
+        // What nodeadm and Karpenter set on the same node: the IPv4 formula, uncapped by them.
+        let (enis, ips) = table[t];
+        if calculator(enis, ips, None, false, false, true, true, vcpus) < want {
+            over_the_ipv4_formula += 1;
+        }
+    }
+    assert_eq!(over_the_ipv4_formula, 18);
+    // Xen, custom networking and no ceiling are refused, each saying why.
+    for (extra, says) in [
+        (&["--xen"][..], "Nitro"),
+        (&["--custom-networking"][..], "custom networking"),
+        (&["--ceiling", "none"][..], "2^48"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_eks-nodeinit"))
+            .args(["max-pods", "--instance-type", "m5.large", "--cni", "ipv6"])
+            .args(["--vcpus", "2"])
+            .args(extra)
+            .env_clear()
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{out:?}"
+        );
+    }
+}

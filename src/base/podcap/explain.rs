@@ -25,6 +25,14 @@ pub enum ExplainError {
         "the recommended ceiling depends on the vCPUs: give --vcpus, or --ceiling none or a number"
     )]
     NeedVcpus,
+    #[error(
+        "the VPC CNI's IPv6 mode runs only on Nitro instances (with prefix delegation), not on Xen"
+    )]
+    Ipv6OnXen,
+    #[error("in IPv6 mode the one /80 prefix gives 2^48 addresses: without a ceiling max pods is more than kubelet takes; give --ceiling recommended or a number")]
+    Ipv6WithoutCeiling,
+    #[error("the VPC CNI's IPv6 mode takes neither custom networking nor a MAX_ENI (it adds no ENIs): drop --custom-networking and --max-enis")]
+    Ipv6Alone,
 }
 
 /// The answer, with what it came from.
@@ -63,6 +71,15 @@ pub fn explain(q: &Question) -> Result<Answer, ExplainError> {
     };
     if q.mode.ceiling == Ceiling::Recommended && q.vcpus.is_none() {
         return Err(ExplainError::NeedVcpus);
+    }
+    if q.mode.cni == super::Cni::Ipv6 && q.xen {
+        return Err(ExplainError::Ipv6OnXen);
+    }
+    if q.mode.cni == super::Cni::Ipv6 && q.mode.ceiling == Ceiling::None {
+        return Err(ExplainError::Ipv6WithoutCeiling);
+    }
+    if q.mode.cni == super::Cni::Ipv6 && (q.mode.custom_networking || q.mode.max_enis.is_some()) {
+        return Err(ExplainError::Ipv6Alone);
     }
     let p = max_pods(info, q.mode, q.vcpus.unwrap_or(0), !q.xen);
     let mut from = format!("{}: {p}", p.cni.name());

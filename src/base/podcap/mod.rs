@@ -5,7 +5,9 @@
 //! `max-pods-calculator.sh`): the ENIs of the default network card, min'd with the CNI's
 //! MAX_ENI, one fewer with custom networking; then `ENIs × (IPv4 per ENI − 1) + 2` with
 //! secondary IPs, `ENIs × ((IPv4 per ENI − 1) × 16) + 2` with prefix delegation (Nitro only);
-//! then the ceiling (recommended: 250 when the vCPUs are more than 30, else 110). The
+//! then the ceiling (recommended: 250 when the vCPUs are more than 30, else 110). In the CNI's
+//! IPv6 mode the node gets one /80 prefix on its primary ENI (2^48 addresses) and no more ENIs:
+//! the addresses never bind, the ceiling alone does. The
 //! reservation is bootstrap.sh's (`get_memory_mebibytes_to_reserve`,
 //! `get_cpu_millicores_to_reserve`), in its integer arithmetic. Pure: every input is a value.
 
@@ -19,6 +21,8 @@ pub use table::{TypeFact, TypeInfo, TypeSource};
 
 /// The IPv4 addresses a /28 prefix gives (the calculator's IPS_PER_PREFIX).
 pub const IPS_PER_PREFIX: u64 = 16;
+/// The addresses of the one /80 prefix the CNI's IPv6 mode assigns a node.
+pub const IPV6_PREFIX_ADDRESSES: u64 = 1 << 48;
 /// The recommended ceilings and the vCPU count above which the high one applies.
 pub const CEILING_LOW_CPU: u64 = 110;
 pub const CEILING_HIGH_CPU: u64 = 250;
@@ -35,6 +39,10 @@ pub enum Cni {
     SecondaryIps,
     /// A /28 prefix per address slot (`ENABLE_PREFIX_DELEGATION`), Nitro only.
     PrefixDelegation,
+    /// IPv6 (`ENABLE_IPv6`, prefix delegation on): one /80 prefix on the primary ENI, Nitro
+    /// only, no custom networking, no further ENIs.
+    #[serde(rename = "ipv6")]
+    Ipv6,
 }
 
 impl Cni {
@@ -42,6 +50,7 @@ impl Cni {
         match self {
             Cni::SecondaryIps => "secondaryIPs",
             Cni::PrefixDelegation => "prefixDelegation",
+            Cni::Ipv6 => "ipv6",
         }
     }
 }
@@ -96,6 +105,9 @@ pub struct MaxPods {
 /// The calculator. `vcpus` is only read by the recommended ceiling; `nitro` only by prefix
 /// delegation (on Xen the calculator falls back to secondary IPs; callers refuse that first).
 pub fn max_pods(info: TypeInfo, mode: Mode, vcpus: u64, nitro: bool) -> MaxPods {
+    if mode.cni == Cni::Ipv6 {
+        return capped(info, mode, vcpus, (Cni::Ipv6, 1, IPV6_PREFIX_ADDRESSES));
+    }
     let mut enis = u64::from(info.enis);
     if let Some(m) = mode.max_enis {
         enis = enis.min(m);
@@ -111,9 +123,20 @@ pub fn max_pods(info: TypeInfo, mode: Mode, vcpus: u64, nitro: bool) -> MaxPods 
     };
     let slots = match cni {
         Cni::PrefixDelegation => per_eni.saturating_mul(IPS_PER_PREFIX),
-        Cni::SecondaryIps => per_eni,
+        // Taken out above: one /80 whatever the ENIs.
+        Cni::SecondaryIps | Cni::Ipv6 => per_eni,
     };
     let addresses = enis.saturating_mul(slots).saturating_add(2);
+    capped(info, mode, vcpus, (cni, enis, addresses))
+}
+
+/// The addresses a mode gives under the mode's ceiling.
+fn capped(
+    info: TypeInfo,
+    mode: Mode,
+    vcpus: u64,
+    (cni, enis, addresses): (Cni, u64, u64),
+) -> MaxPods {
     let ceiling = match mode.ceiling {
         Ceiling::Recommended if vcpus > CEILING_CPU_THRESHOLD => Some(CEILING_HIGH_CPU),
         Ceiling::Recommended => Some(CEILING_LOW_CPU),
@@ -141,6 +164,11 @@ impl fmt::Display for MaxPods {
             Cni::PrefixDelegation => write!(
                 f,
                 "{n} ENI{s} × (({ip} − 1) × {IPS_PER_PREFIX}) + 2 = {}",
+                self.addresses
+            )?,
+            Cni::Ipv6 => write!(
+                f,
+                "one /80 prefix on the primary ENI = 2^48 = {} addresses",
                 self.addresses
             )?,
         }
@@ -265,6 +293,32 @@ mod tests {
         };
         assert_eq!(max_pods(info(4, 15), m, 4, false).value, 58);
         assert_eq!(max_pods(info(4, 15), m, 4, true).value, 898);
+    }
+
+    #[test]
+    fn in_ipv6_mode_the_ceiling_binds_never_the_addresses() {
+        let v6 = |ceiling| Mode {
+            cni: Cni::Ipv6,
+            ceiling,
+            ..Mode::default()
+        };
+        // m5.large's 29 under the IPv4 formula; 110 here, 250 with more than 30 vCPUs.
+        let p = max_pods(info(3, 10), v6(Ceiling::Recommended), 2, true);
+        assert_eq!((p.value, p.enis, p.addresses), (110, 1, 1 << 48));
+        assert_eq!(
+            p.to_string(),
+            "one /80 prefix on the primary ENI = 2^48 = 281474976710656 addresses, capped at 110 (the ceiling recommended for 2 vCPUs)"
+        );
+        assert_eq!(
+            max_pods(info(3, 10), v6(Ceiling::Recommended), 31, true).value,
+            250
+        );
+        assert_eq!(
+            max_pods(info(1, 2), v6(Ceiling::Fixed(737)), 1, true).value,
+            737
+        );
+        // No ceiling: every address, which kubelet cannot take (the plan refuses it).
+        assert!(max_pods(info(3, 10), v6(Ceiling::None), 2, true).value > KUBELET_MAX);
     }
 
     #[test]

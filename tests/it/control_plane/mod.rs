@@ -298,6 +298,29 @@ fn al2_master_with_an_explicit_kube_reserved_and_prefix_delegation() {
 
 #[test]
 #[ignore = "a real control plane: make control-plane"]
+fn the_cnis_ipv6_mode_registers_the_ceiling_as_pods_on_both_families() {
+    // m6i.large, 2 vCPUs: 110 pods (the IPv4 formula, which nodeadm keeps, says 29), and
+    // kube-reserved's memory from them (255 + 11 × 110 Mi) in the Node's allocatable.
+    for (root, name) in [
+        ("al2-root", "al2-ipv6.node.test"),
+        ("al2023-root", "al2023-ipv6.node.test"),
+    ] {
+        run_case(Case {
+            root,
+            name,
+            edit: |v| v["kubelet"]["maxPods"] = json!({"cni": "ipv6"}),
+            user_data: None,
+            pods: 110,
+            want: Promise {
+                labels: scaler_labels(),
+                taints: vec![],
+            },
+        });
+    }
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
 fn al2023_scaler_registers_with_the_plans_labels_pods_and_allocatable() {
     run_case(scaler("al2023-root", "al2023-scaler.node.test"));
 }

@@ -179,6 +179,13 @@ fn computed(mode: Mode, n: &Node, f: &mut Findings) -> Option<Derived> {
             ));
             return None;
         }
+        (Cni::Ipv6, h) if h != Some(Hypervisor::Nitro) => {
+            f.push("kubelet.maxPods.cni", format!(
+                "the VPC CNI's IPv6 mode needs a Nitro instance (it runs only with prefix delegation) and {} is not one here ({} and {}): use a Nitro type",
+                n.shown_type(), node::SYS_VENDOR, node::HYPERVISOR_TYPE
+            ));
+            return None;
+        }
         (_, h) => h == Some(Hypervisor::Nitro),
     };
     let vcpus = match mode.ceiling {
@@ -354,6 +361,19 @@ mod tests {
             &unknown,
         );
         assert!(f[0].contains("does not say it is one"), "{f:?}");
+        // The IPv6 mode is prefix delegation's: Nitro only, whatever else is unknown.
+        for n in [&xen, &unknown] {
+            let (k, f) = intent(serde_json::json!({"maxPods": {"cni": "ipv6"}}), n);
+            assert!(k.config.is_empty());
+            assert!(f[0].contains("IPv6 mode needs a Nitro instance"), "{f:?}");
+        }
+        let (k, f) = intent(
+            serde_json::json!({"maxPods": {"cni": "ipv6"}}),
+            &node(Family::Al2).build(),
+        );
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(k.config[0], ("maxPods", 110.into()));
+        assert_eq!(k.config[1].1["memory"], "1465Mi");
     }
 
     #[test]
