@@ -92,13 +92,18 @@ fn network_checks(ctx: &Arc<Context>, md: &Metadata, reach: &Reach) -> Vec<Check
     v
 }
 
-/// The checks that need only what was read: the CIDRs.
+/// The checks that need only what was read: the CIDRs. The VPC's blocks IMDS gives are its
+/// IPv4 ones, against an IPv4 service CIDR only; the DNS address is checked in either family.
 fn cidr_checks(facts: &Facts, md: &Metadata) -> Vec<Check> {
-    let Some(cidr) = facts.cluster.cidr.as_ref().filter(|c| !c.ipv6) else {
+    let Some(cidr) = facts.cluster.cidr.as_ref() else {
         return Vec::new();
     };
     let mut v = Vec::new();
-    if let Some(vpc) = md.vpc_cidr_blocks.as_ref().filter(|v| !v.is_empty()) {
+    let vpc = md
+        .vpc_cidr_blocks
+        .as_ref()
+        .filter(|v| !v.is_empty() && !cidr.ipv6);
+    if let Some(vpc) = vpc {
         v.push(Check::new(probes::ServiceCidr {
             cidr: cidr.text.clone(),
             vpc: vpc.clone(),
@@ -176,6 +181,17 @@ mod tests {
             serde_json::json!({"check": "clusterDns", "address": "172.20.0.10", "cidr": "172.20.0.0/16"}),
         ];
         assert_eq!(checks(&out.steps), want);
+        // An IPv6 cluster: its DNS address as both hand-offs derive it, checked in its block;
+        // the VPC's IPv4 blocks say nothing of an IPv6 service CIDR.
+        let v6 = complete("").replace("172.20.0.0/16", "fd00:10:20::/108");
+        let s = spec(&v6);
+        let out = run(&ASPECT, &s, &instance(&s, Some("/tmp/md.json")));
+        let got = checks(&out.steps);
+        assert_eq!(
+            got[got.len() - 1],
+            serde_json::json!({"check": "clusterDns", "address": "fd00:10:20::a", "cidr": "fd00:10:20::/108"})
+        );
+        assert!(!got.iter().any(|c| c["check"] == "serviceCidr"), "{got:?}");
     }
 
     #[test]

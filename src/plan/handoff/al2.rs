@@ -307,9 +307,15 @@ impl Argv<'_> {
     }
 }
 
-/// The DNS address bootstrap.sh derives from an IPv4 service CIDR: the text up to its last
-/// `.`, then `.10` (`10.100.0.0/16` → `10.100.0.10`).
+/// The DNS address bootstrap.sh and nodeadm (`GetClusterDns`) derive from a service CIDR, as
+/// text: from an IPv4 one, the text up to its last `.`, then `.10` (`10.100.0.0/16` →
+/// `10.100.0.10`); from an IPv6 one, the address before the `/`, then `a` (`fd00:10::/108` →
+/// `fd00:10::a`).
 pub fn dns_ip(cidr: &str) -> String {
+    if cidr.contains(':') {
+        let address = cidr.split('/').next().unwrap_or(cidr);
+        return format!("{address}a");
+    }
     let head = cidr.rsplit_once('.').map_or(cidr, |(h, _)| h);
     format!("{head}.10")
 }
@@ -580,5 +586,9 @@ mod tests {
         assert_eq!(dns_ip("10.100.0.0/16"), "10.100.0.10");
         assert_eq!(dns_ip("172.20.0.0/16"), "172.20.0.10");
         assert_eq!(dns_ip("10.96.0.0/12"), "10.96.0.10");
+        // IPv6, as text like both peers: a block written with a last group gets its `a` after
+        // that group (the preflight says when that leaves the block).
+        assert_eq!(dns_ip("fd00:10:20::/108"), "fd00:10:20::a");
+        assert_eq!(dns_ip("fd00:1::10/124"), "fd00:1::10a");
     }
 }
