@@ -28,7 +28,23 @@ where
     F: Fn(Arc<Mutex<S>>, Request<()>, Bytes) -> Fut + Send + Sync + Copy + 'static,
     Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
 {
+    serve_on(netns, "127.0.0.1:0", state, handler)
+}
+
+/// [`serve_in`] on the address `bind` (an IPv6 one: `[::1]:0`).
+pub fn serve_on<S, F, Fut>(
+    netns: Option<&std::path::Path>,
+    bind: &str,
+    state: Arc<Mutex<S>>,
+    handler: F,
+) -> SocketAddr
+where
+    S: Send + 'static,
+    F: Fn(Arc<Mutex<S>>, Request<()>, Bytes) -> Fut + Send + Sync + Copy + 'static,
+    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
     let netns = netns.map(std::path::Path::to_path_buf);
+    let bind = bind.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         // (This file stands alone in the benches: the namespace joined here, not via netns.rs.)
@@ -36,7 +52,7 @@ where
             let f = std::fs::File::open(ns).unwrap();
             nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns (root)");
         }
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = std::net::TcpListener::bind(bind.as_str()).unwrap();
         listener.set_nonblocking(true).unwrap();
         tx.send(listener.local_addr().unwrap()).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()

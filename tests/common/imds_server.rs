@@ -80,6 +80,13 @@ impl ImdsServer {
         Self::start_in(None, state)
     }
 
+    /// The server on `bind` alone (`[::1]:0`: an IMDS that answers only over IPv6).
+    pub fn start_on(bind: &str, state: State) -> ImdsServer {
+        let state = Arc::new(Mutex::new(state));
+        let addr = super::ec2_server::serve_on(None, bind, state.clone(), handle);
+        ImdsServer { addr, state }
+    }
+
     /// The server in the network namespace `netns` (the control-plane suite's).
     pub fn start_in(netns: Option<&std::path::Path>, state: State) -> ImdsServer {
         let state = Arc::new(Mutex::new(state));

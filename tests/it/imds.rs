@@ -406,3 +406,49 @@ async fn the_join_credentials_follow_imds_allow_v1_fallback() {
         st.paths
     );
 }
+
+#[test]
+fn an_imds_that_answers_only_over_ipv6_serves_the_whole_boot() {
+    // An IPv6-only instance: IMDS on an IPv6 address alone (here ::1; on EC2 fd00:ec2::254),
+    // no private IPv4 in its metadata.
+    let mut st = State::default();
+    for (k, v) in [
+        ("instance-id", "i-0123456789abcdef0"),
+        ("ipv6", "2600:1f18:4a:7e00::12"),
+        ("instance-type", "m6i.large"),
+        ("placement/region", "eu-west-1"),
+        ("placement/availability-zone", "eu-west-1a"),
+    ] {
+        st.data.insert(k.into(), v.into());
+    }
+    let s = ImdsServer::start_on("[::1]:0", st);
+    let url = s.url();
+    assert!(url.starts_with("http://[::1]:"), "{url}");
+    let root = common::sample_root("al2023-root");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false});
+        v["imds"] = serde_json::json!({"endpoint": url, "deadlineMs": 5000});
+    });
+    let t = std::time::Instant::now();
+    let out = common::run(
+        common::cmd()
+            .env_remove("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+            .args(["init", "--config"])
+            .arg(&cfg)
+            .arg("--root")
+            .arg(root.path()),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let o = common::stdout(&out);
+    assert!(
+        o.contains("i-0123456789abcdef0 (m6i.large, 2600:1f18:4a:7e00::12"),
+        "{o}"
+    );
+    // The proof after the hand-off reads the role's credentials where the boot found IMDS.
+    let job = std::fs::read_to_string(root.path().join("run/eks-nodeinit/join.json")).unwrap();
+    let job: serde_json::Value = serde_json::from_str(&job).unwrap();
+    assert_eq!(job["imdsEndpoint"], url.as_str(), "{job:#}");
+    let st = s.state.lock().unwrap();
+    assert!(st.puts >= 1 && st.gets > 0, "{:?}", st.paths);
+}
