@@ -15,6 +15,39 @@ use tokio::time::Instant;
 pub use crate::aws::http::{Proxy, Transport};
 use crate::base::retry::{self, Failure, RetryPolicy, Verdict};
 
+/// Where this process found IMDS (set once, by the run that read the instance, or by a unit
+/// from its job): the SDK's credential chain reads the role's credentials there.
+static IMDS_ENDPOINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Take the role's credentials from IMDS at `endpoint` in every SDK call of this process (the
+/// first endpoint set stays).
+pub fn use_imds_endpoint(endpoint: &str) {
+    let _ = IMDS_ENDPOINT.set(endpoint.trim_end_matches('/').to_string());
+}
+
+/// The IMDS endpoint this process found, if it was set.
+pub fn imds_endpoint() -> Option<String> {
+    IMDS_ENDPOINT.get().cloned()
+}
+
+/// The default credential chain with its IMDS client at `endpoint` (else the chain's own
+/// choice: `AWS_EC2_METADATA_SERVICE_ENDPOINT`, or IPv4's link-local address).
+async fn credentials_at(
+    region: &str,
+    endpoint: &str,
+) -> Option<aws_config::default_provider::credentials::DefaultCredentialsChain> {
+    let imds = aws_config::imds::Client::builder()
+        .endpoint(endpoint)
+        .ok()?
+        .build();
+    let chain = aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
+        .region(aws_config::Region::new(region.to_string()))
+        .imds_client(imds)
+        .build()
+        .await;
+    Some(chain)
+}
+
 /// The SDK config for `region`: the default credential chain (the instance role on a node), the
 /// SDK's own retries off, 2 s to connect and 5 s per attempt, through `transport` (a proxy, CA bundles) when there is one.
 /// Each client adds its endpoint.
@@ -33,6 +66,11 @@ pub(crate) async fn sdk_config(
         );
     if let Some(t) = transport {
         loader = loader.http_client(crate::aws::http::client(t));
+    }
+    if let Some(endpoint) = IMDS_ENDPOINT.get() {
+        if let Some(chain) = credentials_at(region, endpoint).await {
+            loader = loader.credentials_provider(chain);
+        }
     }
     loader.load().await
 }

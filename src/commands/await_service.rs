@@ -56,8 +56,8 @@ pub async fn run(w: &Waiter) -> Result<(), AwaitError> {
         );
         return Ok(());
     };
-    let endpoint = imds::resolve_endpoint(hold.imds_endpoint.as_deref());
-    let client = ImdsClient::new(&endpoint, hold.allow_v1_fallback)?;
+    let endpoints = imds::candidates(hold.imds_endpoint.as_deref());
+    let client = imds::first_answering(&endpoints, hold.allow_v1_fallback, READ_DEADLINE).await?;
     tracing::info!(state = %hold.state, "hand-off held: waiting for the instance to go into service");
     let now = wait_for_service(&client, &hold.state, w.interval).await;
     tracing::info!(

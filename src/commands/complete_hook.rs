@@ -216,6 +216,8 @@ async fn prove_join(
     after: Option<&AfterJob>,
 ) -> Result<(), CompleteError> {
     let ctx = context(job);
+    // The SDK's calls (the fleet, the hook, retiring) take credentials where the boot found IMDS.
+    crate::aws::use_imds_endpoint(&job.imds_endpoint);
     let hook_name = hook.map_or_else(String::new, |(j, _)| j.hook.clone());
     let (mut proof, ran, mut own) = match hook {
         Some((h, _)) => {

@@ -87,9 +87,10 @@ async fn load_config(args: &InitArgs) -> Result<(config::Config, Prefetched)> {
             }
             None => {
                 if read.imds.is_none() {
-                    let client = imds::ImdsClient::new(&imds::resolve_endpoint(None), false)?;
                     let deadline =
                         Duration::from_millis(config::ImdsSettings::default().deadline_ms);
+                    let endpoints = imds::candidates(None);
+                    let client = imds::first_answering(&endpoints, false, deadline).await?;
                     let user_data = imds::user_data(&client, deadline).await?;
                     read.imds = Some(ImdsRead { client, user_data });
                 }

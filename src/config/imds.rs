@@ -5,7 +5,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImdsSettings {
-    /// IMDS endpoint (else `AWS_EC2_METADATA_SERVICE_ENDPOINT`, else http://169.254.169.254).
+    /// IMDS endpoint: a URL (`http://[fd00:ec2::254]` on an IPv6-only subnet), or `auto`:
+    /// http://169.254.169.254 (or `AWS_EC2_METADATA_SERVICE_ENDPOINT`), then IPv6's when that is
+    /// never reached, within the one deadline. Absent: `AWS_EC2_METADATA_SERVICE_ENDPOINT` when
+    /// set, else as `auto`. The AWS calls take the role's credentials where it was found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// Allow IMDSv1 (no token) when the token PUT is refused. Default: IMDSv2 only.

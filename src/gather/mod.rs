@@ -40,7 +40,11 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
         let fact = instance_type::type_fact(spec, md, file.as_deref(), cache).await;
         facts.type_info = fact;
     }
-    let imds = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
+    let imds = match &file {
+        Some(_) => imds::resolve_endpoint(spec.imds.endpoint.as_deref()),
+        None => crate::aws::imds_endpoint()
+            .unwrap_or_else(|| imds::resolve_endpoint(spec.imds.endpoint.as_deref())),
+    };
     facts.reach = Some(crate::facts::Reach::from_env(imds, file));
     facts
 }
@@ -139,16 +143,19 @@ async fn from_imds(
     root: &Path,
     read: Option<ImdsRead>,
 ) -> anyhow::Result<(Metadata, ClusterFact)> {
-    let endpoint = imds::resolve_endpoint(spec.imds.endpoint.as_deref());
+    let endpoints = imds::candidates(spec.imds.endpoint.as_deref());
     // The client that read the user data (with the config in it) goes on, token and all,
-    // when the config names no other endpoint.
+    // when it is at an endpoint the config allows.
     let (client, user_data) = match read {
-        Some(r) if r.client.endpoint() == endpoint => (r.client, r.user_data),
-        other => (
-            imds::ImdsClient::new(&endpoint, spec.imds.allow_v1_fallback)?,
-            other.map_or(UserData::Unknown, |r| r.user_data),
-        ),
+        Some(r) if endpoints.iter().any(|e| e == r.client.endpoint()) => (r.client, r.user_data),
+        other => {
+            let (v1, deadline) = (spec.imds.allow_v1_fallback, spec.imds.deadline);
+            let client = imds::first_answering(&endpoints, v1, deadline).await?;
+            (client, other.map_or(UserData::Unknown, |r| r.user_data))
+        }
     };
+    // Every AWS call of this run takes the role's credentials where the instance's metadata was.
+    crate::aws::use_imds_endpoint(client.endpoint());
     let ask = imds::Ask {
         user_data,
         vpc_cidr_blocks: spec.proxy.is_some()

@@ -74,14 +74,60 @@ pub struct ImdsClient {
     last_error: std::sync::Mutex<String>,
 }
 
+/// IMDS on an IPv6-only subnet (Nitro, the instance's metadata options enabling the IPv6
+/// endpoint).
+pub const IPV6_ENDPOINT: &str = "http://[fd00:ec2::254]";
+/// `imds.endpoint`'s word for trying IPv4's address, then IPv6's.
+pub const AUTO: &str = "auto";
+
 /// The endpoint to use: the config's, else the environment's, else the link-local address.
 pub(crate) fn resolve_endpoint(config: Option<&str>) -> String {
-    config
-        .map(String::from)
-        .or_else(|| std::env::var(ENDPOINT_ENV).ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
-        .trim_end_matches('/')
-        .to_string()
+    candidates(config).swap_remove(0)
+}
+
+/// The endpoints to try, in order: the config's URL alone; else the environment's alone; else
+/// (none, or `auto`) IPv4's link-local address (or the environment's), then IPv6's.
+pub fn candidates(config: Option<&str>) -> Vec<String> {
+    let env = std::env::var(ENDPOINT_ENV).ok().filter(|s| !s.is_empty());
+    candidates_given(config, env)
+}
+
+fn candidates_given(config: Option<&str>, env: Option<String>) -> Vec<String> {
+    let first = match (config, env) {
+        (Some(c), _) if c != AUTO => return vec![c.trim_end_matches('/').to_string()],
+        (None, Some(e)) => return vec![e.trim_end_matches('/').to_string()],
+        (_, Some(e)) => e.trim_end_matches('/').to_string(),
+        (_, None) => DEFAULT_ENDPOINT.to_string(),
+    };
+    vec![first, IPV6_ENDPOINT.to_string()]
+}
+
+/// A client at the first of `endpoints` that answers, under `deadline` in all: the next is
+/// tried only when this one was never reached ([`ImdsError::Unreachable`]). One endpoint is
+/// taken as it is, unasked.
+pub async fn first_answering(
+    endpoints: &[String],
+    allow_v1: bool,
+    deadline: Duration,
+) -> Result<ImdsClient, ImdsError> {
+    let end = Instant::now() + deadline;
+    let mut last = None;
+    for e in endpoints {
+        let client = ImdsClient::new(e, allow_v1)?;
+        if endpoints.len() == 1 {
+            return Ok(client);
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, client.get_owned(&md("instance-id"))).await {
+            Err(_) => return Err(deadline_error(&client, deadline)),
+            Ok(Err(e @ ImdsError::Unreachable { .. })) => {
+                tracing::info!("IMDS: {e}; trying the next endpoint");
+                last = Some(e);
+            }
+            Ok(_) => return Ok(client),
+        }
+    }
+    Err(last.unwrap_or_else(|| ImdsError::Endpoint(String::new())))
 }
 
 impl ImdsClient {
@@ -500,4 +546,27 @@ async fn join_vec<F: std::future::Future + Unpin>(mut futs: Vec<F>) -> Vec<F::Ou
     .await;
     // Ready only once every future has completed: every slot is filled.
     outs.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoints_to_try_are_the_configs_the_environments_or_ipv4s_then_ipv6s() {
+        let env = || Some("http://127.0.0.1:1338/".to_string());
+        let url = Some("http://[fd00:ec2::254]/");
+        assert_eq!(candidates_given(url, env()), ["http://[fd00:ec2::254]"]);
+        assert_eq!(candidates_given(None, env()), ["http://127.0.0.1:1338"]);
+        assert_eq!(
+            candidates_given(Some(AUTO), env()),
+            ["http://127.0.0.1:1338", IPV6_ENDPOINT]
+        );
+        for config in [None, Some(AUTO)] {
+            assert_eq!(
+                candidates_given(config, None),
+                [DEFAULT_ENDPOINT, IPV6_ENDPOINT]
+            );
+        }
+    }
 }

@@ -146,6 +146,8 @@ pub struct Ec2State {
     pub tags: BTreeMap<String, BTreeMap<String, String>>,
     /// Every call: (action, decoded form fields).
     pub calls: Vec<(String, BTreeMap<String, String>)>,
+    /// The access key each call was signed with (its `Authorization` header's credential).
+    pub access_keys: Vec<String>,
     pub create_delay: std::time::Duration,
 }
 
@@ -217,14 +219,22 @@ fn error(status: u16, code: &str) -> Response<Full<Bytes>> {
 
 async fn handle(
     state: Arc<Mutex<Ec2State>>,
-    _: Request<()>,
+    req: Request<()>,
     body: Bytes,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let form = parse_form(&String::from_utf8_lossy(&body));
     let action = form.get("Action").cloned().unwrap_or_default();
+    let auth = req.headers().get("authorization");
+    let key = auth
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').next())
+        .unwrap_or_default()
+        .to_string();
     let delay = {
         let mut s = state.lock().unwrap();
         s.calls.push((action.clone(), form.clone()));
+        s.access_keys.push(key);
         s.create_delay
     };
     let answer = respond(&mut state.lock().unwrap(), &action, &form);

@@ -411,17 +411,7 @@ async fn the_join_credentials_follow_imds_allow_v1_fallback() {
 fn an_imds_that_answers_only_over_ipv6_serves_the_whole_boot() {
     // An IPv6-only instance: IMDS on an IPv6 address alone (here ::1; on EC2 fd00:ec2::254),
     // no private IPv4 in its metadata.
-    let mut st = State::default();
-    for (k, v) in [
-        ("instance-id", "i-0123456789abcdef0"),
-        ("ipv6", "2600:1f18:4a:7e00::12"),
-        ("instance-type", "m6i.large"),
-        ("placement/region", "eu-west-1"),
-        ("placement/availability-zone", "eu-west-1a"),
-    ] {
-        st.data.insert(k.into(), v.into());
-    }
-    let s = ImdsServer::start_on("[::1]:0", st);
+    let s = ipv6_only_imds("[::1]:0");
     let url = s.url();
     assert!(url.starts_with("http://[::1]:"), "{url}");
     let root = common::sample_root("al2023-root");
@@ -451,4 +441,97 @@ fn an_imds_that_answers_only_over_ipv6_serves_the_whole_boot() {
     assert_eq!(job["imdsEndpoint"], url.as_str(), "{job:#}");
     let st = s.state.lock().unwrap();
     assert!(st.puts >= 1 && st.gets > 0, "{:?}", st.paths);
+}
+
+/// An IPv6-only instance's metadata, with its role's credentials, on `bind` alone.
+fn ipv6_only_imds(bind: &str) -> ImdsServer {
+    let mut st = State::default();
+    for (k, v) in [
+        ("instance-id", "i-0123456789abcdef0"),
+        ("ipv6", "2600:1f18:4a:7e00::12"),
+        ("instance-type", "m6i.large"),
+        ("placement/region", "eu-west-1"),
+        ("placement/availability-zone", "eu-west-1a"),
+        ("iam/security-credentials/", "eks-node"),
+    ] {
+        st.data.insert(k.into(), v.into());
+    }
+    let creds = serde_json::json!({"Code": "Success", "AccessKeyId": "ASIAIMDSV6ROLE", "SecretAccessKey": "v6-secret", "Token": "v6-token", "Expiration": "2099-01-01T00:00:00Z"});
+    st.data.insert(
+        "iam/security-credentials/eks-node".into(),
+        creds.to_string(),
+    );
+    st.tags = Some(std::collections::BTreeMap::from([(
+        "kubernetes.io/cluster/prod-eu".to_string(),
+        "owned".to_string(),
+    )]));
+    ImdsServer::start_on(bind, st)
+}
+
+#[test]
+fn the_aws_calls_take_the_roles_credentials_where_the_boot_found_imds() {
+    // Before: the SDK's credential chain ignored imds.endpoint and asked the environment's
+    // endpoint (here a dead port, never 169.254.169.254), so no call could be signed.
+    let imds = ipv6_only_imds("[::1]:0");
+    let ec2 = common::ec2_server::Ec2Server::start(Default::default());
+    let root = common::sample_root("al2023-root");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"ec2Endpoint": ec2.url(), "syncBudgetMs": 3000});
+        v["imds"] = serde_json::json!({"endpoint": imds.url()});
+        v["verify"] = serde_json::json!({"preflight": "off", "hardening": "off"});
+    });
+    let out = common::run(
+        common::cmd()
+            .env_remove("AWS_EC2_METADATA_DISABLED")
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9")
+            .args(["init", "--config"])
+            .arg(&cfg)
+            .arg("--root")
+            .arg(root.path()),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let st = ec2.state.lock().unwrap();
+    assert_eq!(st.count("CreateTags"), 1, "{:?}", st.calls);
+    assert!(
+        st.access_keys.iter().all(|k| k == "ASIAIMDSV6ROLE") && !st.access_keys.is_empty(),
+        "{:?}",
+        st.access_keys
+    );
+    let paths = imds.state.lock().unwrap().paths.clone();
+    assert!(
+        paths
+            .iter()
+            .any(|p| p.ends_with("/iam/security-credentials/eks-node")),
+        "{paths:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_tries_the_ipv4_endpoint_then_the_ipv6_one_within_the_deadline() {
+    // `auto`'s order with the first never reached (a dead port stands for IPv4's link-local
+    // address, which a host test never asks): the second answers, the first's error is not
+    // the run's.
+    let imds = ipv6_only_imds("[::1]:0");
+    let endpoints = ["http://127.0.0.1:9".to_string(), imds.url()];
+    let t = std::time::Instant::now();
+    let c =
+        eks_nodeinit::instance::imds::first_answering(&endpoints, false, Duration::from_secs(10))
+            .await
+            .unwrap();
+    assert_eq!(c.endpoint(), imds.url());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // Neither answering: the last one's error, within the deadline.
+    let dead = [
+        "http://127.0.0.1:9".to_string(),
+        "http://[::1]:9".to_string(),
+    ];
+    let t = std::time::Instant::now();
+    let e = eks_nodeinit::instance::imds::first_answering(&dead, false, Duration::from_secs(10))
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("[::1]:9"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }

@@ -570,7 +570,7 @@ fn refused_values_are_escaped_once() {
     for (kubelet, want) in [
         (
             serde_json::json!({"maxPods": {"cni": "ipvlan"}}),
-            r#"kubelet.maxPods.cni: "ipvlan" is not a CNI mode; use "secondaryIPs" or "prefixDelegation""#,
+            r#"kubelet.maxPods.cni: "ipvlan" is not a CNI mode; use "secondaryIPs", "prefixDelegation" or "ipv6""#,
         ),
         (
             serde_json::json!({"maxPods": {"cni": "a\"b\r"}}),

@@ -422,7 +422,16 @@ fn tagging() -> impl Strategy<Value = Value> {
 /// `imds`: the endpoint, the IMDSv1 fallback, the deadline.
 fn imds() -> impl Strategy<Value = Value> {
     (
-        option::weighted(0.2, select(vec!["http://169.254.169.254", "", "[::1]"])),
+        option::weighted(
+            0.2,
+            select(vec![
+                "http://169.254.169.254",
+                "",
+                "[::1]",
+                "auto",
+                "http://[fd00:ec2::254]",
+            ]),
+        ),
         option::weighted(0.2, any::<bool>()),
         option::weighted(0.5, number(vec![1, 10000, 120000, 120000, 0, 120001])),
     )

@@ -174,11 +174,17 @@ fn tagging(tagging: &Map<String, Value>, why: &mut Why) -> bool {
         .unwrap_or(true)
 }
 
-/// `imds`: the deadline in range.
+/// `imds`: the deadline in range; the endpoint `auto` or an `http://` URL (with a host).
 fn imds(imds: &Map<String, Value>, why: &mut Why) {
     let deadline = u64_field(imds, "deadlineMs", 10_000, why);
     if !(1..=120_000).contains(&deadline) {
         why.push("imds.deadlineMs".into());
+    }
+    if let Some(e) = string(imds, "endpoint") {
+        let url = e.strip_prefix("http://").is_some_and(|h| !h.is_empty());
+        if e != "auto" && !url {
+            why.push(format!("imds.endpoint {e}"));
+        }
     }
 }
 
