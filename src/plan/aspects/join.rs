@@ -148,6 +148,35 @@ fn user_reserved(e: &mut Expect, r: &UserReserved, reserved_cpus: bool) {
     };
 }
 
+/// The proof's job from the spec and the facts, its endpoint, CA and deadline left empty.
+fn job_of(
+    i: &Input,
+    md: &crate::instance::metadata::Metadata,
+    reach: &crate::facts::Reach,
+    warnings: &mut Vec<String>,
+) -> JoinJob {
+    let (spec, facts) = (i.spec, i.facts);
+    JoinJob {
+        cluster: facts.cluster.name.clone(),
+        region: md.region.clone(),
+        endpoint: String::new(),
+        certificate_authority: String::new(),
+        node: join::node_name(spec, facts, md),
+        instance_id: md.instance_id.clone(),
+        group: facts.autoscaling_group().map(String::from),
+        sts_url: reach.sts_url(&md.region),
+        imds_endpoint: reach.imds_endpoint.clone(),
+        imds_v1_fallback: spec.imds.allow_v1_fallback,
+        deadline_secs: 0,
+        strict: spec.verify.join_strict,
+        transport: join::node_transport(spec, facts, md),
+        expect: expect_on(&i.handoff.kubelet, facts, spec),
+        init_deadline_secs: spec.verify.init_deadline.map(|d| d.as_secs()),
+        init_conditions: spec.verify.init_conditions.clone(),
+        retire: retire(spec, facts, warnings),
+    }
+}
+
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
     // A check before the changes that fails, whichever setting planned it, is the join's
@@ -179,23 +208,10 @@ fn plan(i: &Input, out: &mut Out) {
         return;
     }
     let job = JoinJob {
-        cluster: c.name.clone(),
-        region: md.region.clone(),
         endpoint: endpoint.clone(),
         certificate_authority: ca.clone(),
-        node: join::node_name(spec, facts, md),
-        instance_id: md.instance_id.clone(),
-        group: facts.autoscaling_group().map(String::from),
-        sts_url: reach.sts_url(&md.region),
-        imds_endpoint: reach.imds_endpoint.clone(),
-        imds_v1_fallback: spec.imds.allow_v1_fallback,
         deadline_secs: deadline.as_secs(),
-        strict: spec.verify.join_strict,
-        transport: join::node_transport(spec, facts, md),
-        expect: expect_on(&i.handoff.kubelet, facts, spec),
-        init_deadline_secs: spec.verify.init_deadline.map(|d| d.as_secs()),
-        init_conditions: spec.verify.init_conditions.clone(),
-        retire: retire(spec, facts, &mut out.warnings),
+        ..job_of(i, md, reach, &mut out.warnings)
     };
     out.secrets.push(ca.clone());
     let Some(current) = facts.current_file(JOIN_JOB, "verify.join", &mut out.findings) else {

@@ -514,10 +514,7 @@ fn e2e(name: &'static str) {
         forwards,
         cluster: cluster.as_ref(),
     };
-    if retired::is_retired(name) {
-        retired::other_joined(&ec2, &rt);
-    }
-    let before = recorded_bodies(&ec2.recording).len();
+    let before = retired::before_boot(&sc, &ec2, &rt);
     let run = boot(&sc, &image, &disk, work.path(), &host);
     let console = std::fs::read_to_string(work.path().join("console.log")).unwrap_or_default();
     // The work directory holds the peers' logs the checks read: kept, or removed after them.
@@ -525,8 +522,7 @@ fn e2e(name: &'static str) {
         eprintln!("[{name}] kept {}", work.keep().display());
     }
     if unmapped {
-        join::check_abandoned(&sc, &run, &ec2, &console);
-        return;
+        return join::check_abandoned(&sc, &run, &ec2, &console);
     }
     if hardened::is_hardened(name) {
         return hardened::check(&sc, &run, &ec2, &console);
