@@ -17,6 +17,11 @@ pub struct Cluster {
     /// The service CIDR (bootstrap.sh `--service-ipv4-cidr`, NodeConfig `cidr`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cidr: Option<String>,
+    /// The cluster's IP family (`ipv4` or `ipv6`, as `DescribeCluster`'s
+    /// `kubernetesNetworkConfig.ipFamily`): the service CIDR, given or discovered, must be of
+    /// it. Absent: the CIDR's own family decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_family: Option<IpFamily>,
     #[serde(default = "default_runtime")]
     pub container_runtime: String,
     /// Look up what the three fields above leave out (Parameter Store, DescribeCluster), so
@@ -24,6 +29,22 @@ pub struct Cluster {
     /// looked up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovery: Option<Discovery>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum IpFamily {
+    Ipv4,
+    Ipv6,
+}
+
+impl IpFamily {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IpFamily::Ipv4 => "ipv4",
+            IpFamily::Ipv6 => "ipv6",
+        }
+    }
 }
 
 /// Where and how to look up the cluster's endpoint, CA and service CIDR.

@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 use crate::base::text::{escaped, printable, serde_message};
 
 pub use cluster::{
-    Cluster, DescribeClusterSource, Discovery, DiscoverySource, ParameterNames, SsmParameters,
-    SsmPath,
+    Cluster, DescribeClusterSource, Discovery, DiscoverySource, IpFamily, ParameterNames,
+    SsmParameters, SsmPath,
 };
 pub use handoff::{HandoffMode, HandoffSettings};
 pub use host::{HostSettings, HugepageAmount, HugepagesSettings, SwapSettings};

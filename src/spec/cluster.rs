@@ -12,6 +12,8 @@ pub struct ClusterSpec {
     /// Base64 of the cluster CA: a secret, redacted wherever it is shown.
     pub certificate_authority: Option<String>,
     pub cidr: Option<Cidr>,
+    /// `cluster.ipFamily`: the family the service CIDR, given or discovered, must be of.
+    pub ip_family: Option<crate::config::IpFamily>,
     pub container_runtime: String,
     /// Where to look up what the config leaves out (`None`: nothing is looked up).
     pub discovery: Option<super::discovery::DiscoverySpec>,
@@ -86,14 +88,40 @@ pub fn spec(k: &Cluster, f: &mut Findings) -> ClusterSpec {
             ),
         );
     }
+    if let (Some(c), Some(family)) = (&cidr, k.ip_family) {
+        if let Some(problem) = family_problem(c, family) {
+            f.push("cluster.cidr", problem);
+        }
+    }
     ClusterSpec {
         name: k.name.clone(),
         api_server_endpoint: endpoint,
         certificate_authority: ca,
         cidr,
+        ip_family: k.ip_family,
         container_runtime: k.container_runtime.clone(),
         discovery: super::discovery::spec(k, f),
     }
+}
+
+/// Why a service CIDR cannot serve a cluster of `family`: the hand-offs would give the kubelet a
+/// DNS address of the other family, and bootstrap.sh the other family's options.
+pub fn family_problem(c: &Cidr, family: crate::config::IpFamily) -> Option<String> {
+    let own = match c.ipv6 {
+        true => crate::config::IpFamily::Ipv6,
+        false => crate::config::IpFamily::Ipv4,
+    };
+    (own != family).then(|| {
+        format!(
+            "`{}` is an {} service CIDR, and cluster.ipFamily is {}: a cluster's service CIDR is of its family (DescribeCluster's kubernetesNetworkConfig gives serviceIpv4Cidr or serviceIpv6Cidr)",
+            printable(&c.text),
+            match c.ipv6 {
+                true => "IPv6",
+                false => "IPv4",
+            },
+            family.as_str()
+        )
+    })
 }
 
 /// `https://host[:port][/path]` of the characters every hand-off carries: bootstrap.sh writes
@@ -153,6 +181,27 @@ pub(crate) fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_service_cidr_of_the_other_family_than_cluster_ip_family_is_a_finding() {
+        let of = |cidr: &str, family: &str| {
+            let c: Cluster = serde_json::from_value(serde_json::json!(
+                {"name": "c", "cidr": cidr, "ipFamily": family}
+            ))
+            .unwrap();
+            let mut f = Findings::default();
+            let s = spec(&c, &mut f);
+            (
+                s.ip_family,
+                f.0.iter().map(|x| x.field.clone()).collect::<Vec<_>>(),
+            )
+        };
+        use crate::config::IpFamily;
+        assert_eq!(of("fd00:10::/108", "ipv6"), (Some(IpFamily::Ipv6), vec![]));
+        assert_eq!(of("10.100.0.0/16", "ipv4"), (Some(IpFamily::Ipv4), vec![]));
+        assert_eq!(of("fd00:10::/108", "ipv4").1, ["cluster.cidr"]);
+        assert_eq!(of("10.100.0.0/16", "ipv6").1, ["cluster.cidr"]);
+    }
 
     #[test]
     fn a_prefix_length_or_port_is_decimal_digits_only() {

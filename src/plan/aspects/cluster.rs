@@ -93,6 +93,14 @@ fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
     note(facts, out);
     let c = &facts.cluster;
+    // A discovered CIDR of another family than the config says (a given one is the spec's).
+    let discovered = spec.cluster.cidr.is_none();
+    if let (Some(cidr), Some(family), true) = (&c.cidr, spec.cluster.ip_family, discovered) {
+        if let Some(p) = crate::spec::cluster::family_problem(cidr, family) {
+            out.findings
+                .push("cluster.ipFamily", format!("the discovered {p}"));
+        }
+    }
     out.secrets.extend(c.certificate_authority.iter().cloned());
     match &c.outcome {
         Outcome::NotAsked => {}
@@ -140,6 +148,31 @@ mod tests {
         let out = run(&ASPECT, &s, &facts);
         assert!(out.steps.is_empty() && out.findings.is_empty());
         assert_eq!(out.secrets, ["Q0E="]);
+    }
+
+    /// The findings for a config of `family` whose discovery found an IPv6 CIDR.
+    fn with_ipv6_found(family: &str) -> Vec<String> {
+        let config =
+            format!(r#"{{"cluster":{{"name":"c","ipFamily":"{family}","discovery":{{}}}}}}"#);
+        let s = spec(&config);
+        let mut c = ClusterFact::from_spec(&s.cluster);
+        c.cidr = Some(crate::spec::cluster::Cidr {
+            text: "fd00:10:20::/108".into(),
+            ipv6: true,
+        });
+        let facts = Facts::builder(Family::Al2023).cluster(c).build();
+        findings(&run(&ASPECT, &s, &facts))
+    }
+
+    #[test]
+    fn a_discovered_cidr_of_another_family_than_the_config_says_is_a_finding() {
+        let f = with_ipv6_found("ipv4");
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].starts_with("cluster.ipFamily: the discovered `fd00:10:20::/108` is an IPv6"),
+            "{f:?}"
+        );
+        assert!(with_ipv6_found("ipv6").is_empty());
     }
 
     #[test]
