@@ -113,24 +113,11 @@ pub fn now_text() -> String {
     rfc3339(secs)
 }
 
-/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil from days, Howard Hinnant's).
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (the SDK's RFC 3339 writer).
 fn rfc3339(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
+    let t = DateTime::from_secs(i64::try_from(secs).unwrap_or(i64::MAX));
+    t.fmt(DateTimeFormat::DateTime).unwrap_or_default()
 }
 
 /// Set `conditions` on Node `name` with the node's `token`; `node` is the Node as last read.
