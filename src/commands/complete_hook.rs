@@ -136,7 +136,7 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
     let Some((job, _)) = join else {
         // No proof asked for: the steps after the hand-off and the hook once kubelet is active.
         let ran = match active_then_after(c, &hook_name, after.as_ref()).await {
-            Ok((ran, _)) => ran,
+            Ok((ran, _, _)) => ran,
             Err((e, not_run)) => {
                 update(c, |report| not_run.record(report))?;
                 return Err(e);
@@ -165,17 +165,17 @@ async fn active_then_after(
     c: &Completer,
     hook: &str,
     after: Option<&AfterJob>,
-) -> Result<(Ran, u64), (CompleteError, Ran)> {
+) -> Result<(Ran, u64, Instant), (CompleteError, Ran)> {
     if let Err(e) = wait_for_kubelet(c, hook).await {
         let not_run = after.map(|j| Ran::not_run(j, "kubelet never became active"));
         return Err((e, not_run.unwrap_or_default()));
     }
-    let active = now_ms();
+    let (active, active_at) = (now_ms(), Instant::now());
     let ran = match after {
         Some(j) => after::run(j, &c.root).await,
         None => Ran::default(),
     };
-    Ok((ran, active))
+    Ok((ran, active, active_at))
 }
 
 /// Steps after the hand-off that failed: a Node Ready is not as planned, and each failure is a
@@ -219,7 +219,7 @@ async fn prove_join(
     // The SDK's calls (the fleet, the hook, retiring) take credentials where the boot found IMDS.
     crate::aws::use_imds_endpoint(&job.imds_endpoint);
     let hook_name = hook.map_or_else(String::new, |(j, _)| j.hook.clone());
-    let (mut proof, ran, mut own) = match hook {
+    let (mut proof, ran, mut own, active_at) = match hook {
         Some((h, _)) => {
             // Heartbeats beside the proof; the proof goes on if they stop.
             let t = ctx.transport();
@@ -248,6 +248,9 @@ async fn prove_join(
         Some((h, text)) => Some(tell(c, &ctx, h, text, done, result).await?),
         None => None,
     };
+    // Abandoned only when Auto Scaling took it (a hook timed out already took nothing).
+    let abandoned = result == HookResult::Abandon
+        && matches!(&told, Some(Ok(t)) if t.starts_with(HookResult::Abandon.as_str()) && !t.contains(" not taken"));
     if let Some(Err(error)) = told {
         return Err(CompleteError::HookNotCompleted {
             hook: hook_name,
@@ -256,9 +259,10 @@ async fn prove_join(
             error,
         });
     }
-    let abandoned = told.is_some() && result == HookResult::Abandon;
-    if outcome.is_ok() || proof.verdict == JoinVerdict::Mismatch {
-        if let Some(late) = init_deadline(c, job, &ctx, &mut own, &proof, &set).await? {
+    if fit::waits_to_initialise(proof.verdict) {
+        let set = if failed.is_none() { &set[..] } else { &[] };
+        let watch = (&mut own, active_at);
+        if let Some(late) = init_deadline(c, job, &ctx, watch, &proof, set).await? {
             proof = late;
         }
     }
@@ -295,7 +299,7 @@ async fn init_deadline(
     c: &Completer,
     job: &JoinJob,
     ctx: &crate::verify::Context,
-    own: &mut crate::verify::proof::OwnNode,
+    (own, active_at): (&mut OwnNode, Instant),
     p: &Proof,
     set: &[crate::verify::conditions::Condition],
 ) -> Result<Option<Proof>, CompleteError> {
@@ -303,10 +307,12 @@ async fn init_deadline(
         return Ok(None);
     };
     let kinds = fit::watched(set, job);
-    let end = fit::init_end(p.kubelet_active_at, secs);
+    // Counted on the monotonic clock from kubelet active: a clock stepped since moves nothing.
+    let end = active_at + Duration::from_secs(secs.min(86_400));
     match fit::initialised(own, ctx, job, &kinds, (end, c.poll)).await {
         Ok(()) => {
             tracing::info!("the Node is initialised: {} True", kinds.join(", "));
+            fleet::mark(ctx, &job.instance_id, fleet::INITIALISED_TAG).await;
             update_join(c, |join| join.phase("initialised", now_ms()))?;
             Ok(None)
         }
@@ -317,8 +323,18 @@ async fn init_deadline(
                 "the Node's conditions not all True {secs}s after kubelet was active (verify.initDeadline): {}",
                 unmet.join("; ")
             )];
-            late.blame = None;
-            judge(job, ctx, &mut late).await;
+            let scope = scope(job);
+            let others = fleet::others_tagged(
+                ctx,
+                &job.instance_id,
+                job.group.as_deref(),
+                fleet::INITIALISED_TAG,
+            )
+            .await;
+            let others = others.as_ref().map(|n| *n).map_err(String::as_str);
+            let (blame, why) = crate::verify::verdict::blame_uninitialised(others, scope);
+            late.blame = Some(blame);
+            late.causes.push(why);
             update_join(c, |join| {
                 join.phase("init deadline", now_ms());
                 join.verdict = Some(late.verdict);
@@ -384,14 +400,18 @@ async fn judge(job: &JoinJob, ctx: &crate::verify::Context, p: &mut Proof) {
     // A Node that joined and never initialised: no read failed, nothing tells more than the
     // others of its group.
     let others = fleet::others_joined(ctx, &job.instance_id, job.group.as_deref()).await;
-    let scope = match job.group {
-        Some(_) => "its group",
-        None => "its cluster",
-    };
     let others = others.as_ref().map(|n| *n).map_err(String::as_str);
-    let (blame, why) = crate::verify::verdict::blame_in(&p.seen, others, scope);
+    let (blame, why) = crate::verify::verdict::blame_in(&p.seen, others, scope(job));
     p.blame = Some(blame);
     p.causes.push(why);
+}
+
+/// Whom a node's failure is counted against: its group, else its cluster.
+fn scope(job: &JoinJob) -> &'static str {
+    match job.group {
+        Some(_) => "its group",
+        None => "its cluster",
+    }
 }
 
 /// The proxy the unit's environment gives (the agent's drop-in), for a job that names no
@@ -424,14 +444,14 @@ async fn prove(
     ctx: &crate::verify::Context,
     hook: &str,
     after: Option<&AfterJob>,
-) -> (Proof, Ran, OwnNode) {
+) -> (Proof, Ran, OwnNode, Instant) {
     let start = Instant::now();
     let kubelet_wait = c.kubelet_wait.min(Duration::from_secs(job.deadline_secs));
     let waited = Completer {
         kubelet_wait,
         ..c.clone()
     };
-    let (ran, active) = match active_then_after(&waited, hook, after).await {
+    let (ran, active, active_at) = match active_then_after(&waited, hook, after).await {
         Ok(r) => r,
         Err((e, not_run)) => {
             let proof = Proof {
@@ -444,7 +464,7 @@ async fn prove(
                 ready_at: None,
                 seen: Seen::kubelet(e.to_string()),
             };
-            return (proof, not_run, OwnNode::of(job));
+            return (proof, not_run, OwnNode::of(job), Instant::now());
         }
     };
     let left = JoinJob {
@@ -453,7 +473,7 @@ async fn prove(
     };
     let (mut p, own) = proof::prove(&left, ctx, c.poll, &fit::pending(&ran)).await;
     p.kubelet_active_at = Some(active);
-    (p, ran, own)
+    (p, ran, own, active_at)
 }
 
 /// The proof into the report's `join` section, and the steps after the hand-off into its

@@ -72,6 +72,12 @@ pub(super) fn said(set: &[Condition], failed: Option<&crate::verify::Cause>) -> 
     }
 }
 
+/// Whether a verdict waits for the Node to initialise: a Node Ready as planned only. A
+/// mismatch is a finding, never retired, and its own conditions, which say so, never turn True.
+pub(super) fn waits_to_initialise(verdict: JoinVerdict) -> bool {
+    verdict == JoinVerdict::Joined
+}
+
 /// The condition types the initialisation deadline waits for: the agent's, then the config's.
 pub(super) fn watched(set: &[Condition], job: &JoinJob) -> Vec<String> {
     set.iter()
@@ -117,15 +123,6 @@ pub(super) async fn initialised(
         }
         tokio::time::sleep(every.min(deadline - now)).await;
     }
-}
-
-/// When the initialisation deadline ends: its length after kubelet was active (`active_ms`,
-/// unix ms), as an instant of this process.
-pub(super) fn init_end(active_ms: Option<u64>, secs: u64) -> Instant {
-    let now_ms = crate::exec::report::now_ms();
-    let since = Duration::from_millis(now_ms.saturating_sub(active_ms.unwrap_or(now_ms)));
-    let total = Duration::from_secs(secs.min(86_400));
-    Instant::now() + total.saturating_sub(since)
 }
 
 #[cfg(test)]
@@ -176,23 +173,19 @@ mod tests {
         let c = decided(&proof(JoinVerdict::NotReady, true), false, &ran);
         assert_eq!((c[0].status, c[0].reason), ("False", "NotReady"));
         assert!(decided(&proof(JoinVerdict::Deadline, false), false, &ran).is_empty());
+        // Only a joined Node waits to initialise (a mismatch did, and could be retired).
+        assert!(waits_to_initialise(JoinVerdict::Joined));
+        for v in [
+            JoinVerdict::Mismatch,
+            JoinVerdict::NotReady,
+            JoinVerdict::Deadline,
+        ] {
+            assert!(!waits_to_initialise(v), "{v:?}");
+        }
         let p = pending(&ran);
         assert_eq!(
             (p[0].kind.as_str(), p[0].status, p[0].reason),
             (JOINED, "False", "Proving")
         );
-    }
-
-    #[test]
-    fn the_deadline_counts_from_kubelet_active() {
-        let now = crate::exec::report::now_ms();
-        let end = init_end(Some(now - 20_000), 30);
-        let left = end - Instant::now();
-        assert!(
-            left <= Duration::from_secs(10) && left > Duration::from_secs(8),
-            "{left:?}"
-        );
-        // Long past: now.
-        assert!(init_end(Some(now - 100_000), 30) <= Instant::now());
     }
 }

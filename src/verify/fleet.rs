@@ -26,6 +26,10 @@ fn policy() -> RetryPolicy {
     }
 }
 
+/// The tag on an instance whose Node's watched conditions were all True by the initialisation
+/// deadline; its value is the cluster's name.
+pub const INITIALISED_TAG: &str = "eks-nodeinit/initialised";
+
 /// How many other running instances of `group` (else of the cluster) the agent proved joined;
 /// `Err` says why it cannot be told.
 pub async fn others_joined(
@@ -33,9 +37,20 @@ pub async fn others_joined(
     instance_id: &str,
     group: Option<&str>,
 ) -> Result<usize, String> {
+    others_tagged(ctx, instance_id, group, JOINED_TAG).await
+}
+
+/// How many other running instances of `group` (else of the cluster) carry `key` = the
+/// cluster's name; `Err` says why it cannot be told.
+pub async fn others_tagged(
+    ctx: &Context,
+    instance_id: &str,
+    group: Option<&str>,
+    key: &str,
+) -> Result<usize, String> {
     let deadline = Instant::now() + CALL;
     let mut ec2 = Ec2::new(&ctx.region, None, ctx.transport().as_ref()).await;
-    let tag = (JOINED_TAG, ctx.cluster.as_str());
+    let tag = (key, ctx.cluster.as_str());
     let r = ec2.count_tagged(tag, group, instance_id, (policy(), deadline));
     match tokio::time::timeout_at(deadline + Duration::from_secs(1), r).await {
         Ok(Ok(n)) => Ok(n),
@@ -46,16 +61,21 @@ pub async fn others_joined(
 
 /// Mark this instance joined (a failure is logged: the mark only helps other nodes' verdicts).
 pub async fn mark_joined(ctx: &Context, instance_id: &str) {
+    mark(ctx, instance_id, JOINED_TAG).await
+}
+
+/// Mark this instance with `key` = the cluster's name (a failure is logged).
+pub async fn mark(ctx: &Context, instance_id: &str, key: &str) {
     let deadline = Instant::now() + CALL;
     let mut ec2 = Ec2::new(&ctx.region, None, ctx.transport().as_ref()).await;
-    let r = ec2.create_tag(instance_id, JOINED_TAG, &ctx.cluster, policy(), deadline);
+    let r = ec2.create_tag(instance_id, key, &ctx.cluster, policy(), deadline);
     match tokio::time::timeout_at(deadline + Duration::from_secs(1), r).await {
-        Ok(Ok(())) => tracing::info!(tag = JOINED_TAG, "the instance is marked joined"),
+        Ok(Ok(())) => tracing::info!(tag = key, "the instance is marked"),
         Ok(Err(e)) => tracing::warn!(
-            "the instance could not be marked joined: {e}; other nodes' verdicts cannot count it"
+            "the instance could not be marked ({key}): {e}; other nodes' verdicts cannot count it"
         ),
         Err(_) => tracing::warn!(
-            "the instance could not be marked joined: CreateTags did not answer within {CALL:?}"
+            "the instance could not be marked ({key}): CreateTags did not answer within {CALL:?}"
         ),
     }
 }

@@ -210,7 +210,8 @@ pub async fn prove(
         let look = look.await;
         if let Ok(Ok(Look::Node(node))) = &look {
             if p.registered_at.is_none() {
-                p.own.set_logged(ctx, pending, Some(node)).await;
+                let set = p.own.set_logged(ctx, pending, Some(node));
+                let _ = tokio::time::timeout_at(end, set).await;
             }
         }
         match look {

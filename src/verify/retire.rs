@@ -117,9 +117,13 @@ pub async fn retire(
 /// TerminateInstances on itself; denied, a power-off where the instance's shutdown behaviour
 /// terminates it.
 async fn terminate(ec2: &mut Ec2, r: &Retiring<'_>, deadline: Instant) -> Result<String, String> {
+    // Refused: denied by IAM, or the instance's termination protection.
     let denied = match ec2.terminate(r.instance_id, r.policy, deadline).await {
         Ok(()) => return Ok("TerminateInstances: the instance terminates".into()),
         Err(CallError::Denied(d)) => d.to_string(),
+        Err(e @ CallError::Fatal { .. }) if e.to_string().contains("OperationNotPermitted") => {
+            e.to_string()
+        }
         Err(e) => return Err(e.to_string()),
     };
     let behaviour = ec2

@@ -124,6 +124,28 @@ pub fn blame_in(seen: &Seen, others: Result<usize, &str>, scope: &str) -> (Blame
     )
 }
 
+/// Whose cause a Node that joined and never initialised is: its own only while other running
+/// instances of `scope` initialised (tagged [`super::fleet::INITIALISED_TAG`]). Every node is
+/// marked joined once Ready, so joined ones tell nothing here: a condition no node of the
+/// cluster ever gets True (a reporter not installed, a type misspelt) would otherwise retire
+/// node after node.
+pub fn blame_uninitialised(others: Result<usize, &str>, scope: &str) -> (Blame, String) {
+    match others {
+        Ok(n @ 1..) => (
+            Blame::Node,
+            format!("this Node's conditions stayed not True while {n} other running instance{} of {scope} initialised (tagged {}): the cause is this node's own, and a replacement may initialise", plural(n), super::fleet::INITIALISED_TAG),
+        ),
+        Ok(_) => (
+            Blame::Cluster,
+            format!("no other running instance of {scope} has initialised: a replacement would likely meet the same"),
+        ),
+        Err(why) => (
+            Blame::Cluster,
+            format!("the other instances cannot be counted ({why}): a replacement would likely meet the same"),
+        ),
+    }
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -232,6 +254,12 @@ mod tests {
             assert_eq!(blame(&failed(code), Ok(0)).0, Blame::Cluster, "{code}");
         }
         assert_eq!(blame(&failed("clock-skew"), Err("x")).0, Blame::Node);
+        // A Node that never initialised: only others initialised make it its own.
+        assert_eq!(blame_uninitialised(Ok(2), "its group").0, Blame::Node);
+        let (b, why) = blame_uninitialised(Ok(0), "its group");
+        assert_eq!(b, Blame::Cluster);
+        assert!(why.contains("has initialised"), "{why}");
+        assert_eq!(blame_uninitialised(Err("denied"), "x").0, Blame::Cluster);
         // Outside a group, the others are the cluster's.
         let (_, why) = blame_in(&k, Ok(2), "its cluster");
         assert!(

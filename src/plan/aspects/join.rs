@@ -78,8 +78,16 @@ fn expect(k: &KubeletIntent) -> Expect {
 /// hook waits or not (the hook's `ABANDON` comes first; a verdict after the hook's completion,
 /// the initialisation deadline's, needs the health); outside one only with `terminate`.
 fn retire(spec: &Spec, facts: &Facts, warnings: &mut Vec<String>) -> Option<Retire> {
-    let state = facts.instance.as_ref().map(|m| &m.target_lifecycle_state);
-    let in_group = state.is_some_and(Option::is_some) || facts.autoscaling_group().is_some();
+    // A detached instance left its group: nothing would replace it on its health.
+    let state = facts
+        .instance
+        .as_ref()
+        .and_then(|m| m.target_lifecycle_state.as_deref());
+    let in_group = match state {
+        Some("Detached") => false,
+        Some(_) => true,
+        None => facts.autoscaling_group().is_some(),
+    };
     match (spec.verify.on_failure, in_group) {
         (OnFailure::Report, _) => None,
         (_, true) => Some(Retire::Unhealthy),
@@ -389,9 +397,12 @@ mod tests {
         }
         let (job, w) = job_with(&on("terminate"), None);
         assert_eq!((job["retire"].as_str(), w.len()), (Some("terminate"), 0));
-        // A group its tags name is a group, whatever IMDS says of its lifecycle.
+        // A group its tags name is a group, whatever IMDS says of its lifecycle; a detached
+        // instance is in none, whatever its tags still say.
         let (job, _) = job_in(&on("terminate"), None, Some("asg-a"));
         assert_eq!(job["retire"], "unhealthy");
+        let (job, _) = job_in(&on("terminate"), Some("Detached"), Some("asg-a"));
+        assert_eq!(job["retire"], "terminate");
         // `replace` outside a group: nothing would replace it; said.
         let (job, w) = job_with(&on("replace"), None);
         assert!(job.get("retire").is_none(), "{job:#}");

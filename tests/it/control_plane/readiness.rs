@@ -345,8 +345,13 @@ fn a_condition_that_stays_false_meets_the_initialisation_deadline_with_its_own_c
         "{causes}"
     );
     assert!(causes.contains("verify.initDeadline"), "{causes}");
-    // No other instance of its group joined: the cluster's as far as can be told.
+    // No other instance of its group initialised (joined ones tell nothing: every Node Ready
+    // is marked joined): the cluster's as far as can be told.
     assert_eq!(join["blame"], "cluster", "{join:#}");
+    assert!(
+        causes.contains("no other running instance of its group has initialised"),
+        "{causes}"
+    );
     let status = run(super::join::agent(&cp, &j, &["status", "--root"]).arg(j.root.path()));
     assert!(!status.status.success());
     assert!(
