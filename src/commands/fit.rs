@@ -65,10 +65,7 @@ pub(super) fn decided(p: &Proof, ready_as_planned: bool, ran: &Ran) -> Vec<Condi
 pub(super) fn said(set: &[Condition], failed: Option<&crate::verify::Cause>) -> Vec<String> {
     match failed {
         Some(c) => vec![format!("not set: ({}) {}", c.code, c.detail)],
-        None => set
-            .iter()
-            .map(|c| format!("{}={} ({})", c.kind, c.status, c.reason))
-            .collect(),
+        None => set.iter().map(Condition::to_string).collect(),
     }
 }
 

@@ -42,9 +42,12 @@ impl Condition {
             message: escaped(message),
         }
     }
+}
 
-    pub fn is_true(&self) -> bool {
-        self.status == "True"
+impl std::fmt::Display for Condition {
+    /// `type=status (reason)`, as the log and the report say it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={} ({})", self.kind, self.status, self.reason)
     }
 }
 
@@ -106,7 +109,7 @@ pub fn unmet(node: &serde_json::Value, kinds: &[String]) -> Vec<String> {
 }
 
 /// The current time as the API server writes times (RFC 3339, seconds, UTC).
-pub fn now_text() -> String {
+fn now_text() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -297,10 +297,7 @@ impl OwnNode {
         let r = cut.await.unwrap_or_else(|_| Err(stalled(LOOK_TIMEOUT)));
         match r {
             Ok(()) => {
-                let set: Vec<String> = conditions
-                    .iter()
-                    .map(|c| format!("{}={} ({})", c.kind, c.status, c.reason))
-                    .collect();
+                let set: Vec<String> = conditions.iter().map(Condition::to_string).collect();
                 tracing::info!("Node conditions set: {}", set.join(", "));
                 None
             }
@@ -429,19 +426,12 @@ fn of_instance(node: serde_json::Value, name: &str, instance_id: &str) -> Look {
     }
 }
 
-fn condition<'a>(node: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
-    node["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
-}
-
 fn ready(node: &serde_json::Value) -> bool {
-    condition(node, "Ready").is_some_and(|c| c["status"] == "True")
+    super::conditions::find(node, "Ready").is_some_and(|c| c["status"] == "True")
 }
 
 fn ready_message(node: &serde_json::Value) -> String {
-    condition(node, "Ready").map_or("no Ready condition yet".into(), |c| {
+    super::conditions::find(node, "Ready").map_or("no Ready condition yet".into(), |c| {
         escaped(c["message"].as_str().unwrap_or(""))
     })
 }
