@@ -249,8 +249,7 @@ async fn prove_join(
         None => None,
     };
     // Abandoned only when Auto Scaling took it (a hook timed out already took nothing).
-    let abandoned = result == HookResult::Abandon
-        && matches!(&told, Some(Ok(t)) if t.starts_with(HookResult::Abandon.as_str()) && !t.contains(" not taken"));
+    let abandoned = result == HookResult::Abandon && told == Some(Ok(Completed::Completed));
     if let Some(Err(error)) = told {
         return Err(CompleteError::HookNotCompleted {
             hook: hook_name,
@@ -275,7 +274,7 @@ async fn prove_join(
     }
 }
 
-/// The hook completed with `result` and recorded: what it was told, or why not.
+/// The hook completed with `result` and recorded: what Auto Scaling made of it, or why not.
 async fn tell(
     c: &Completer,
     ctx: &crate::verify::Context,
@@ -283,14 +282,14 @@ async fn tell(
     text: &str,
     done: &std::path::Path,
     result: HookResult,
-) -> Result<Result<String, String>, CompleteError> {
+) -> Result<Result<Completed, String>, CompleteError> {
     let r = complete(c, h, result, ctx.transport().as_ref()).await;
     if r.is_ok() {
         fsutil::write_atomic(done, text.as_bytes(), 0o644)?;
     }
-    let told = r.map(|o| told(result, h, o)).map_err(|e| e.to_string());
-    record_hook(c, &told)?;
-    Ok(told)
+    let r = r.map_err(|e| e.to_string());
+    record_hook(c, &r.clone().map(|o| told(result, h, o)))?;
+    Ok(r)
 }
 
 /// `verify.initDeadline`: every watched condition True in time, recorded as a phase; else the

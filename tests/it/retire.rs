@@ -15,6 +15,7 @@ use super::join_proof::{
 };
 use crate::common;
 use common::dbus::{serve_unit_states, start_bus};
+use eks_nodeinit::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_JOB};
 use eks_nodeinit::verify::proof::JOIN_JOB;
 
 const CLUSTER: &str = "prod";
@@ -128,6 +129,16 @@ impl World {
 /// The proof of the world's first instance against an API server that never answers, the job
 /// retiring it as `retire` says: the run's root, the unit's StartUnit calls.
 fn failed_proof(w: &World, group: Option<&str>, retire: &str) -> (tempfile::TempDir, Vec<String>) {
+    failed_proof_with(w, group, retire, None)
+}
+
+/// [`failed_proof`], the launch hook `hook` of the world's group waiting when given.
+fn failed_proof_with(
+    w: &World,
+    group: Option<&str>,
+    retire: &str,
+    hook: Option<&str>,
+) -> (tempfile::TempDir, Vec<String>) {
     let bus = start_bus().unwrap();
     let cell = std::sync::Arc::new(std::sync::Mutex::new("active".to_string()));
     let started = serve_unit_states(&bus.address, &[("kubelet.service", cell)]);
@@ -143,6 +154,17 @@ fn failed_proof(w: &World, group: Option<&str>, retire: &str) -> (tempfile::Temp
     let mut job: Value = serde_json::from_str(&text.replace(INSTANCE, &w.ids[0])).unwrap();
     job["retire"] = json!(retire);
     write(root.path(), JOIN_JOB, &job.to_string());
+    if let Some(hook) = hook {
+        let job = LaunchHookJob {
+            hook: hook.into(),
+            group: group.map(String::from),
+            instance_id: w.ids[0].clone(),
+            region: "us-east-1".into(),
+            state: "InService".into(),
+            after: CompleteAfter::Kubelet,
+        };
+        write(root.path(), LAUNCH_HOOK_JOB, &job.to_text());
+    }
     let env = [
         ("AWS_ENDPOINT_URL_AUTO_SCALING", w.moto.url.as_str()),
         ("AWS_ENDPOINT_URL_EC2", w.moto.url.as_str()),
@@ -311,4 +333,17 @@ fn a_cause_the_cluster_shares_or_a_group_with_none_joined_retires_nothing() {
     let (root, _) = failed_proof(&w, None, "terminate");
     assert!(w.calls().is_empty(), "{:?}", w.calls());
     assert_eq!(report(root.path())["join"]["blame"], "cluster");
+}
+
+#[test]
+fn a_launch_the_hook_abandons_is_not_retired_again() {
+    // The group's launch hook waits: ABANDON replaces the instance, and SetInstanceHealth
+    // would only be a second, racing retirement.
+    let Some(w) = world(true, false) else { return };
+    w.other_joined();
+    let (root, _) = failed_proof_with(&w, Some("asg-nodes"), "unhealthy", Some("other"));
+    let join = &report(root.path())["join"];
+    assert_eq!(join["hook"], "ABANDON (other)", "{join:#}");
+    assert!(join.get("retired").is_none(), "{join:#}");
+    assert!(w.calls().is_empty(), "{:?}", w.calls());
 }
