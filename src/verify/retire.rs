@@ -63,11 +63,11 @@ pub struct Retiring<'a> {
 
 /// The line the console shows, and the tag's value: the verdict and its cause.
 pub fn said(instance_id: &str, verdict: JoinVerdict, cause: &str) -> (String, String) {
+    // Escaped and held to the length of every foreign value the agent shows.
     let cause = escaped(cause);
     let line = format!(
-        "eks-nodeinit: retiring {instance_id}: verdict {}: {}\n",
-        verdict.as_str(),
-        cut(&cause, 900)
+        "eks-nodeinit: retiring {instance_id}: verdict {}: {cause}\n",
+        verdict.as_str()
     );
     let tag = cut(&format!("{}: {cause}", verdict.as_str()), TAG_MAX);
     (line, tag)
