@@ -156,26 +156,27 @@ fn user_reserved(e: &mut Expect, r: &UserReserved, reserved_cpus: bool) {
     };
 }
 
-/// The proof's job from the spec and the facts, its endpoint, CA and deadline left empty.
+/// The proof's job from the spec and the facts, for the cluster's (endpoint, CA, the proof's
+/// deadline in seconds).
 fn job_of(
     i: &Input,
-    md: &crate::instance::metadata::Metadata,
-    reach: &crate::facts::Reach,
+    (md, reach): (&crate::instance::metadata::Metadata, &crate::facts::Reach),
+    (endpoint, certificate_authority, deadline_secs): (String, String, u64),
     warnings: &mut Vec<String>,
 ) -> JoinJob {
     let (spec, facts) = (i.spec, i.facts);
     JoinJob {
         cluster: facts.cluster.name.clone(),
         region: md.region.clone(),
-        endpoint: String::new(),
-        certificate_authority: String::new(),
+        endpoint,
+        certificate_authority,
         node: join::node_name(spec, facts, md),
         instance_id: md.instance_id.clone(),
         group: facts.autoscaling_group().map(String::from),
         sts_url: reach.sts_url(&md.region),
         imds_endpoint: reach.imds_endpoint.clone(),
         imds_v1_fallback: spec.imds.allow_v1_fallback,
-        deadline_secs: 0,
+        deadline_secs,
         strict: spec.verify.join_strict,
         transport: join::node_transport(spec, facts, md),
         expect: expect_on(&i.handoff.kubelet, facts, spec),
@@ -215,12 +216,8 @@ fn plan(i: &Input, out: &mut Out) {
     if i.handoff.hold.is_some() {
         return;
     }
-    let job = JoinJob {
-        endpoint: endpoint.clone(),
-        certificate_authority: ca.clone(),
-        deadline_secs: deadline.as_secs(),
-        ..job_of(i, md, reach, &mut out.warnings)
-    };
+    let cluster = (endpoint.clone(), ca.clone(), deadline.as_secs());
+    let job = job_of(i, (md, reach), cluster, &mut out.warnings);
     out.secrets.push(ca.clone());
     let Some(current) = facts.current_file(JOIN_JOB, "verify.join", &mut out.findings) else {
         return;
