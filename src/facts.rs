@@ -241,6 +241,8 @@ pub struct Reach {
     pub metadata_file: Option<PathBuf>,
     /// Endpoint overrides by service (`STS`, `EC2`, `ECR`).
     pub overrides: BTreeMap<String, String>,
+    /// Whether the AWS calls take the services' dual-stack names (`None`: the SDK's choice).
+    pub dual_stack: Option<bool>,
 }
 
 impl Reach {
@@ -263,6 +265,7 @@ impl Reach {
             imds_endpoint,
             metadata_file,
             overrides,
+            dual_stack: None,
         }
     }
 }

@@ -71,8 +71,12 @@ async fn sdk_config(
     transport: Option<&aws::Transport>,
 ) -> aws_config::SdkConfig {
     let conf = aws::sdk_config(region, transport).await;
-    match endpoint {
-        Some(ep) => conf.into_builder().endpoint_url(ep).build(),
+    match aws::custom_endpoint("EC2", endpoint) {
+        Some(ep) => conf
+            .into_builder()
+            .endpoint_url(ep)
+            .use_dual_stack(false)
+            .build(),
         None => conf,
     }
 }

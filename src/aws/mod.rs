@@ -30,6 +30,73 @@ pub fn imds_endpoint() -> Option<String> {
     IMDS_ENDPOINT.get().cloned()
 }
 
+/// Whether this process's SDK calls take the services' dual-stack names (set once, as the IMDS
+/// endpoint is); unset, the SDK's own choice (`AWS_USE_DUALSTACK_ENDPOINT`).
+static DUAL_STACK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Take the dual-stack names (`ec2.<region>.api.aws`) in every SDK call of this process, or
+/// not (the first choice set stays).
+pub fn use_dual_stack(on: bool) {
+    let _ = DUAL_STACK.set(on);
+}
+
+/// Whether the agent's AWS calls take the dual-stack names: as `aws.dualStack` says, else on an
+/// instance without a private IPv4 address (an IPv6-only subnet, where the IPv4-only names
+/// cannot be reached without DNS64), else `None`: the SDK's own choice.
+pub fn dual_stack_for(configured: Option<bool>, has_ipv4: bool) -> Option<bool> {
+    configured.or((!has_ipv4).then_some(true))
+}
+
+/// The endpoint a client of `service` (its `AWS_ENDPOINT_URL_<SERVICE>` name: `EC2`,
+/// `AUTO_SCALING`, `SSM`, `EKS`) is given: `configured`, else the SDK's environment
+/// (`AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`). The SDK refuses a custom endpoint
+/// with the dual-stack names on ("Dualstack and custom endpoint are not supported"), so a client
+/// given one calls it without them.
+pub(crate) fn custom_endpoint(service: &str, configured: Option<&str>) -> Option<String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    configured
+        .map(String::from)
+        .or_else(|| env(&format!("AWS_ENDPOINT_URL_{service}")))
+        .or_else(|| env("AWS_ENDPOINT_URL"))
+}
+
+/// Where a boot's AWS calls go beyond the SDK's defaults, handed to the units that call AWS
+/// after the run (in their jobs), so that they call as the boot did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Endpoints {
+    /// Where the boot found IMDS: the role's credentials are read there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imds: Option<String>,
+    /// The dual-stack names, or not; absent: the SDK's own choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dual_stack: Option<bool>,
+}
+
+impl Endpoints {
+    pub fn is_default(&self) -> bool {
+        *self == Endpoints::default()
+    }
+
+    /// What this process chose.
+    pub fn of_process() -> Endpoints {
+        Endpoints {
+            imds: imds_endpoint(),
+            dual_stack: DUAL_STACK.get().copied(),
+        }
+    }
+
+    /// Make this process's SDK calls go where these say.
+    pub fn apply(&self) {
+        if let Some(e) = &self.imds {
+            use_imds_endpoint(e);
+        }
+        if let Some(d) = self.dual_stack {
+            use_dual_stack(d);
+        }
+    }
+}
+
 /// The default credential chain with its IMDS client at `endpoint` (else the chain's own
 /// choice: `AWS_EC2_METADATA_SERVICE_ENDPOINT`, or IPv4's link-local address).
 async fn credentials_at(
@@ -49,8 +116,9 @@ async fn credentials_at(
 }
 
 /// The SDK config for `region`: the default credential chain (the instance role on a node), the
-/// SDK's own retries off, 2 s to connect and 5 s per attempt, through `transport` (a proxy, CA bundles) when there is one.
-/// Each client adds its endpoint.
+/// SDK's own retries off, 2 s to connect and 5 s per attempt, through `transport` (a proxy, CA
+/// bundles) when there is one, the dual-stack names when this process chose them. A client's
+/// own endpoint (`tagging.ec2Endpoint`, `AWS_ENDPOINT_URL_EC2`) wins over both names.
 pub(crate) async fn sdk_config(
     region: &str,
     transport: Option<&Transport>,
@@ -66,6 +134,9 @@ pub(crate) async fn sdk_config(
         );
     if let Some(t) = transport {
         loader = loader.http_client(crate::aws::http::client(t));
+    }
+    if let Some(on) = DUAL_STACK.get() {
+        loader = loader.use_dual_stack(*on);
     }
     if let Some(endpoint) = IMDS_ENDPOINT.get() {
         if let Some(chain) = credentials_at(region, endpoint).await {
@@ -305,6 +376,31 @@ mod tests {
         ] {
             assert_eq!(classify(code, status), class, "{code:?} {status:?}");
         }
+    }
+
+    #[test]
+    fn dual_stack_is_the_configs_else_on_without_ipv4_else_the_sdks() {
+        assert_eq!(dual_stack_for(Some(false), false), Some(false));
+        assert_eq!(dual_stack_for(Some(true), true), Some(true));
+        assert_eq!(dual_stack_for(None, false), Some(true));
+        assert_eq!(dual_stack_for(None, true), None);
+    }
+
+    #[test]
+    fn an_endpoint_given_is_the_clients_and_endpoints_travel_as_json() {
+        let ep = custom_endpoint("NO_SUCH_SERVICE_HERE", Some("https://ec2.vpce.example"));
+        assert_eq!(ep.as_deref(), Some("https://ec2.vpce.example"));
+        assert_eq!(serde_json::to_string(&Endpoints::default()).unwrap(), "{}");
+        let e = Endpoints {
+            imds: Some("http://[fd00:ec2::254]".into()),
+            dual_stack: Some(false),
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            text,
+            r#"{"imds":"http://[fd00:ec2::254]","dualStack":false}"#
+        );
+        assert_eq!(serde_json::from_str::<Endpoints>(&text).unwrap(), e);
     }
 
     #[test]

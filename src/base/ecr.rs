@@ -89,9 +89,48 @@ pub fn dns_suffix(region: &str) -> &'static str {
     }
 }
 
+/// The DNS suffix of `region`'s partition for the services' dual-stack names
+/// (`ec2.<region>.api.aws`), as the SDK's partition table (`dualStackDnsSuffix`) gives it.
+pub fn dual_stack_suffix(region: &str) -> &'static str {
+    match region {
+        r if r.starts_with("cn-") => "api.amazonwebservices.com.cn",
+        r if r.starts_with("eusc-") => "api.amazonwebservices.eu",
+        r if r.starts_with("us-isob-") => "api.aws.scloud",
+        r if r.starts_with("us-isof-") => "api.aws.hci.ic.gov",
+        r if r.starts_with("us-iso-") => "api.aws.ic.gov",
+        r if r.starts_with("eu-isoe-") => "api.cloud-aws.adc-e.uk",
+        _ => "api.aws",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_dual_stack_names_are_the_ones_the_sdk_resolves() {
+        use aws_sdk_ec2::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
+        for region in [
+            "eu-west-1",
+            "us-gov-west-1",
+            "cn-north-1",
+            "eusc-de-east-1",
+            "us-iso-east-1",
+            "us-isob-east-1",
+            "us-isof-south-1",
+            "eu-isoe-west-1",
+        ] {
+            let p = Params::builder()
+                .region(region)
+                .use_dual_stack(true)
+                .use_fips(false)
+                .build()
+                .unwrap();
+            let e = DefaultResolver::new().resolve_endpoint(&p).await.unwrap();
+            let want = format!("https://ec2.{region}.{}", dual_stack_suffix(region));
+            assert_eq!(e.url(), want, "{region}");
+        }
+    }
 
     #[test]
     fn opt_in_regions_and_partitions_have_their_own_registry() {

@@ -118,6 +118,10 @@ pub async fn run(c: &Completer) -> Result<(), CompleteError> {
         serde_json::from_str::<JoinJob>(t).map_err(|e| crate::base::text::serde_message(&e))
     })?;
     let after = read_job(c, AFTER_JOB, AfterJob::from_text)?.map(|(j, _)| j);
+    // The hook's calls go as the boot's did (the proof's job says the same where there is one).
+    if let Some((h, _)) = &hook {
+        h.aws.apply();
+    }
     // A warm pool's launch: the node was prepared, and does not join now.
     if let Some((job, text)) = hook
         .as_ref()
@@ -217,7 +221,11 @@ async fn prove_join(
 ) -> Result<(), CompleteError> {
     let ctx = context(job);
     // The SDK's calls (the fleet, the hook, retiring) take credentials where the boot found IMDS.
-    crate::aws::use_imds_endpoint(&job.imds_endpoint);
+    crate::aws::Endpoints {
+        imds: Some(job.imds_endpoint.clone()),
+        dual_stack: job.dual_stack,
+    }
+    .apply();
     let hook_name = hook.map_or_else(String::new, |(j, _)| j.hook.clone());
     let (mut proof, ran, mut own, active_at) = match hook {
         Some((h, _)) => {

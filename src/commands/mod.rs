@@ -179,6 +179,8 @@ pub async fn tag_continue(root: &Path) -> Result<()> {
         .context("reading the tagging job from standard input")?;
     let c: Continuation =
         serde_json::from_str(&input).context("the tagging job on standard input")?;
+    // The calls go as the run's did: credentials where it found IMDS, its names.
+    c.job.aws.apply();
     let (r, calls) = tagging::background(
         &c.job,
         Duration::from_millis(c.initial_delay_ms),

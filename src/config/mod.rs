@@ -5,6 +5,7 @@
 //! Nothing in here does I/O beyond reading the document; `spec` checks it and resolves it into
 //! what the node should be.
 
+mod aws;
 mod cluster;
 mod handoff;
 mod host;
@@ -32,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::text::{escaped, printable, serde_message};
 
+pub use aws::AwsSettings;
 pub use cluster::{
     Cluster, DescribeClusterSource, Discovery, DiscoverySource, IpFamily, ParameterNames,
     SsmParameters, SsmPath,
@@ -112,6 +114,9 @@ pub struct Config {
     pub tagging: TaggingSettings,
     #[serde(default)]
     pub imds: ImdsSettings,
+    /// How the agent's own AWS calls find the services (docs/ipv6.md).
+    #[serde(default, skip_serializing_if = "AwsSettings::is_default")]
+    pub aws: AwsSettings,
     /// Auto Scaling warm pools: hold the hand-off while the instance is warmed.
     #[serde(default)]
     pub lifecycle: LifecycleSettings,

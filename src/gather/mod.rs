@@ -45,7 +45,11 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
         None => crate::aws::imds_endpoint()
             .unwrap_or_else(|| imds::resolve_endpoint(spec.imds.endpoint.as_deref())),
     };
-    facts.reach = Some(crate::facts::Reach::from_env(imds, file));
+    let mut reach = crate::facts::Reach::from_env(imds, file);
+    if let Some(md) = &facts.instance {
+        reach.dual_stack = crate::aws::dual_stack_for(spec.dual_stack, md.private_ipv4.is_some());
+    }
+    facts.reach = Some(reach);
     facts
 }
 
@@ -111,6 +115,7 @@ pub async fn instance(
                 None => metadata::load_file(f)?,
             };
             let region = md.region.clone();
+            dual_stack(spec, md.private_ipv4.is_some());
             let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
             (md, cluster, MetadataSource::File(f.to_path_buf()))
         }
@@ -161,11 +166,32 @@ async fn from_imds(
         vpc_cidr_blocks: spec.proxy.is_some()
             || spec.verify.preflight != crate::config::PreflightMode::Off,
     };
+    // Discovery's calls wait for the region and, unless the config chose, whether the instance
+    // has IPv4: without it, they take the dual-stack names.
+    let region = async {
+        let deadline = spec.imds.deadline;
+        let v4 = async { spec.dual_stack.is_some() || imds::has_ipv4(&client, deadline).await };
+        let (region, v4) = tokio::join!(imds::region(&client, deadline), v4);
+        dual_stack(spec, v4);
+        region
+    };
     let (md, cluster) = tokio::join!(
         imds::fetch(&client, spec.imds.deadline, ask),
-        discovery::gather(spec, root, imds::region(&client, spec.imds.deadline)),
+        discovery::gather(spec, root, region),
     );
-    Ok((md?, cluster))
+    let md = md?;
+    dual_stack(spec, md.private_ipv4.is_some());
+    Ok((md, cluster))
+}
+
+/// Whether this run's AWS calls take the dual-stack names, chosen once for the process
+/// ([`crate::aws::dual_stack_for`]); `None` leaves the SDK's choice.
+fn dual_stack(spec: &Spec, has_ipv4: bool) -> Option<bool> {
+    let d = crate::aws::dual_stack_for(spec.dual_stack, has_ipv4);
+    if let Some(on) = d {
+        crate::aws::use_dual_stack(on);
+    }
+    d
 }
 
 async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>) -> InstanceTags {

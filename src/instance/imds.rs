@@ -491,6 +491,17 @@ pub async fn region(client: &ImdsClient, deadline: Duration) -> Result<String, S
     }
 }
 
+/// Whether the instance has a private IPv4 address (IMDS `local-ipv4`, which an instance on an
+/// IPv6-only subnet lacks). When IMDS does not say within `deadline`, `true`: the IPv4 names
+/// stay, as the metadata read that follows fails the run anyway.
+pub async fn has_ipv4(client: &ImdsClient, deadline: Duration) -> bool {
+    match tokio::time::timeout(deadline, client.get(&md("local-ipv4"))).await {
+        Ok(Ok(None)) => false,
+        Ok(Ok(Some(v))) => !v.trim().is_empty(),
+        _ => true,
+    }
+}
+
 /// The VPC's CIDR blocks (IPv4, then IPv6 when the VPC has any), as IMDS gives them for the
 /// primary interface (`mac`, then `network/interfaces/macs/<mac>/vpc-ipv4-cidr-blocks` and
 /// `vpc-ipv6-cidr-blocks`). `None` when IMDS serves no interface or no IPv4 blocks.

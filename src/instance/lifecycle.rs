@@ -115,6 +115,10 @@ pub struct LaunchHookJob {
     /// The target lifecycle state the run saw.
     pub state: String,
     pub after: CompleteAfter,
+    /// Where the boot found IMDS and whether its AWS calls took the dual-stack names: the
+    /// hook's calls go the same way.
+    #[serde(default, skip_serializing_if = "crate::aws::Endpoints::is_default")]
+    pub aws: crate::aws::Endpoints,
 }
 
 impl LaunchHookJob {
@@ -232,7 +236,16 @@ mod tests {
             region: "eu-west-1".into(),
             state: "InService".into(),
             after: CompleteAfter::Kubelet,
+            aws: crate::aws::Endpoints {
+                imds: Some("http://[fd00:ec2::254]".into()),
+                dual_stack: Some(true),
+            },
         };
+        assert!(
+            j.to_text().contains("\"dualStack\": true"),
+            "{}",
+            j.to_text()
+        );
         assert_eq!(LaunchHookJob::from_text(&j.to_text()), Ok(j));
         assert!(LaunchHookJob::from_text("{}").is_err());
     }

@@ -48,6 +48,9 @@ pub struct Spec {
     pub nodeconfig: nodeconfig::NodeconfigSpec,
     pub tagging: tagging::TaggingSpec,
     pub imds: imds::ImdsSpec,
+    /// The services' dual-stack names for the agent's AWS calls (`aws.dualStack`); `None`: on
+    /// an instance without IPv4, else the SDK's choice ([`crate::aws::dual_stack_for`]).
+    pub dual_stack: Option<bool>,
     /// Whether a warmed instance holds its hand-off (`lifecycle.warmPool`).
     pub warm_pool: crate::config::WarmPool,
     /// The launch lifecycle hook to complete (`lifecycle.completeLaunchHook`), checked.
@@ -118,6 +121,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         nodeconfig: nodeconfig::spec(&c.handoff, &mut f),
         tagging: tagging::spec(&c.tagging, &mut f),
         imds: imds::spec(&c.imds, &mut f),
+        dual_stack: c.aws.dual_stack,
         warm_pool: c.lifecycle.warm_pool,
         launch_hook: lifecycle::launch_hook(&c.lifecycle, &mut f),
         registries: registries::spec(&c.registries, &mut f),

@@ -39,6 +39,9 @@ pub struct JoinJob {
     pub group: Option<String>,
     pub sts_url: String,
     pub imds_endpoint: String,
+    /// Whether the AWS calls take the services' dual-stack names, as the boot's did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dual_stack: Option<bool>,
     /// `imds.allowV1Fallback`: the proof reads the role's credentials as the boot did.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub imds_v1_fallback: bool,

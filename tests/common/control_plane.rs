@@ -459,7 +459,7 @@ pub fn in_netns(netns: &Path, program: impl AsRef<std::ffi::OsStr>) -> Command {
 
 /// A network namespace of the suite's own, held by a process that dies with the test process:
 /// `lo` up, with the node's address. (holder, its `/proc/PID/ns/net`).
-fn network_namespace(d: &Path) -> (Proc, PathBuf) {
+pub fn network_namespace(d: &Path) -> (Proc, PathBuf) {
     let mut c = Command::new("unshare");
     c.args(["--net", "--", "sleep", "infinity"]);
     let holder = tied(c, &d.join("netns.log"));

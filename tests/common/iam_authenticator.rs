@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::control_plane::{in_netns, peers_bin, tied, wait_long};
+use super::control_plane::{in_netns, peers_bin, tied};
 use super::peers::Proc;
 
 /// The static credentials the authenticator calls EC2 with (the front does not check EC2's
@@ -407,24 +407,6 @@ fn serving(proc: &mut Proc, what: &str, log: &Path, mut ok: impl FnMut() -> bool
 /// A mount namespace whose /etc/hosts names the front as the Region's STS and EC2, held by a
 /// process in `netns` that dies with the test process: (the holder, `/proc/PID/ns/mnt`).
 fn names_namespace(dir: &Path, netns: &Path, region: &str, addr: &str) -> (Proc, PathBuf) {
-    std::fs::create_dir_all(dir).unwrap();
-    let hosts = dir.join("hosts");
-    std::fs::write(
-        &hosts,
-        format!("127.0.0.1 localhost\n::1 localhost\n{addr} sts.{region}.amazonaws.com ec2.{region}.amazonaws.com\n"),
-    )
-    .unwrap();
-    let mut c = in_netns(netns, "unshare");
-    c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
-        .arg(r#"mount --bind "$0" /etc/hosts && exec sleep infinity"#)
-        .arg(&hosts);
-    let holder = tied(c, &dir.join("names.log"));
-    let pid = holder.0.id();
-    // `sleep` once the bind mount is made (nsenter, unshare and sh exec each other).
-    wait_long(
-        "the names' mount namespace",
-        Duration::from_secs(10),
-        || std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep"),
-    );
-    (holder, PathBuf::from(format!("/proc/{pid}/ns/mnt")))
+    let names = format!("sts.{region}.amazonaws.com ec2.{region}.amazonaws.com");
+    super::netns::hosts_namespace(dir, netns, &[(addr, names.as_str())])
 }

@@ -87,6 +87,13 @@ impl ImdsServer {
         ImdsServer { addr, state }
     }
 
+    /// [`ImdsServer::start_on`] in the network namespace `netns`.
+    pub fn start_on_in(netns: &std::path::Path, bind: &str, state: State) -> ImdsServer {
+        let state = Arc::new(Mutex::new(state));
+        let addr = super::ec2_server::serve_on(Some(netns), bind, state.clone(), handle);
+        ImdsServer { addr, state }
+    }
+
     /// The server in the network namespace `netns` (the control-plane suite's).
     pub fn start_in(netns: Option<&std::path::Path>, state: State) -> ImdsServer {
         let state = Arc::new(Mutex::new(state));

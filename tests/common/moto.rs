@@ -95,6 +95,26 @@ pub async fn moto_sdk_config(url: &str, region: &str) -> aws_config::SdkConfig {
         .await
 }
 
+/// [`moto_sdk_config`] for moto over TLS, trusting only `ca` (PEM).
+pub async fn moto_tls_sdk_config(url: &str, region: &str, ca: &[u8]) -> aws_config::SdkConfig {
+    use aws_smithy_http_client::tls::{
+        rustls_provider::CryptoMode, Provider, TlsContext, TrustStore,
+    };
+    let tls = TlsContext::builder()
+        .with_trust_store(TrustStore::empty().with_pem_certificate(ca.to_vec()))
+        .build()
+        .unwrap();
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+        .tls_context(tls)
+        .build_https();
+    moto_sdk_config(url, region)
+        .await
+        .into_builder()
+        .http_client(http)
+        .build()
+}
+
 /// Put `(name, value, SecureString?)` parameters into Parameter Store (moto at `url`), in order.
 pub async fn put_parameters(url: &str, parameters: &[(String, String, bool)]) {
     let ssm = aws_sdk_ssm::Client::new(&moto_sdk_config(url, "eu-west-1").await);

@@ -44,3 +44,36 @@ pub fn free_port(netns: &Path) -> u16 {
             .port()
     })
 }
+
+/// A mount namespace whose /etc/hosts maps each `(address, names)` of `hosts` (beside
+/// localhost), held by a process in `netns` that dies with the test process: (the holder,
+/// `/proc/PID/ns/mnt`). Programs run there by `nsenter --net --mount` resolve those names so.
+pub fn hosts_namespace(
+    dir: &Path,
+    netns: &Path,
+    hosts: &[(&str, &str)],
+) -> (super::peers::Proc, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("hosts");
+    let mut text = String::from("127.0.0.1 localhost\n::1 localhost\n");
+    for (addr, names) in hosts {
+        text.push_str(&format!("{addr} {names}\n"));
+    }
+    std::fs::write(&file, text).unwrap();
+    let mut c = super::control_plane::in_netns(netns, "unshare");
+    c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(r#"mount --bind "$0" /etc/hosts && exec sleep infinity"#)
+        .arg(&file);
+    let holder = super::control_plane::tied(c, &dir.join("names.log"));
+    let pid = holder.0.id();
+    // `sleep` once the bind mount is made (nsenter, unshare and sh exec each other).
+    super::control_plane::wait_long(
+        "the names' mount namespace",
+        std::time::Duration::from_secs(10),
+        || std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep"),
+    );
+    (
+        holder,
+        std::path::PathBuf::from(format!("/proc/{pid}/ns/mnt")),
+    )
+}

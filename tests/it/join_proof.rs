@@ -98,6 +98,7 @@ pub(super) fn join_job(
         instance_id: INSTANCE.into(),
         group: group.map(String::from),
         sts_url: "https://sts.us-east-1.amazonaws.com".into(),
+        dual_stack: None,
         imds_endpoint: imds.into(),
         imds_v1_fallback: false,
         deadline_secs: deadline,
@@ -300,6 +301,7 @@ fn hook_job(root: &Path, a: &Asg, group: &str) {
         region: "us-east-1".into(),
         state: "InService".into(),
         after: CompleteAfter::Kubelet,
+        aws: Default::default(),
     };
     write(root, LAUNCH_HOOK_JOB, &job.to_text());
 }

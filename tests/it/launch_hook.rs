@@ -165,7 +165,8 @@ fn in_service_the_hook_is_completed_once_kubelet_is_active_and_only_once() {
         completed(&a),
         vec![
             json!({"AutoScalingGroupName": GROUP, "LifecycleHookName": HOOK,
-                    "InstanceId": a.instance_id, "LifecycleActionResult": "CONTINUE"})
+                    "InstanceId": a.instance_id, "LifecycleActionResult": "CONTINUE",
+                    "Host": a.moto.url.trim_start_matches("http://")})
         ]
     );
     let done = std::fs::read_to_string(r.join(&LAUNCH_HOOK_DONE[1..])).unwrap();
@@ -227,7 +228,8 @@ fn a_failed_step_after_the_hand_off_is_named_and_the_hook_still_completed() {
         completed(&a),
         vec![
             json!({"AutoScalingGroupName": GROUP, "LifecycleHookName": HOOK,
-                    "InstanceId": a.instance_id, "LifecycleActionResult": "CONTINUE"})
+                    "InstanceId": a.instance_id, "LifecycleActionResult": "CONTINUE",
+                    "Host": a.moto.url.trim_start_matches("http://")})
         ]
     );
     let rep = common::report(r);

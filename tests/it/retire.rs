@@ -162,6 +162,7 @@ fn failed_proof_with(
             region: "us-east-1".into(),
             state: "InService".into(),
             after: CompleteAfter::Kubelet,
+            aws: Default::default(),
         };
         write(root.path(), LAUNCH_HOOK_JOB, &job.to_text());
     }

@@ -27,24 +27,8 @@ fn have_tools() -> bool {
     peer_present(&missing)
 }
 
-/// An SDK config for the test's own calls to moto over TLS, trusting only `ca`.
 async fn tls_sdk_config(url: &str, ca: &[u8]) -> aws_config::SdkConfig {
-    use aws_smithy_http_client::tls::{
-        rustls_provider::CryptoMode, Provider, TlsContext, TrustStore,
-    };
-    let tls = TlsContext::builder()
-        .with_trust_store(TrustStore::empty().with_pem_certificate(ca.to_vec()))
-        .build()
-        .unwrap();
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
-        .tls_context(tls)
-        .build_https();
-    moto_sdk_config(url, "eu-west-1")
-        .await
-        .into_builder()
-        .http_client(http)
-        .build()
+    common::moto_tls_sdk_config(url, "eu-west-1", ca).await
 }
 
 /// The Debian trust store's layout under `root`, with the host's own update-ca-certificates.

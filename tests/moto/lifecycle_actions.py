@@ -6,14 +6,15 @@ group must exist, hold the instance, and have a launch hook of that name
 (autoscaling:EC2_INSTANCE_LAUNCHING); the result must be CONTINUE or ABANDON; and each launch can
 be completed once: a second call for the same instance and hook is Auto Scaling's
 ValidationError "No active Lifecycle Action found with instance ID ...". Every accepted call is
-appended as one JSON line to the file MOTO_LIFECYCLE_LOG names, for the tests to count and read.
+appended as one JSON line (with the Host it was called by) to the file MOTO_LIFECYCLE_LOG names,
+for the tests to count and read.
 
 RecordLifecycleActionHeartbeat is checked the same way (a launch still waiting on the hook) and
 appended as one JSON line to the file MOTO_HEARTBEAT_LOG names, when it names one.
 
 SetInstanceHealth, TerminateInstances and CreateTags are moto's own, each call appended in order
-as one JSON line ({"Action": ..., the call's parameters}) to the file MOTO_CALL_LOG names, when
-it names one, before moto answers it. MOTO_DENY_TERMINATE=1 makes TerminateInstances answer as
+as one JSON line ({"Action": ..., "Host": the name it was called by, the call's parameters}) to
+the file MOTO_CALL_LOG names, when it names one, before moto answers it. MOTO_DENY_TERMINATE=1 makes TerminateInstances answer as
 EC2 does a role without the permission (UnauthorizedOperation), changing nothing.
 
 Usage: python3 lifecycle_actions.py [moto.server arguments]
@@ -52,6 +53,7 @@ def complete_lifecycle_action(self):
                     "LifecycleHookName": hook_name,
                     "InstanceId": instance_id,
                     "LifecycleActionResult": result,
+                    "Host": self.headers.get("Host"),
                 }
             )
             + "\n"
@@ -103,7 +105,7 @@ def _logged(action, original, params, deny=None):
     def call(self):
         path = os.environ.get("MOTO_CALL_LOG")
         if path:
-            entry = {"Action": action}
+            entry = {"Action": action, "Host": self.headers.get("Host")}
             entry.update({p: self._get_param(p) for p in params})
             with open(path, "a") as log:
                 log.write(json.dumps(entry) + "\n")

@@ -175,6 +175,7 @@ fn job_of(
         group: facts.autoscaling_group().map(String::from),
         sts_url: reach.sts_url(&md.region),
         imds_endpoint: reach.imds_endpoint.clone(),
+        dual_stack: reach.dual_stack,
         imds_v1_fallback: spec.imds.allow_v1_fallback,
         deadline_secs,
         strict: spec.verify.join_strict,

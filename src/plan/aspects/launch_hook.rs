@@ -60,6 +60,14 @@ fn job(i: &Input, md: &Metadata, hook: &str) -> Result<LaunchHookJob, String> {
         region: md.region.clone(),
         state: state.to_string(),
         after,
+        aws: facts
+            .reach
+            .as_ref()
+            .map(|r| crate::aws::Endpoints {
+                imds: Some(r.imds_endpoint.clone()),
+                dual_stack: r.dual_stack,
+            })
+            .unwrap_or_default(),
     })
 }
 
@@ -186,6 +194,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_hooks_calls_go_where_the_boots_did() {
+        // Before: the job named neither, and the unit's calls looked for the role's
+        // credentials at IPv4's IMDS and called IPv4-only names, which an IPv6-only subnet lacks.
+        let mut facts = node(Family::Al2023, Some("Warmed:Stopped"), Some("asg-a"))
+            .absent([LAUNCH_HOOK_JOB, LAUNCH_HOOK_DONE])
+            .build();
+        facts.reach = Some(crate::facts::Reach {
+            imds_endpoint: "http://[fd00:ec2::254]".into(),
+            dual_stack: Some(true),
+            ..Default::default()
+        });
+        let j = planned(&run(&ASPECT, &spec(CONFIG), &facts));
+        let want = crate::aws::Endpoints {
+            imds: Some("http://[fd00:ec2::254]".into()),
+            dual_stack: Some(true),
+        };
+        assert_eq!(j.aws, want);
     }
 
     #[test]

@@ -197,6 +197,7 @@ pub(crate) mod testing {
             imds_endpoint: "http://169.254.169.254".into(),
             metadata_file: metadata_file.map(Into::into),
             overrides: Default::default(),
+            dual_stack: None,
         });
         f
     }

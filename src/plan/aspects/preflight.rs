@@ -31,7 +31,12 @@ fn aws_url(reach: &Reach, service: &str, host: &str, region: &str) -> String {
     if let Some(o) = reach.overrides.get(service) {
         return o.trim_end_matches('/').to_string();
     }
-    let suffix = crate::base::ecr::dns_suffix(region);
+    // The agent's own calls (EC2) take the dual-stack name when the run chose it; kubelet's
+    // credential provider and containerd keep the names they are given.
+    let suffix = match service == "EC2" && reach.dual_stack == Some(true) {
+        true => crate::base::ecr::dual_stack_suffix(region),
+        false => crate::base::ecr::dns_suffix(region),
+    };
     format!("https://{host}.{region}.{suffix}")
 }
 
@@ -158,6 +163,22 @@ mod tests {
                 other => panic!("not a check: {other:?}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn with_the_dual_stack_names_the_ec2_check_reaches_the_one_the_agent_calls() {
+        let s = spec(&complete(""));
+        let mut facts = instance(&s, None);
+        facts.reach.as_mut().unwrap().dual_stack = Some(true);
+        let got = checks(&run(&ASPECT, &s, &facts).steps);
+        let url = |service: &str| {
+            let c = got.iter().find(|c| c["service"] == service).unwrap();
+            c["url"].as_str().unwrap().to_string()
+        };
+        assert_eq!(url("EC2"), "https://ec2.eu-west-1.api.aws");
+        // kubelet's credential provider and containerd keep the names they are given.
+        assert_eq!(url("STS"), "https://sts.eu-west-1.amazonaws.com");
+        assert_eq!(url("ECR API"), "https://api.ecr.eu-west-1.amazonaws.com");
     }
 
     #[test]

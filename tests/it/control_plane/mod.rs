@@ -11,6 +11,7 @@
 mod credentials;
 mod identity;
 mod images;
+mod ipv6_only;
 mod join;
 mod matrix;
 mod names;
