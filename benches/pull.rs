@@ -262,9 +262,9 @@ fn containerd_pull(mode: &Mode, base: &Path, net: &Net, image: &str) -> Sample {
     let d = dir.path();
     let soci_sock = d.join("soci").join("soci.sock");
     let images = images_toml(mode, &net.hosts, mode.soci.then_some(soci_sock.as_path()));
-    let (cfg, sock) = common::control_plane::containerd_config(d, &images);
+    let (cfg, sock) = common::containerd::containerd_config(d, &images);
     let soci = mode.soci.then(|| soci_daemon(d, &soci_sock, &sock, net));
-    let proc = common::control_plane::start_containerd_with(d, &cfg, &sock);
+    let proc = common::containerd::start_containerd_with(d, &cfg, &sock);
     let pids: Vec<u32> = std::iter::once(&proc)
         .chain(soci.as_ref())
         .map(|p| p.0.id())

@@ -14,6 +14,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::containerd::start_containerd;
 use super::peers::{logged, Proc};
 use super::tls::sh;
 
@@ -60,9 +61,40 @@ pub fn missing() -> Vec<String> {
 /// namespace of the suite's own, where this address is on `lo`.
 pub const NODE_IP: &str = "10.0.12.34";
 
+/// An IPv6 cluster's service CIDR (the suite's IPv6 control plane), and the node's address
+/// there: the IPv6-only sample instance's.
+pub const SERVICE_CIDR6: &str = "fd00:10:20::/108";
+pub const NODE_IP6: &str = "2600:1f18:4a:7e00::12";
+
+/// A control plane's addresses: where the API server binds (its URLs' host), the cluster's
+/// service CIDR, the node's address.
+#[derive(Debug, Clone, Copy)]
+pub struct Net {
+    pub bind: &'static str,
+    pub host: &'static str,
+    pub service_cidr: &'static str,
+    pub node_ip: &'static str,
+}
+
+pub const V4: Net = Net {
+    bind: "127.0.0.1",
+    host: "127.0.0.1",
+    service_cidr: SERVICE_CIDR,
+    node_ip: NODE_IP,
+};
+
+/// The API server on `::1` alone, an IPv6 service CIDR, the node's IPv6 address.
+pub const V6: Net = Net {
+    bind: "::1",
+    host: "[::1]",
+    service_cidr: SERVICE_CIDR6,
+    node_ip: NODE_IP6,
+};
+
 pub struct ControlPlane {
     pub dir: tempfile::TempDir,
     pub port: u16,
+    pub net: Net,
     /// The network namespace's holder: its `/proc/PID/ns/net`.
     pub netns: PathBuf,
     /// containerd's socket.
@@ -92,17 +124,31 @@ pub const CLUSTER: &str = "prod-eu";
 pub const EKS_REGION: &str = "us-east-1";
 
 static SHARED: OnceLock<Mutex<ControlPlane>> = OnceLock::new();
+static SHARED6: OnceLock<Mutex<ControlPlane>> = OnceLock::new();
 
 impl ControlPlane {
     /// The process's control plane, started at the first call; the caller holds it until the
     /// guard drops, so kubelets take turns (they share ports 10250 and 10248).
     pub fn shared() -> MutexGuard<'static, ControlPlane> {
-        let m = SHARED.get_or_init(|| {
+        Self::shared_of(&SHARED, ControlPlane::start)
+    }
+
+    /// The process's IPv6 control plane ([`V6`]: no EKS authenticator), as [`Self::shared`].
+    #[allow(dead_code)] // the host suites', not the benches' or the VM suite's
+    pub fn shared_ipv6() -> MutexGuard<'static, ControlPlane> {
+        Self::shared_of(&SHARED6, ControlPlane::start_ipv6)
+    }
+
+    fn shared_of(
+        cell: &'static OnceLock<Mutex<ControlPlane>>,
+        start: fn() -> ControlPlane,
+    ) -> MutexGuard<'static, ControlPlane> {
+        let m = cell.get_or_init(|| {
             let (tx, rx) = std::sync::mpsc::channel();
             // The children's parent-death signal fires when the thread that started them ends:
             // this one lives until the process exits.
             std::thread::spawn(move || {
-                tx.send(ControlPlane::start()).unwrap();
+                tx.send(start()).unwrap();
                 loop {
                     std::thread::park();
                 }
@@ -110,6 +156,28 @@ impl ControlPlane {
             Mutex::new(rx.recv().expect("the control plane starts"))
         });
         m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn start_ipv6() -> ControlPlane {
+        let dir = tempfile::Builder::new()
+            .prefix("control-plane-v6")
+            .tempdir()
+            .unwrap();
+        let d = dir.path();
+        pki(d, &["IP:::1", "IP:fd00:10:20::1"]);
+        let (holder, netns) = network_namespace(d);
+        let (etcd, apiserver) = start_etcd_and_apiserver(d, &netns, 2379, 6443, V6);
+        let (containerd, cri) = start_containerd(d);
+        ControlPlane {
+            dir,
+            port: 6443,
+            net: V6,
+            netns,
+            cri,
+            leftovers: super::kubelet::leftovers(),
+            eks: None,
+            _procs: vec![etcd, apiserver, containerd, holder],
+        }
     }
 
     fn start() -> ControlPlane {
@@ -121,15 +189,16 @@ impl ControlPlane {
         pki(d, &[]);
         let (holder, netns) = network_namespace(d);
         let (moto, eks) = start_eks(d, &netns, None);
-        let (etcd, apiserver) = start_etcd_and_apiserver(d, &netns, 2379, 6443);
+        let (etcd, apiserver) = start_etcd_and_apiserver(d, &netns, 2379, 6443, V4);
         let (containerd, cri) = start_containerd(d);
         eprintln!("control plane: containerd {}", cri.display());
         ControlPlane {
             dir,
             port: 6443,
+            net: V4,
             netns,
             cri,
-            leftovers: kubelet_leftovers(),
+            leftovers: super::kubelet::leftovers(),
             eks: Some(eks),
             _procs: [etcd, apiserver, containerd]
                 .into_iter()
@@ -169,11 +238,12 @@ impl ControlPlane {
         });
         let port = super::peers::free_port();
         let (etcd, apiserver) =
-            start_etcd_and_apiserver(d, &netns, super::peers::free_port(), port);
+            start_etcd_and_apiserver(d, &netns, super::peers::free_port(), port, V4);
         procs.extend([etcd, apiserver]);
         ControlPlane {
             dir,
             port,
+            net: V4,
             netns,
             cri: PathBuf::new(),
             leftovers: vec![],
@@ -187,7 +257,7 @@ impl ControlPlane {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
+        format!("https://{}:{}", self.net.host, self.port)
     }
 
     /// A kubeconfig for node `name`, with a client certificate the API server maps to
@@ -221,7 +291,7 @@ impl ControlPlane {
     ) -> (u16, serde_json::Value) {
         let d = self.dir.path();
         let out_file = tempfile::NamedTempFile::new_in(d).unwrap();
-        let mut c = curl(d, &self.netns, self.port, path);
+        let mut c = curl(d, &self.netns, self.net.host, self.port, path);
         c.args(["-o"]).arg(out_file.path()).args(["-X", method]);
         if let Some(b) = body {
             let kind = if method == "PATCH" {
@@ -411,38 +481,6 @@ pub fn tied(mut cmd: Command, log: &Path) -> Proc {
     logged(cmd, log)
 }
 
-/// The host paths a kubelet makes whatever its root and cert dirs (its device-plugin and
-/// container-log directories, the QoS cgroups) that are not there now.
-fn kubelet_leftovers() -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = ["/var/lib/kubelet", "/var/log/containers", "/var/log/pods"]
-        .map(PathBuf::from)
-        .to_vec();
-    if let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") {
-        paths.extend(rd.flatten().map(|e| e.path().join("kubepods")));
-    }
-    paths.retain(|p| !p.exists());
-    paths
-}
-
-/// Remove `leftovers`: directories whole, cgroups (under /sys/fs/cgroup) deepest first.
-pub fn remove_leftovers(leftovers: &[PathBuf]) {
-    fn rmdir_tree(p: &Path) {
-        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                rmdir_tree(&e.path());
-            }
-        }
-        let _ = std::fs::remove_dir(p);
-    }
-    for p in leftovers.iter().filter(|p| p.exists()) {
-        if p.starts_with("/sys/fs/cgroup") {
-            rmdir_tree(p);
-        } else {
-            let _ = std::fs::remove_dir_all(p);
-        }
-    }
-}
-
 /// `program` with `args` run to success in the network namespace `netns`.
 pub fn sh_in(netns: &Path, program: &str, args: &[&str]) {
     sh(in_netns(netns, program).args(args));
@@ -470,6 +508,8 @@ pub fn network_namespace(d: &Path) -> (Proc, PathBuf) {
     });
     sh(in_netns(&ns, "ip").args(["link", "set", "lo", "up"]));
     sh(in_netns(&ns, "ip").args(["addr", "add", &format!("{NODE_IP}/32"), "dev", "lo"]));
+    let v6 = format!("{NODE_IP6}/128");
+    sh(in_netns(&ns, "ip").args(["-6", "addr", "add", &v6, "dev", "lo", "nodad"]));
     (holder, ns)
 }
 
@@ -526,13 +566,20 @@ fn start_eks(d: &Path, netns: &Path, at: Option<EksAt>) -> (Option<Proc>, Eks) {
     (Some(moto_proc), eks)
 }
 
-fn start_etcd_and_apiserver(d: &Path, netns: &Path, etcd_port: u16, port: u16) -> (Proc, Proc) {
+fn start_etcd_and_apiserver(
+    d: &Path,
+    netns: &Path,
+    etcd_port: u16,
+    port: u16,
+    net: Net,
+) -> (Proc, Proc) {
     let etcd = start_etcd(d, netns, etcd_port);
-    let apiserver = start_apiserver(d, netns, port, etcd_port);
+    let apiserver = start_apiserver(d, netns, port, etcd_port, net);
     wait_long("kube-apiserver /readyz", Duration::from_secs(90), || {
-        curl_status(d, netns, port, "/readyz") == 200
+        curl_status(d, netns, net.host, port, "/readyz") == 200
     });
-    eprintln!("control plane: etcd 127.0.0.1:{etcd_port}, kube-apiserver https://127.0.0.1:{port}");
+    let host = net.host;
+    eprintln!("control plane: etcd 127.0.0.1:{etcd_port}, kube-apiserver https://{host}:{port}");
     (etcd, apiserver)
 }
 
@@ -559,13 +606,14 @@ fn start_etcd(d: &Path, netns: &Path, port: u16) -> Proc {
     tied(c, &d.join("etcd.log"))
 }
 
-fn start_apiserver(d: &Path, netns: &Path, port: u16, etcd: u16) -> Proc {
+fn start_apiserver(d: &Path, netns: &Path, port: u16, etcd: u16, net: Net) -> Proc {
     let f = |n: &str| d.join(n).display().to_string();
     let mut c = in_netns(netns, peers_bin().join("kube-apiserver"));
     c.arg(format!("--etcd-servers=http://127.0.0.1:{etcd}"))
-        .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
+        .arg(format!("--bind-address={}", net.bind))
+        .arg(format!("--advertise-address={}", net.bind))
         .arg(format!("--secure-port={port}"))
-        .arg(format!("--service-cluster-ip-range={SERVICE_CIDR}"))
+        .arg(format!("--service-cluster-ip-range={}", net.service_cidr))
         .arg(format!("--client-ca-file={}", f("ca.crt")))
         .arg(format!("--tls-cert-file={}", f("srv.crt")))
         .arg(format!("--tls-private-key-file={}", f("srv.key")))
@@ -605,80 +653,17 @@ fn start_apiserver(d: &Path, netns: &Path, port: u16, etcd: u16) -> Proc {
     tied(c, &d.join("kube-apiserver.log"))
 }
 
-/// containerd 2 with its CRI plugin, every directory under `d`, the cgroupfs driver (the host
-/// has no systemd), a loopback-only CNI config (enough for the runtime's network to be ready),
-/// the suite's own sandbox image (`pods.rs`), and OOM scores no lower than its own (this host
-/// may not lower them: runc's init fails on the sandbox's -998).
-fn start_containerd(d: &Path) -> (Proc, PathBuf) {
-    let images = format!(
-        "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"{}\"\n",
-        super::pods::SANDBOX_IMAGE
-    );
-    containerd(d, &images)
-}
-
-/// containerd 2 from the peers, its root, state, socket and CNI config under `d/containerd`,
-/// with the suite's runtime settings and `images` (TOML: the CRI images plugin's and the
-/// transfer service's tables) after them: (the process, its socket). Stopped when dropped.
-pub fn containerd(d: &Path, images: &str) -> (Proc, PathBuf) {
-    let (cfg, sock) = containerd_config(d, images);
-    (start_containerd_with(d, &cfg, &sock), sock)
-}
-
-/// The config [`containerd`] starts with, written: (its path, the socket it names).
-pub fn containerd_config(d: &Path, images: &str) -> (PathBuf, PathBuf) {
-    let c = d.join("containerd");
-    let cni = c.join("net.d");
-    std::fs::create_dir_all(&cni).unwrap();
-    std::fs::write(
-        cni.join("10-loopback.conflist"),
-        r#"{"cniVersion": "1.0.0", "name": "suite", "plugins": [{"type": "loopback"}]}"#,
-    )
-    .unwrap();
-    let sock = c.join("containerd.sock");
-    let cfg = c.join("config.toml");
-    let p = |x: &Path| x.display().to_string();
-    std::fs::write(
-        &cfg,
-        format!(
-            "version = 3\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"{sock}\"\n[ttrpc]\n  address = \"{sock}.ttrpc\"\n[plugins.'io.containerd.cri.v1.runtime']\n  restrict_oom_score_adj = true\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  conf_dir = \"{cni}\"\n  bin_dirs = [\"/usr/lib/cni\"]\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = false\n{images}",
-            root = p(&c.join("root")),
-            state = p(&c.join("state")),
-            sock = p(&sock),
-            cni = p(&cni),
-        ),
-    )
-    .unwrap();
-    (cfg, sock)
-}
-
-/// containerd 2 from the peers with the config at `cfg`, logging under `d`, once `sock` is
-/// there. Stopped when dropped.
-pub fn start_containerd_with(d: &Path, cfg: &Path, sock: &Path) -> Proc {
-    let mut cmd = Command::new(peers_bin().join("containerd"));
-    // Its own runc shim first: Debian's (containerd 1.6) cannot start containerd 2's tasks.
-    let path = std::env::var("PATH").unwrap_or_default();
-    cmd.arg("--config")
-        .arg(cfg)
-        .env("PATH", format!("{}:{path}", peers_bin().display()));
-    let proc = tied(cmd, &d.join("containerd.log"));
-    wait_long("containerd's socket", Duration::from_secs(30), || {
-        sock.exists()
-    });
-    proc
-}
-
-fn curl(d: &Path, netns: &Path, port: u16, path: &str) -> Command {
+fn curl(d: &Path, netns: &Path, host: &str, port: u16, path: &str) -> Command {
     let mut c = in_netns(netns, "curl");
     c.args(["-sS", "--max-time", "10", "-w", "%{http_code}", "--cacert"])
         .arg(d.join("ca.crt"))
         .args(["-H", &format!("Authorization: Bearer {ADMIN_TOKEN}")])
-        .arg(format!("https://127.0.0.1:{port}{path}"));
+        .arg(format!("https://{host}:{port}{path}"));
     c
 }
 
-fn curl_status(d: &Path, netns: &Path, port: u16, path: &str) -> u16 {
-    let out = curl(d, netns, port, path)
+fn curl_status(d: &Path, netns: &Path, host: &str, port: u16, path: &str) -> u16 {
+    let out = curl(d, netns, host, port, path)
         .args(["-o", "/dev/null"])
         .output();
     out.ok()

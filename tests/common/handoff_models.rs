@@ -16,7 +16,6 @@
 use serde_json::{json, Value};
 
 use eks_nodeinit::base::podcap;
-use eks_nodeinit::plan::handoff::al2::dns_ip;
 
 use super::bootstrap_sh::Parsed;
 use super::kubelet::Start;
@@ -28,6 +27,18 @@ pub struct Instance<'a> {
     pub vcpus: u64,
     /// The type's line in bootstrap.sh's `eni-max-pods.txt` / nodeadm's ENI-based default.
     pub eni_max_pods: u64,
+}
+
+/// The cluster DNS address both hand-offs derive from a service CIDR, as text: an IPv4 CIDR's
+/// address up to its last `.` then `.10` (bootstrap.sh's `${CIDR%.*}.10`, nodeadm's
+/// `GetClusterDns`), an IPv6 CIDR's address with `a` appended (bootstrap.sh's
+/// `awk -F/ '{print $1}'`, then `a`; nodeadm's `strings.Split(cidr, "/")[0] + "a"`).
+pub fn cluster_dns(cidr: &str) -> String {
+    let addr = cidr.split('/').next().unwrap_or_default();
+    match addr.contains(':') {
+        true => format!("{addr}a"),
+        false => format!("{}.10", &cidr[..cidr.rfind('.').unwrap_or(0)]),
+    }
 }
 
 /// The evictionHard both hand-offs write.
@@ -56,8 +67,11 @@ pub fn al2_bootstrap(config: &mut Value, argv: &Parsed, inst: &Instance) -> Vec<
             .map(|(_, v)| v.clone())
     };
     let extra = opt("--kubelet-extra-args").unwrap_or_default();
+    // `--service-ipv6-cidr` makes the family IPv6 (it refuses `--ip-family ipv4` with it).
+    let v6 = opt("--service-ipv6-cidr");
     let dns = opt("--dns-cluster-ip")
-        .or_else(|| opt("--service-ipv4-cidr").map(|c| dns_ip(&c)))
+        .or_else(|| v6.as_deref().map(cluster_dns))
+        .or_else(|| opt("--service-ipv4-cidr").map(|c| cluster_dns(&c)))
         .unwrap_or_else(|| "10.100.0.10".into());
     let c = config
         .as_object_mut()
@@ -147,7 +161,7 @@ pub fn al2023_nodeadm(nc: &Value, inst: &Instance) -> Start {
         "authorization": {"mode": "Webhook", "webhook": {"cacheAuthorizedTTL": "5m0s", "cacheUnauthorizedTTL": "30s"}},
         "cgroupDriver": "systemd",
         "cgroupRoot": "/",
-        "clusterDNS": [dns_ip(cidr)],
+        "clusterDNS": [cluster_dns(cidr)],
         "clusterDomain": "cluster.local",
         "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
         "evictionHard": eviction_hard(),

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::control_plane::{in_netns, peers_bin, tied, wait_until, ControlPlane, NODE_IP};
+use super::control_plane::{in_netns, peers_bin, tied, wait_until, ControlPlane};
 use super::peers::Proc;
 
 /// What a hand-off gives the kubelet: its config file, drop-ins (name, document; the kubelet
@@ -77,7 +77,7 @@ impl Kubelet {
             .arg(d.join("root"))
             .arg("--cert-dir")
             .arg(d.join("pki"))
-            .arg(format!("--node-ip={NODE_IP}"))
+            .arg(format!("--node-ip={}", cp.net.node_ip))
             .args(["--cloud-provider=external", "--v=2"])
             .arg(format!("--hostname-override={name}"))
             .args(&start.flags);
@@ -151,7 +151,7 @@ impl Kubelet {
     /// The kubelet's running configuration (`/configz`, through the API server's node proxy),
     /// once its serving certificate is signed.
     pub fn configz(&self, cp: &ControlPlane) -> serde_json::Value {
-        cp.set_addresses(&self.name, NODE_IP);
+        cp.set_addresses(&self.name, cp.net.node_ip);
         let mut csr = None;
         let asked = wait_until(Duration::from_secs(60), || {
             csr = cp.serving_csr(&self.name);
@@ -188,7 +188,7 @@ impl Drop for Kubelet {
         // The pods' mounts under the root dir, if any, before the temp dir goes.
         let root = self.dir.path().join("root");
         let _ = Command::new("umount").arg("-R").arg(&root).output();
-        super::control_plane::remove_leftovers(&self.leftovers);
+        remove_leftovers(&self.leftovers);
     }
 }
 
@@ -256,4 +256,36 @@ pub fn assert_allocatable(status: &Value, reserved: &Value) {
         eph,
         "allocatable ephemeral-storage: {alloc}"
     );
+}
+
+/// The host paths a kubelet makes whatever its root and cert dirs (its device-plugin and
+/// container-log directories, the QoS cgroups) that are not there now.
+pub fn leftovers() -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = ["/var/lib/kubelet", "/var/log/containers", "/var/log/pods"]
+        .map(PathBuf::from)
+        .to_vec();
+    if let Ok(rd) = std::fs::read_dir("/sys/fs/cgroup") {
+        paths.extend(rd.flatten().map(|e| e.path().join("kubepods")));
+    }
+    paths.retain(|p| !p.exists());
+    paths
+}
+
+/// Remove `leftovers`: directories whole, cgroups (under /sys/fs/cgroup) deepest first.
+pub fn remove_leftovers(leftovers: &[PathBuf]) {
+    fn rmdir_tree(p: &Path) {
+        for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                rmdir_tree(&e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(p);
+    }
+    for p in leftovers.iter().filter(|p| p.exists()) {
+        if p.starts_with("/sys/fs/cgroup") {
+            rmdir_tree(p);
+        } else {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
 }

@@ -15,6 +15,7 @@
 
 pub mod agent;
 pub mod bootstrap_sh;
+pub mod containerd;
 pub mod control_plane;
 pub mod dbus;
 pub mod discovery_server;

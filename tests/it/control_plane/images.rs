@@ -14,7 +14,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::ready;
-use crate::common::control_plane::{self, peers_bin, wait_until, ControlPlane};
+use crate::common::containerd;
+use crate::common::control_plane::{peers_bin, wait_until, ControlPlane};
 use crate::common::kubelet::{tail, Kubelet, Start};
 use crate::common::*;
 use crate::common::{pods, registry, tls};
@@ -377,7 +378,7 @@ fn containerd_2_starts_with_the_al2_file_and_pulls_through_it() {
         "[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = \"{}\"\n",
         hosts.display()
     );
-    let (cfg, sock) = control_plane::containerd_config(work.path(), &images);
+    let (cfg, sock) = containerd::containerd_config(work.path(), &images);
     let root = sample_root("al2-root");
     std::fs::copy(
         &cfg,
@@ -391,7 +392,7 @@ fn containerd_2_starts_with_the_al2_file_and_pulls_through_it() {
         "/etc/eks-nodeinit/containerd-config.toml",
     );
     std::fs::write(&cfg, &given).unwrap();
-    let _containerd = control_plane::start_containerd_with(work.path(), &cfg, &sock);
+    let _containerd = containerd::start_containerd_with(work.path(), &cfg, &sock);
     // containerd read the setting, and says which road its CRI pulls take with it: its own,
     // where the CRI section's settings are the ones used (docs/images.md).
     let log = std::fs::read_to_string(work.path().join("containerd.log")).unwrap_or_default();

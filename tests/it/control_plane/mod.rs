@@ -60,7 +60,7 @@ fn config(
         v["tagging"] = json!({"enabled": false});
         v["cluster"]["apiServerEndpoint"] = cp.endpoint().into();
         v["cluster"]["certificateAuthority"] = control_plane::base64_encode(&ca).into();
-        v["cluster"]["cidr"] = control_plane::SERVICE_CIDR.into();
+        v["cluster"]["cidr"] = cp.net.service_cidr.into();
         edit(v);
     })
 }
@@ -318,6 +318,71 @@ fn the_cnis_ipv6_mode_registers_the_ceiling_as_pods_on_both_families() {
             },
         });
     }
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn an_ipv6_cluster_registers_on_an_ipv6_control_plane_on_both_families() {
+    // kube-apiserver on ::1 alone with an IPv6 service CIDR; the kubelet at the node's IPv6
+    // address, its cluster DNS the CIDR's `::a` as each hand-off derives it from what the agent
+    // wrote (bootstrap.sh's `--service-ipv6-cidr`, the NodeConfig's `cluster.cidr`).
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared_ipv6();
+    assert!(
+        cp.endpoint().starts_with("https://[::1]:"),
+        "{}",
+        cp.endpoint()
+    );
+    for (root, name) in [
+        ("al2-root", "al2-v6.node.test"),
+        ("al2023-root", "al2023-v6.node.test"),
+    ] {
+        let case = Case {
+            root,
+            name,
+            edit: |v| v["kubelet"]["maxPods"] = json!({"cni": "ipv6"}),
+            user_data: None,
+            pods: 110,
+            want: Promise {
+                labels: scaler_labels(),
+                taints: vec![],
+            },
+        };
+        let (_root, plan, start) = agent_start(&cp, &case);
+        let cz = prove(&cp, name, &start, &plan, &case.want);
+        assert_eq!(cz["clusterDNS"], json!(["fd00:10:20::a"]), "{name}");
+        let (_, node) = cp.get(&format!("/api/v1/nodes/{name}"));
+        let addresses = &node["status"]["addresses"];
+        assert_eq!(addresses[0]["address"], control_plane::NODE_IP6, "{node}");
+    }
+    // The agent's own client (the preflight's and the proof's) by the IPv6 literal, trusting
+    // the cluster's CA alone for `::1`.
+    let ctx = eks_nodeinit::verify::Context {
+        cluster: "prod-eu".into(),
+        region: "eu-west-1".into(),
+        endpoint: cp.endpoint(),
+        ca_pem: std::fs::read_to_string(cp.ca()).unwrap(),
+        node: None,
+        imds_endpoint: String::new(),
+        imds_v1_fallback: false,
+        proxy: None,
+        ca_bundles: vec![],
+        sts_url: String::new(),
+    };
+    let (ready, got) = common::netns::run_in(&cp.netns, move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let api = eks_nodeinit::verify::kube::ApiServer::of(&ctx).unwrap();
+            let token = Some(control_plane::ADMIN_TOKEN);
+            let path = "/api/v1/nodes/al2023-v6.node.test";
+            let got = api.call("GET", path, token, None).await.map(|a| a.status);
+            (api.readyz().await, got)
+        })
+    });
+    assert_eq!(ready.unwrap(), "/readyz: ok");
+    assert_eq!(got.unwrap(), 200);
 }
 
 #[test]
