@@ -185,6 +185,18 @@ impl World {
     fn log(&self, name: &str) -> Vec<Value> {
         lines(&self.dir.path().join(name))
     }
+
+    /// The one CreateTags moto served, which came by EC2's dual-stack name.
+    fn tagged_once(&self) -> Value {
+        let calls = self.log("calls.jsonl");
+        let tags: Vec<&Value> = calls
+            .iter()
+            .filter(|c| c["Action"] == "CreateTags")
+            .collect();
+        assert_eq!(tags.len(), 1, "{calls:?}");
+        assert_eq!(tags[0]["Host"], "ec2.us-east-1.api.aws", "{calls:?}");
+        tags[0].clone()
+    }
 }
 
 #[test]
@@ -201,14 +213,8 @@ fn an_ipv6_only_instance_calls_aws_by_the_dual_stack_names_and_so_does_its_hook(
     assert!(stdout(&out).contains("hand-off held"), "{}", stdout(&out));
 
     // The Name tag, by EC2's dual-stack name, once.
-    let calls = w.log("calls.jsonl");
-    let tags: Vec<&Value> = calls
-        .iter()
-        .filter(|c| c["Action"] == "CreateTags")
-        .collect();
-    assert_eq!(tags.len(), 1, "{calls:?}");
-    assert_eq!(tags[0]["Host"], "ec2.us-east-1.api.aws", "{calls:?}");
-    assert_eq!(tags[0]["Tags"][0]["Key"], "Name", "{calls:?}");
+    let tag = w.tagged_once();
+    assert_eq!(tag["Tags"][0]["Key"], "Name", "{tag}");
 
     // The hook's job says where the boot found IMDS and which names it took.
     let path = r.join("run/eks-nodeinit/launch-hook.json");
@@ -267,11 +273,5 @@ fn the_tags_background_continuation_calls_as_the_run_did() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
     assert_eq!(rep["tagging"]["result"]["outcome"], "created", "{rep:#}");
-    let calls = w.log("calls.jsonl");
-    let tags: Vec<&Value> = calls
-        .iter()
-        .filter(|c| c["Action"] == "CreateTags")
-        .collect();
-    assert_eq!(tags.len(), 1, "{calls:?}");
-    assert_eq!(tags[0]["Host"], "ec2.us-east-1.api.aws", "{calls:?}");
+    w.tagged_once();
 }

@@ -306,17 +306,22 @@ fn the_cnis_ipv6_mode_registers_the_ceiling_as_pods_on_both_families() {
         ("al2-root", "al2-ipv6.node.test"),
         ("al2023-root", "al2023-ipv6.node.test"),
     ] {
-        run_case(Case {
-            root,
-            name,
-            edit: |v| v["kubelet"]["maxPods"] = json!({"cni": "ipv6"}),
-            user_data: None,
-            pods: 110,
-            want: Promise {
-                labels: scaler_labels(),
-                taints: vec![],
-            },
-        });
+        run_case(ipv6_mode(root, name));
+    }
+}
+
+/// The example's node in the CNI's IPv6 mode: the ceiling's 110 pods, the scaler's labels.
+fn ipv6_mode(root: &'static str, name: &'static str) -> Case {
+    Case {
+        root,
+        name,
+        edit: |v| v["kubelet"]["maxPods"] = json!({"cni": "ipv6"}),
+        user_data: None,
+        pods: 110,
+        want: Promise {
+            labels: scaler_labels(),
+            taints: vec![],
+        },
     }
 }
 
@@ -339,17 +344,7 @@ fn an_ipv6_cluster_registers_on_an_ipv6_control_plane_on_both_families() {
         ("al2-root", "al2-v6.node.test"),
         ("al2023-root", "al2023-v6.node.test"),
     ] {
-        let case = Case {
-            root,
-            name,
-            edit: |v| v["kubelet"]["maxPods"] = json!({"cni": "ipv6"}),
-            user_data: None,
-            pods: 110,
-            want: Promise {
-                labels: scaler_labels(),
-                taints: vec![],
-            },
-        };
+        let case = ipv6_mode(root, name);
         let (_root, plan, start) = agent_start(&cp, &case);
         let cz = prove(&cp, name, &start, &plan, &case.want);
         assert_eq!(cz["clusterDNS"], json!(["fd00:10:20::a"]), "{name}");
