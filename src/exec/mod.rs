@@ -120,7 +120,7 @@ pub(crate) async fn execute(
     if let Some(e) = tag_failure {
         return Err(anyhow::Error::new(e).context("the tag step is required by its policy"));
     }
-    let Some((argv, marker)) = prepared.handoff else {
+    let Some((argv, env, marker)) = prepared.handoff else {
         return Ok(());
     };
     tracing::info!(path = %argv.first().map_or("", String::as_str), "handing off: the process becomes this program");
@@ -129,7 +129,7 @@ pub(crate) async fn execute(
         l.keep_across_exec()
             .context("keeping the run lock for the program the node is handed to")?;
     }
-    let e = match exec(&argv) {
+    let e = match exec(&argv, &env) {
         Err(e) => e,
         Ok(never) => match never {},
     };
@@ -239,14 +239,14 @@ struct Prepared {
     files: BTreeMap<usize, Vec<(PathBuf, fsutil::Staged)>>,
     live: BTreeMap<usize, procsys::PreparedSysctl>,
     /// bootstrap.sh's argv and the per-boot marker, staged.
-    handoff: Option<(Vec<String>, fsutil::Staged)>,
+    handoff: Option<(Vec<String>, BTreeMap<String, String>, fsutil::Staged)>,
 }
 
 impl Prepared {
     /// Fsync every file staged, and `report`, at once: the last step of the first phase.
     fn sync(&mut self, report: &mut fsutil::Staged) -> Result<(), fsutil::FsError> {
         let files = self.files.values_mut().flatten().map(|(_, s)| s);
-        let marker = self.handoff.iter_mut().map(|(_, s)| s);
+        let marker = self.handoff.iter_mut().map(|(_, _, s)| s);
         fsutil::sync_all(files.chain(marker).chain(std::iter::once(report)))
     }
 }
@@ -281,11 +281,11 @@ async fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
                 let ready = procsys::prepare_at(under(root, &l.path), &l.key, &l.new)?;
                 p.live.insert(i, ready);
             }
-            Step::Handoff(Handoff::Exec { argv }) => {
+            Step::Handoff(Handoff::Exec { argv, env }) => {
                 let record = marker::Record::this_process(root, now_ms())?;
                 let staged =
                     fsutil::stage(&under(root, marker::MARKER), &record.to_bytes(), 0o644)?;
-                p.handoff = Some((argv.clone(), staged));
+                p.handoff = Some((argv.clone(), env.clone(), staged));
             }
             _ => {}
         }
@@ -529,17 +529,42 @@ async fn connect(bus: &Bus) -> Result<zbus::Connection, String> {
     }
 }
 
-/// Replace this process with the hand-off's program (AL2: bootstrap.sh). No shell: the argv goes to execv as is.
-pub fn exec(argv: &[String]) -> Result<std::convert::Infallible, ExecError> {
+/// Replace this process with the hand-off's program (AL2: bootstrap.sh), its environment this
+/// one's with `env` set over it. No shell: the argv goes to execve as is.
+pub fn exec(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+) -> Result<std::convert::Infallible, ExecError> {
+    let c = |s: &[u8]| CString::new(s).map_err(|_| ExecError::Nul);
     let cargs: Vec<CString> = argv
         .iter()
-        .map(|a| CString::new(a.as_bytes()).map_err(|_| ExecError::Nul))
+        .map(|a| c(a.as_bytes()))
         .collect::<Result<_, _>>()?;
     let path = cargs.first().ok_or(ExecError::Nul)?;
-    nix::unistd::execv(path, &cargs).map_err(|source| ExecError::Exec {
+    let err = |source| ExecError::Exec {
         path: PathBuf::from(&argv[0]),
         source,
-    })
+    };
+    if env.is_empty() {
+        return nix::unistd::execv(path, &cargs).map_err(err);
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let mut vars: BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    vars.extend(
+        env.iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
+    );
+    let cenv: Vec<CString> = vars
+        .into_iter()
+        .map(|(mut k, v)| {
+            k.push(b'=');
+            k.extend(v);
+            c(&k)
+        })
+        .collect::<Result<_, _>>()?;
+    nix::unistd::execve(path, &cargs, &cenv).map_err(err)
 }
 
 #[cfg(test)]

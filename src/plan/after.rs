@@ -123,6 +123,7 @@ mod tests {
     fn exec() -> Step {
         Step::Handoff(Handoff::Exec {
             argv: vec!["/etc/eks/bootstrap.sh".into()],
+            env: Default::default(),
         })
     }
 

@@ -489,7 +489,7 @@ fn render_unit(o: &mut String, n: usize, u: &Unit) {
 /// The hand-off, numbered `n`.
 fn render_handoff(o: &mut String, n: usize, h: &Handoff) {
     match h {
-        Handoff::Exec { argv } => {
+        Handoff::Exec { argv, env } => {
             let _ = writeln!(
                 o,
                 "\n[{n}] hand-off: exec {} (no shell), argv:",
@@ -497,6 +497,9 @@ fn render_handoff(o: &mut String, n: usize, h: &Handoff) {
             );
             for (j, a) in argv.iter().enumerate() {
                 let _ = writeln!(o, "      [{j}] {a}");
+            }
+            for (k, v) in env {
+                let _ = writeln!(o, "      with {k}={v}");
             }
         }
         Handoff::Dropin(h) => {

@@ -4,6 +4,7 @@
 //! executor, the renderers and the report need no new case. The aspects produce steps, the plan
 //! orders and renders them, the executor runs them in that order; the type sits below all three.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -361,7 +362,12 @@ pub enum UnitJob {
 #[serde(tag = "handoff", rename_all = "camelCase")]
 pub enum Handoff {
     /// AL2: the process becomes this argv (bootstrap.sh); a per-boot marker stops a second one.
-    Exec { argv: Vec<String> },
+    /// `env`: variables set for it beside the agent's own environment.
+    Exec {
+        argv: Vec<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
+    },
     /// AL2023: nodeadm takes the node from here; what it reads and when.
     Dropin(NodeadmHandoff),
     /// A warmed instance: the hand-off waits until the instance goes into service.
@@ -417,7 +423,7 @@ impl Step {
             Step::Check(c) => format!("check {}", c.check.probe.describe()),
             Step::Call(c) => c.purpose.clone(),
             Step::Record(r) => format!("record {}.{}", r.property, r.key),
-            Step::Handoff(Handoff::Exec { argv }) => {
+            Step::Handoff(Handoff::Exec { argv, .. }) => {
                 format!("exec {}", argv.first().map_or("", String::as_str))
             }
             Step::Handoff(Handoff::Dropin(h)) => format!("nodeadm reads {}", h.dropin.display()),

@@ -438,8 +438,50 @@ fn an_imds_that_answers_only_over_ipv6_serves_the_whole_boot() {
     let job = std::fs::read_to_string(root.path().join("run/eks-nodeinit/join.json")).unwrap();
     let job: serde_json::Value = serde_json::from_str(&job).unwrap();
     assert_eq!(job["imdsEndpoint"], url.as_str(), "{job:#}");
+    // nodeadm's IMDS client calls 169.254.169.254 unless its environment names another: both
+    // of its units are told where the boot found IMDS.
+    for unit in ["nodeadm-config.service", "nodeadm-run.service"] {
+        let p = root.path().join(format!(
+            "etc/systemd/system/{unit}.d/60-eks-nodeinit-imds.conf"
+        ));
+        let text = std::fs::read_to_string(&p).unwrap();
+        let line = format!("Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT={url}\n");
+        assert!(text.contains(&line), "{unit}: {text}");
+    }
     let st = s.state.lock().unwrap();
     assert!(st.puts >= 1 && st.gets > 0, "{:?}", st.paths);
+}
+
+#[test]
+fn an_al2_node_without_ipv4_execs_bootstrap_sh_told_where_imds_is() {
+    // bootstrap.sh's IMDS helper calls http://$IMDS_ENDPOINT/, by default 169.254.169.254,
+    // which an IPv6-only instance does not reach. The sample's stand-in, told to write down the
+    // variable it was given, then its argv as before.
+    let s = ipv6_only_imds("[::1]:0");
+    let url = s.url();
+    let root = common::sample_root("al2-root");
+    let script = root.path().join("etc/eks/bootstrap.sh");
+    let text = std::fs::read_to_string(&script).unwrap().replacen(
+        "set -o nounset\n",
+        "set -o nounset\nprintf '%s\\n' \"${IMDS_ENDPOINT:-unset}\" > \"${0%/*}/imds-endpoint.txt\"\n",
+        1,
+    );
+    std::fs::write(&script, text).unwrap();
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false});
+        v["imds"] = serde_json::json!({"endpoint": url});
+    });
+    let out = common::run(
+        common::cmd()
+            .env_remove("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+            .args(["init", "--config"])
+            .arg(&cfg)
+            .arg("--root")
+            .arg(root.path()),
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let told = std::fs::read_to_string(root.path().join("etc/eks/imds-endpoint.txt")).unwrap();
+    assert_eq!(told.trim(), url.trim_start_matches("http://"));
 }
 
 /// An IPv6-only instance's metadata, with its role's credentials, on `bind` alone.

@@ -19,6 +19,7 @@ pub mod credential_providers;
 pub mod hardening;
 pub mod hugepages;
 pub mod image_gc;
+pub mod imds_endpoint;
 pub mod join;
 pub mod kernel_modules;
 pub mod kubelet_config;
@@ -129,6 +130,7 @@ pub(crate) const REGISTRY: &[Aspect] = &[
     containerd::registries::ASPECT,
     CONTAINERD_HANDOFF,
     proxy::ASPECT,
+    imds_endpoint::ASPECT,
     trust::ASPECT,
     credential_providers::ASPECT,
     AL2_HANDOFF,

@@ -58,9 +58,20 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
     if let Some(argv) = argv.filter(|_| i.handoff.hold.is_none()) {
         out.secrets
             .extend(i.handoff.cluster.certificate_authority.iter().cloned());
-        out.steps.push(Step::Handoff(Handoff::Exec { argv }));
+        let env = imds_env(facts);
+        out.steps.push(Step::Handoff(Handoff::Exec { argv, env }));
     }
     out.findings.0.extend(f.0);
+}
+
+/// bootstrap.sh's IMDS helper (`/etc/eks/bin/imds`) calls `http://$IMDS_ENDPOINT/`, by default
+/// 169.254.169.254, which an instance without IPv4 does not reach: there it is told the host
+/// (and port) where the boot found IMDS.
+fn imds_env(facts: &Facts) -> std::collections::BTreeMap<String, String> {
+    crate::plan::aspects::imds_endpoint::untold(facts)
+        .and_then(|e| e.strip_prefix("http://").map(String::from))
+        .map(|host| [("IMDS_ENDPOINT".to_string(), host)].into())
+        .unwrap_or_default()
 }
 
 /// Whether this run hands off, from what the per-boot marker shows; says why in `out`.
@@ -426,7 +437,7 @@ mod tests {
     fn local_storage_goes_as_local_disks_and_nodeadms_own_options_are_findings() {
         let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID0"}}"#;
         let out = run(&ASPECT, &spec(c), &al2(HandoffState::None));
-        let Step::Handoff(Handoff::Exec { argv }) = &out.steps[0] else {
+        let Step::Handoff(Handoff::Exec { argv, .. }) = &out.steps[0] else {
             panic!("{:?} {:?}", out.steps, out.findings)
         };
         assert!(
@@ -451,7 +462,7 @@ mod tests {
     #[test]
     fn hands_off_with_the_kubelet_flags_as_one_word() {
         let out = run(&ASPECT, &spec(CONFIG), &al2(HandoffState::None));
-        let Step::Handoff(Handoff::Exec { argv }) = &out.steps[0] else {
+        let Step::Handoff(Handoff::Exec { argv, .. }) = &out.steps[0] else {
             panic!("{:?}", out.steps)
         };
         assert_eq!(
@@ -493,7 +504,7 @@ mod tests {
     fn max_pods_and_kube_reserved_go_as_kubelet_flags_with_use_max_pods_false() {
         let c = r#"{"cluster":{"name":"prod"},"kubelet":{"maxPods":{},"extraArgs":["--v=2"]}}"#;
         let out = run(&ASPECT, &spec(c), &sized(SCRIPT));
-        let Step::Handoff(Handoff::Exec { argv }) = &out.steps[0] else {
+        let Step::Handoff(Handoff::Exec { argv, .. }) = &out.steps[0] else {
             panic!("{:?} {:?}", out.steps, findings(&out))
         };
         assert_eq!(
@@ -511,7 +522,7 @@ mod tests {
         // Only kube-reserved: bootstrap.sh keeps its max pods.
         let c = r#"{"cluster":{"name":"prod"},"kubelet":{"kubeReserved":{"memory":"1Gi"}}}"#;
         let out = run(&ASPECT, &spec(c), &sized(SCRIPT));
-        let Step::Handoff(Handoff::Exec { argv }) = &out.steps[0] else {
+        let Step::Handoff(Handoff::Exec { argv, .. }) = &out.steps[0] else {
             panic!("{:?}", out.steps)
         };
         assert_eq!(

@@ -341,7 +341,7 @@ fn handoffs_per_family_and_undetected_family() {
     });
     // AL2: exec with argv, the CA a secret.
     let p = build(&s, &al2("{}")).unwrap();
-    let Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv })) = p.steps.last()
+    let Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv, .. })) = p.steps.last()
     else {
         panic!("{:?}", steps(&p))
     };
@@ -410,7 +410,7 @@ fn an_ipv6_service_cidr_goes_to_bootstrap_sh_as_ipv6() {
     // `fd00:10:96::/112.10`; as --service-ipv6-cidr with --ip-family ipv6 it derives fd00:10:96::a.
     let s = spec(|v| v["cluster"]["cidr"] = "fd00:10:96::/112".into());
     let p = build(&s, &al2("{}")).unwrap();
-    let Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv })) = p.steps.last()
+    let Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv, .. })) = p.steps.last()
     else {
         panic!("{:?}", steps(&p))
     };
@@ -425,7 +425,7 @@ fn an_ipv6_service_cidr_goes_to_bootstrap_sh_as_ipv6() {
     assert!(!argv.iter().any(|a| a == "--service-ipv4-cidr"));
     let s = spec(|v| v["cluster"]["cidr"] = "10.100.0.0/16".into());
     let p = build(&s, &al2("{}")).unwrap();
-    let Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv })) = p.steps.last()
+    let Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv, .. })) = p.steps.last()
     else {
         panic!()
     };
@@ -456,7 +456,7 @@ fn spec_is_checked_once_and_plans_need_one() {
 
 fn exec_argv(p: &Plan) -> Vec<String> {
     match p.steps.last() {
-        Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv })) => argv.clone(),
+        Some(Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv, .. })) => argv.clone(),
         _ => panic!("no hand-off: {:?}", steps(p)),
     }
 }

@@ -248,7 +248,7 @@ fn check_bootstrap_argv(want: &Want, plan: &Plan, root: &Path) -> Result<(), Tes
         .steps
         .iter()
         .filter_map(|s| match s {
-            Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv }) => Some(argv),
+            Step::Handoff(eks_nodeinit::plan::step::Handoff::Exec { argv, .. }) => Some(argv),
             _ => None,
         })
         .collect();

@@ -1,0 +1,155 @@
+//! nodeadm's way to IMDS on an instance without IPv4 (AL2023): nodeadm's IMDS client (the AWS
+//! SDK for Go's `imds.New`, which reads `AWS_EC2_METADATA_SERVICE_ENDPOINT` and nothing else:
+//! not the endpoint mode) calls `http://169.254.169.254` unless told, which an instance on an
+//! IPv6-only subnet does not reach: nodeadm's config phase fails reading the user data. Where
+//! the boot found IMDS elsewhere on such an instance, `nodeadm-config.service` and
+//! `nodeadm-run.service` get a drop-in naming that endpoint, then systemd reloads its units
+//! before nodeadm starts. (AL2's bootstrap.sh is told in its environment: handoff/al2.rs.)
+
+use crate::facts::Family;
+use crate::plan::step::{IfFailed, Mode, Step, Unit, UnitJob};
+use crate::spec::Spec;
+
+use super::{Aspect, Input, Out, Reads};
+
+pub(crate) const ASPECT: Aspect = Aspect {
+    name: "imds-endpoint",
+    reads,
+    plan,
+    contribute: super::Contribution::Nothing,
+};
+
+/// The drop-in's file name in each nodeadm unit's `.d` directory.
+pub const DROPIN: &str = "60-eks-nodeinit-imds.conf";
+
+const UNITS: [&str; 2] = ["nodeadm-config.service", "nodeadm-run.service"];
+
+pub fn dropin(unit: &str) -> String {
+    format!("/etc/systemd/system/{unit}.d/{DROPIN}")
+}
+
+fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
+    if family != Some(Family::Al2) {
+        for u in UNITS {
+            r.file(dropin(u));
+        }
+    }
+}
+
+/// The endpoint a hand-off must be told (nodeadm's units here, bootstrap.sh's environment on
+/// AL2): the one the boot found, on an instance without IPv4, where it is not IPv4's.
+pub(crate) fn untold(facts: &crate::facts::Facts) -> Option<String> {
+    let (md, reach) = (facts.instance.as_ref()?, facts.reach.as_ref()?);
+    let found = reach.imds_endpoint.trim_end_matches('/');
+    (md.private_ipv4.is_none() && found != crate::instance::imds::DEFAULT_ENDPOINT)
+        .then(|| found.to_string())
+}
+
+fn render(endpoint: &str) -> String {
+    format!(
+        "# Written by eks-nodeinit: nodeadm reads IMDS at 169.254.169.254 unless told, which this\n\
+         # instance (no IPv4 address) does not reach; this is where the boot found it.\n\
+         [Service]\n\
+         Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT={endpoint}\n"
+    )
+}
+
+fn plan(i: &Input, out: &mut Out) {
+    if i.facts.family() != Some(Family::Al2023) {
+        return;
+    }
+    let Some(endpoint) = untold(i.facts) else {
+        return;
+    };
+    let text = render(&endpoint);
+    let mut wrote = false;
+    for unit in UNITS {
+        let path = dropin(unit);
+        let Some(cur) = i.facts.current_file(&path, "imds", &mut out.findings) else {
+            continue;
+        };
+        let purpose = format!("IMDS endpoint for {unit}");
+        wrote |= out.file_from(cur, &path, purpose, text.clone(), Mode::Keep(0o644));
+    }
+    if wrote {
+        out.steps.push(Step::Unit(Unit {
+            job: UnitJob::Reload,
+            why: "nodeadm's units take the IMDS endpoint once systemd reloads them".into(),
+            required: true,
+            if_failed: IfFailed::new(
+                "systemd did not reload its units",
+                "nodeadm-config.service would start without the IMDS endpoint written now and fail reading the user data; run `systemctl daemon-reload` and restart nodeadm-config.service",
+            ),
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{run, spec};
+    use super::*;
+    use crate::facts::{Facts, Reach};
+    use crate::instance::metadata::Metadata;
+
+    const CONFIG: &str = r#"{"cluster": {"name": "c"}}"#;
+
+    fn node(family: Family, ipv4: Option<&str>, found: &str) -> Facts {
+        let mut f = Facts::builder(family)
+            .instance(Metadata {
+                instance_id: "i-1".into(),
+                private_ipv4: ipv4.map(String::from),
+                region: "eu-west-1".into(),
+                ..Metadata::default()
+            })
+            .absent(UNITS.map(dropin))
+            .build();
+        f.reach = Some(Reach {
+            imds_endpoint: found.into(),
+            ..Default::default()
+        });
+        f
+    }
+
+    #[test]
+    fn an_instance_without_ipv4_tells_nodeadm_where_imds_was_found() {
+        let out = run(
+            &ASPECT,
+            &spec(CONFIG),
+            &node(Family::Al2023, None, "http://[fd00:ec2::254]"),
+        );
+        let files: Vec<(String, String)> = out
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::File(f) => Some((f.path.display().to_string(), f.new.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(files.len(), 2, "{:?}", out.steps);
+        for ((path, text), unit) in files.iter().zip(UNITS) {
+            assert_eq!(path, &dropin(unit));
+            let line = "Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[fd00:ec2::254]";
+            assert!(text.contains(&format!("[Service]\n{line}\n")), "{text}");
+        }
+        assert!(matches!(
+            out.steps.last(),
+            Some(Step::Unit(Unit {
+                job: UnitJob::Reload,
+                required: true,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn with_ipv4_at_its_default_or_on_al2_nothing_is_written() {
+        for (family, ipv4, found) in [
+            (Family::Al2023, Some("10.0.0.1"), "http://[fd00:ec2::254]"),
+            (Family::Al2023, None, "http://169.254.169.254"),
+            (Family::Al2, None, "http://[fd00:ec2::254]"),
+        ] {
+            let out = run(&ASPECT, &spec(CONFIG), &node(family, ipv4, found));
+            assert!(out.steps.is_empty(), "{family:?} {ipv4:?} {found}");
+        }
+    }
+}
