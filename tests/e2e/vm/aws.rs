@@ -17,6 +17,24 @@ pub(super) struct Ec2 {
     pub(super) private_ip: String,
 }
 
+/// A TLS terminator (socat) listening on `listen` (`PORT,bind=ADDR[,pf=ip6]`) with `crt` and
+/// `key`, in front of moto at `moto`.
+pub(super) fn tls_front(listen: &str, moto: &str, crt: &Path, key: &Path) -> Proc {
+    let moto_port = moto.rsplit(':').next().unwrap();
+    Proc(
+        Command::new("socat")
+            .arg(format!(
+                "OPENSSL-LISTEN:{listen},reuseaddr,fork,verify=0,cert={},key={}",
+                crt.display(),
+                key.display()
+            ))
+            .arg(format!("TCP:127.0.0.1:{moto_port}"))
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 impl Ec2 {
     pub(super) fn start(rt: &tokio::runtime::Runtime, dir: &Path, crt: &Path, key: &Path) -> Ec2 {
         let recording = dir.join("moto-recording.jsonl");
@@ -31,20 +49,8 @@ impl Ec2 {
             ],
         )
         .expect("moto[server] is installed (make deps)");
-        let moto_port = moto.url.rsplit(':').next().unwrap().to_string();
         let tls_port = free_port();
-        let tls = Proc(
-            Command::new("socat")
-                .arg(format!(
-                    "OPENSSL-LISTEN:{tls_port},bind=127.0.0.1,reuseaddr,fork,verify=0,cert={},key={}",
-                    crt.display(),
-                    key.display()
-                ))
-                .arg(format!("TCP:127.0.0.1:{moto_port}"))
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let tls = tls_front(&format!("{tls_port},bind=127.0.0.1"), &moto.url, crt, key);
         let client = rt.block_on(ec2_client(&moto.url, REGION));
         let (instance_id, private_ip) = rt.block_on(run_instance(&client));
         Ec2 {

@@ -37,7 +37,7 @@ ssh_genkeytypes: []
 no_ssh_fingerprints: true
 datasource:
   Ec2:
-    metadata_urls: [ "http://169.254.169.254" ]
+    metadata_urls: [ "http://169.254.169.254", "http://[fd00:ec2::254]" ]
     max_wait: 60
     timeout: 5
 CFG

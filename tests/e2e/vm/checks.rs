@@ -192,7 +192,10 @@ fn check_tags(
     report: &serde_json::Value,
 ) {
     let group = sc.config["nodeGroup"]["name"].as_str().unwrap();
-    let want = format!("{group}-{}", ec2.private_ip.replace('.', "x"));
+    let want = match ipv6::is_ipv6(sc.name) {
+        true => format!("{group}-{}", ipv6::INSTANCE_IPV6.replace(':', "x")),
+        false => format!("{group}-{}", ec2.private_ip.replace('.', "x")),
+    };
     let tags = ec2.tags(rt).unwrap();
     assert_eq!(tags.get("Name"), Some(&want), "[{}] Name tag", sc.name);
     let marked = usize::from(tags.contains_key("eks-nodeinit/joined"));

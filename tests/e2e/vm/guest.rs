@@ -4,7 +4,7 @@
 use super::*;
 
 /// The guest NIC's MAC, and the instance's primary interface in IMDS.
-const GUEST_MAC: &str = "52:54:00:12:34:56";
+pub(super) const GUEST_MAC: &str = "52:54:00:12:34:56";
 
 pub(super) fn utc_in(hours: u32) -> String {
     sh(Command::new("date").args([
@@ -82,6 +82,11 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
             state.into(),
         );
     }
+    if ipv6::is_ipv6(sc.name) {
+        // Where the guest's [fd00:ec2::254]:80 arrives (ipv6.rs).
+        ipv6::metadata(&mut s, &ec2.instance_id);
+        return ImdsServer::start_on("[::1]:80", s);
+    }
     ImdsServer::start_with(s)
 }
 
@@ -123,7 +128,7 @@ pub(super) fn disk(
     match net {
         // The CA comes from the agent (trust.caBundles); the AWS endpoints through the proxy.
         Some(net) => net.prepare(&root),
-        None => trust_and_name_aws(&root, ca),
+        None => trust_and_name_aws(&root, ca, ipv6::is_ipv6(sc.name)),
     }
     install_deb(&root, deb);
     install_handoff(sc, &root, cluster);
@@ -263,7 +268,7 @@ fn install_handoff(sc: &Scenario, root: &Path, cluster: Option<&join::Cluster>) 
 
 /// The host's CA trusted by the guest's store, and the AWS endpoints' names pointed at the
 /// forwarded address.
-fn trust_and_name_aws(root: &Path, ca: &Path) {
+fn trust_and_name_aws(root: &Path, ca: &Path, ipv6: bool) {
     write(
         &root.join("usr/local/share/ca-certificates/eks-nodeinit-e2e.crt"),
         &std::fs::read_to_string(ca).unwrap(),
@@ -273,11 +278,11 @@ fn trust_and_name_aws(root: &Path, ca: &Path) {
         .arg(root)
         .args(["update-ca-certificates"]));
     let hosts = std::fs::read_to_string(root.join("etc/hosts")).unwrap_or_default();
-    write(
-        &root.join("etc/hosts"),
-        &format!("{hosts}{GUEST_EC2_ADDR} {EC2_HOST} {SSM_HOST} {PREFLIGHT_HOSTS}\n"),
-        0o644,
-    );
+    let line = match ipv6 {
+        true => ipv6::hosts_line(),
+        false => format!("{GUEST_EC2_ADDR} {EC2_HOST} {SSM_HOST} {PREFLIGHT_HOSTS}\n"),
+    };
+    write(&root.join("etc/hosts"), &format!("{hosts}{line}"), 0o644);
 }
 
 pub(super) fn parse_report(text: &str) -> Facts {
@@ -318,7 +323,10 @@ pub(super) fn boot(sc: &Scenario, image: &Path, disk: &Path, work: &Path, host: 
     } = host;
     let console = work.join("console.log");
     let report = work.join("report.log");
-    let netdev = netdev(imds, ec2, forwards);
+    let netdev = match ipv6::is_ipv6(sc.name) {
+        true => ipv6::netdev(),
+        false => netdev(imds, ec2, forwards),
+    };
     let t = Instant::now();
     let mut child = Proc(
         qemu(image, disk, &netdev, [&console, &report], cluster.is_some())

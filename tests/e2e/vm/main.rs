@@ -4,7 +4,7 @@
 //! guest's /etc/hosts and a CA the guest trusts) reaches moto behind a TLS terminator: the
 //! agent runs with no test-only setting, from the shipped user-data examples.
 //!
-//! Ten boots-and-reboots, each checked from the host through the guest's second serial port
+//! Twelve boots-and-reboots, each checked from the host through the guest's second serial port
 //! (see guest/e2e-report): the AL2 user-data script with a recording bootstrap.sh, the AL2023
 //! MIME user data with a recording nodeadm, and the packaged unit with a cloud-config only, on
 //! AL2023 and on AL2; on AL2023 the two warm-pool paths (warm.rs): warmed and stopped, then in
@@ -13,7 +13,8 @@
 //! pulling through them; and on AL2023 a node that joins a real kube-apiserver and proves it
 //! (join.rs), and one whose role the cluster does not map, abandoned before the hand-off; and on
 //! AL2023 a node hardened as a STIG image (hardened.rs): `kernel.panic = 0` and /opt `noexec`
-//! stop the first boot before any change, and after the fix the second boot hands off.
+//! stop the first boot before any change, and after the fix the second boot hands off; and on
+//! AL2023 a node on an IPv6-only network (ipv6.rs), IMDS at `[fd00:ec2::254]` alone.
 //!
 //! Run with `make e2e-vm` (root, QEMU, debootstrap, socat, moto; see tests/e2e/vm/README.md).
 //! Without them each test says why it is skipped; with `E2E_REQUIRED=1` it fails instead.
@@ -26,6 +27,7 @@ mod checks;
 mod common;
 mod guest;
 mod hardened;
+mod ipv6;
 mod join;
 mod private;
 mod retired;
@@ -151,6 +153,7 @@ fn tls_names() -> Vec<String> {
     ]
     .into_iter()
     .chain(PREFLIGHT_HOSTS.split(' '))
+    .chain(ipv6::DUAL_STACK_HOSTS.split(' '))
     .map(|h| format!("DNS:{h}"))
     .collect();
     names.push("IP:127.0.0.1".into());
@@ -312,7 +315,8 @@ fn scenario(name: &'static str) -> Scenario {
         | "al2023-joins"
         | "al2023-unmapped"
         | "al2023-hardened"
-        | "al2023-retired" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
+        | "al2023-retired"
+        | "al2023-ipv6-only" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         _ => unreachable!("{name}"),
     };
     let user_data = read_example(file);
@@ -474,6 +478,7 @@ fn e2e(name: &'static str) {
     let mut sc = scenario(name);
     hardened::edit_user_data(&mut sc);
     retired::edit_user_data(&mut sc);
+    ipv6::edit(&mut sc);
     let image = image();
     let work = tempfile::Builder::new()
         .prefix(&format!("e2e-{name}-"))
@@ -482,6 +487,7 @@ fn e2e(name: &'static str) {
     let (ca, crt, key) = certificates_for(work.path(), &tls_names());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ec2 = Ec2::start(&rt, work.path(), &crt, &key);
+    let _front6 = ipv6::front(&sc, &ec2, &crt, &key);
     let net = sc.private.then(|| {
         private::add_trust(&mut sc, &ca);
         private::Network::start(work.path(), &ca, &crt, &key, &ec2)
@@ -531,6 +537,9 @@ fn e2e(name: &'static str) {
         return retired::check(&sc, &run, (&ec2, &rt), &console, before);
     }
     check(&sc, &run, &ec2, &rt);
+    if ipv6::is_ipv6(name) {
+        ipv6::check(&sc, &run, &ec2);
+    }
     if let Some(net) = &net {
         private::check(&sc, &run, net);
     }
@@ -578,6 +587,12 @@ fn al2023_warmed_stopped_holds_nodeadm_run_then_hands_off_once_in_service() {
 #[ignore = "boots a VM: make e2e-vm"]
 fn al2023_warmed_running_hands_off_in_the_same_boot_once_in_service() {
     e2e("al2023-warm-running");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_on_an_ipv6_only_network_finds_imds_and_aws_by_their_ipv6_names() {
+    e2e("al2023-ipv6-only");
 }
 
 #[test]
