@@ -252,13 +252,16 @@ impl Reach {
         crate::verify::token::sts_url(region)
     }
 
-    /// The overrides the SDK reads from the environment, for the services the checks reach.
+    /// The overrides the SDK reads from the environment (`AWS_ENDPOINT_URL_<SERVICE>`, then
+    /// `AWS_ENDPOINT_URL`), for the services the checks reach.
     pub fn from_env(imds_endpoint: String, metadata_file: Option<PathBuf>) -> Reach {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let overrides = ["STS", "EC2", "ECR"]
             .into_iter()
             .filter_map(|s| {
-                let v = std::env::var(format!("AWS_ENDPOINT_URL_{s}")).ok()?;
-                (!v.is_empty()).then(|| (s.to_string(), v))
+                let v =
+                    var(&format!("AWS_ENDPOINT_URL_{s}")).or_else(|| var("AWS_ENDPOINT_URL"))?;
+                Some((s.to_string(), v))
             })
             .collect();
         Reach {

@@ -54,6 +54,9 @@ pub fn dual_stack_for(configured: Option<bool>, has_ipv4: bool) -> Option<bool> 
 /// given one calls it without them.
 pub(crate) fn custom_endpoint(service: &str, configured: Option<&str>) -> Option<String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    // The SDK's switch that makes it pass over the environment's endpoints.
+    let ignored = env("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS").is_some_and(|v| v == "true");
+    let env = |k: &str| env(k).filter(|_| !ignored);
     configured
         .map(String::from)
         .or_else(|| env(&format!("AWS_ENDPOINT_URL_{service}")))

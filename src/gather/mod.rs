@@ -46,6 +46,10 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
             .unwrap_or_else(|| imds::resolve_endpoint(spec.imds.endpoint.as_deref())),
     };
     let mut reach = crate::facts::Reach::from_env(imds, file);
+    // The EC2 endpoint the agent's calls are given is the one its check reaches.
+    if let Some(ep) = &spec.tagging.ec2_endpoint {
+        reach.overrides.insert("EC2".into(), ep.clone());
+    }
     if let Some(md) = &facts.instance {
         reach.dual_stack = crate::aws::dual_stack_for(spec.dual_stack, md.private_ipv4.is_some());
     }
@@ -206,5 +210,40 @@ async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>
             tracing::warn!("cannot read the instance's tags: {e}");
             InstanceTags::Unknown
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_ec2_endpoint_the_agent_is_given_is_the_one_its_check_reaches() {
+        // Before: the check's EC2 endpoint came from the environment alone, and with the
+        // dual-stack names on it probed `ec2.<region>.api.aws` while the calls went to the
+        // configured endpoint.
+        let c = crate::config::parse(
+            r#"{"cluster": {"name": "c"}, "tagging": {"ec2Endpoint": "https://vpce.example"}}"#,
+            "t.json",
+        )
+        .unwrap();
+        let spec = crate::spec::from_config(&c).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let instance = Instance {
+            metadata: Metadata {
+                instance_id: "i-1".into(),
+                instance_type: "m6i.large".into(),
+                region: "eu-west-1".into(),
+                ..Metadata::default()
+            },
+            tags: InstanceTags::Unknown,
+            cluster: ClusterFact::from_spec(&spec.cluster),
+            source: MetadataSource::File("/md.json".into()),
+        };
+        let f = facts(&spec, root.path(), instance).await;
+        let reach = f.reach.unwrap();
+        assert_eq!(reach.overrides["EC2"], "https://vpce.example");
+        // No private IPv4: the dual-stack names, as the process takes them.
+        assert_eq!(reach.dual_stack, Some(true));
     }
 }

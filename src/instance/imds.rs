@@ -417,7 +417,8 @@ pub async fn fetch(
         let tags = read_tags(client, tag_keys?).await?;
         Ok(Metadata {
             instance_id: need(id, "instance-id")?,
-            private_ipv4: v4?.map(|s| s.trim().to_string()),
+            // An empty answer is no address, as `has_ipv4` reads it.
+            private_ipv4: v4?.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
             ipv6: v6?.map(|s| s.lines().next().unwrap_or("").trim().to_string()),
             instance_type: need(itype, "instance-type")?,
             local_hostname: host?

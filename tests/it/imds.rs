@@ -74,6 +74,17 @@ async fn tags_off_and_ipv6_only() {
         eks_nodeinit::plan::aspects::name_tag::value(Some("g"), &md).unwrap(),
         "g-2600x1f18xx1"
     );
+    // An empty answer is no address too, as the dual-stack choice reads it (before, it was
+    // an address of "" here and none there).
+    s.state
+        .lock()
+        .unwrap()
+        .data
+        .insert("local-ipv4".into(), String::new());
+    let md = fetch(&client(&s), Duration::from_secs(5), Ask::default())
+        .await
+        .unwrap();
+    assert_eq!(md.private_ipv4, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -445,8 +456,9 @@ fn an_imds_that_answers_only_over_ipv6_serves_the_whole_boot() {
             "etc/systemd/system/{unit}.d/60-eks-nodeinit-imds.conf"
         ));
         let text = std::fs::read_to_string(&p).unwrap();
-        let line = format!("Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT={url}\n");
-        assert!(text.contains(&line), "{unit}: {text}");
+        // Its EC2 calls (DescribeInstances) take the dual-stack names, as the boot's did.
+        let want = format!("[Service]\nEnvironment=\"AWS_EC2_METADATA_SERVICE_ENDPOINT={url}\"\nEnvironment=\"AWS_USE_DUALSTACK_ENDPOINT=true\"\n");
+        assert!(text.ends_with(&want), "{unit}: {text}");
     }
     let st = s.state.lock().unwrap();
     assert!(st.puts >= 1 && st.gets > 0, "{:?}", st.paths);
@@ -463,7 +475,7 @@ fn an_al2_node_without_ipv4_execs_bootstrap_sh_told_where_imds_is() {
     let script = root.path().join("etc/eks/bootstrap.sh");
     let text = std::fs::read_to_string(&script).unwrap().replacen(
         "set -o nounset\n",
-        "set -o nounset\nprintf '%s\\n' \"${IMDS_ENDPOINT:-unset}\" > \"${0%/*}/imds-endpoint.txt\"\n",
+        "set -o nounset\nprintf '%s\\n' \"${IMDS_ENDPOINT:-}\" \"${AWS_EC2_METADATA_SERVICE_ENDPOINT:-}\" \"${AWS_USE_DUALSTACK_ENDPOINT:-}\" > \"${0%/*}/imds-endpoint.txt\"\n",
         1,
     );
     std::fs::write(&script, text).unwrap();
@@ -480,8 +492,10 @@ fn an_al2_node_without_ipv4_execs_bootstrap_sh_told_where_imds_is() {
             .arg(root.path()),
     );
     assert!(out.status.success(), "{}", common::stderr(&out));
+    // Its AWS CLI (private-dns-name's DescribeInstances) as the SDKs read it.
     let told = std::fs::read_to_string(root.path().join("etc/eks/imds-endpoint.txt")).unwrap();
-    assert_eq!(told.trim(), url.trim_start_matches("http://"));
+    let host = url.trim_start_matches("http://");
+    assert_eq!(told, format!("{host}\n{url}\ntrue\n"));
 }
 
 /// An IPv6-only instance's metadata, with its role's credentials, on `bind` alone.

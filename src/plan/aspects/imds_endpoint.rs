@@ -6,8 +6,10 @@
 //! `nodeadm-run.service` get a drop-in naming that endpoint, then systemd reloads its units
 //! before nodeadm starts. (AL2's bootstrap.sh is told in its environment: handoff/al2.rs.)
 
+use std::collections::BTreeMap;
+
 use crate::facts::Family;
-use crate::plan::step::{IfFailed, Mode, Step, Unit, UnitJob};
+use crate::plan::step::{IfFailed, Mode, Remove, Step, Unit, UnitJob};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
@@ -45,33 +47,67 @@ pub(crate) fn untold(facts: &crate::facts::Facts) -> Option<String> {
         .then(|| found.to_string())
 }
 
-fn render(endpoint: &str) -> String {
-    format!(
-        "# Written by eks-nodeinit: nodeadm reads IMDS at 169.254.169.254 unless told, which this\n\
-         # instance (no IPv4 address) does not reach; this is where the boot found it.\n\
-         [Service]\n\
-         Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT={endpoint}\n"
-    )
+/// What the AWS SDKs of a hand-off (nodeadm's, bootstrap.sh's AWS CLI) read to call as the
+/// boot did on an instance without IPv4: where IMDS is (`AWS_EC2_METADATA_SERVICE_ENDPOINT`:
+/// the role's credentials, and nodeadm's own IMDS reads), and the services' dual-stack names
+/// when the boot took them (`AWS_USE_DUALSTACK_ENDPOINT`: nodeadm's DescribeInstances).
+pub(crate) fn sdk_env(facts: &crate::facts::Facts) -> BTreeMap<String, String> {
+    let Some(endpoint) = untold(facts) else {
+        return BTreeMap::new();
+    };
+    let mut env = BTreeMap::from([("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_string(), endpoint)]);
+    if facts.reach.as_ref().and_then(|r| r.dual_stack) == Some(true) {
+        env.insert("AWS_USE_DUALSTACK_ENDPOINT".into(), "true".into());
+    }
+    env
+}
+
+/// The drop-in: each variable quoted, `%` doubled (systemd's specifiers).
+fn render(env: &BTreeMap<String, String>) -> String {
+    let mut s = String::from(
+        "# Written by eks-nodeinit: nodeadm reads IMDS at 169.254.169.254 and calls AWS by its\n\
+         # IPv4 names unless told, which this instance (no IPv4 address) does not reach.\n\
+         [Service]\n",
+    );
+    for (k, v) in env {
+        s.push_str(&format!("Environment=\"{k}={}\"\n", v.replace('%', "%%")));
+    }
+    s
 }
 
 fn plan(i: &Input, out: &mut Out) {
     if i.facts.family() != Some(Family::Al2023) {
         return;
     }
-    let Some(endpoint) = untold(i.facts) else {
-        return;
-    };
-    let text = render(&endpoint);
-    let mut wrote = false;
+    let env = sdk_env(i.facts);
+    let mut changed = false;
     for unit in UNITS {
         let path = dropin(unit);
+        if env.is_empty() {
+            // Written for an instance without IPv4; this one has it now (an image made from
+            // such a node): nodeadm goes to IMDS's default again. Nothing to do for a file
+            // not read (a node without nodeadm's units).
+            let there = i
+                .facts
+                .file(&path)
+                .is_some_and(|f| matches!(f.content, Ok(Some(_))));
+            if there {
+                out.steps.push(Step::Remove(Remove {
+                    purpose: format!("IMDS endpoint for {unit}: this instance has IPv4"),
+                    path: path.into(),
+                    restore_if_run_fails: true,
+                }));
+                changed = true;
+            }
+            continue;
+        }
         let Some(cur) = i.facts.current_file(&path, "imds", &mut out.findings) else {
             continue;
         };
         let purpose = format!("IMDS endpoint for {unit}");
-        wrote |= out.file_from(cur, &path, purpose, text.clone(), Mode::Keep(0o644));
+        changed |= out.file_from(cur, &path, purpose, render(&env), Mode::Keep(0o644));
     }
-    if wrote {
+    if changed {
         out.steps.push(Step::Unit(Unit {
             job: UnitJob::Reload,
             why: "nodeadm's units take the IMDS endpoint once systemd reloads them".into(),
@@ -105,9 +141,35 @@ mod tests {
             .build();
         f.reach = Some(Reach {
             imds_endpoint: found.into(),
+            dual_stack: crate::aws::dual_stack_for(None, ipv4.is_some()),
             ..Default::default()
         });
         f
+    }
+
+    #[test]
+    fn a_drop_in_left_from_a_node_without_ipv4_is_removed_once_it_has_ipv4() {
+        let mut f = node(Family::Al2023, Some("10.0.0.1"), "http://[fd00:ec2::254]");
+        let old =
+            "[Service]\nEnvironment=\"AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[fd00:ec2::254]\"\n";
+        for u in UNITS {
+            f.set_file(
+                dropin(u),
+                crate::os::fsutil::FileFact {
+                    content: Ok(Some(old.into())),
+                    mode: Some(0o644),
+                    link: None,
+                },
+            );
+        }
+        let out = run(&ASPECT, &spec(CONFIG), &f);
+        let removed = out
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Remove(_)))
+            .count();
+        assert_eq!(removed, 2, "{:?}", out.steps);
+        assert!(matches!(out.steps.last(), Some(Step::Unit(_))));
     }
 
     #[test]
@@ -128,8 +190,12 @@ mod tests {
         assert_eq!(files.len(), 2, "{:?}", out.steps);
         for ((path, text), unit) in files.iter().zip(UNITS) {
             assert_eq!(path, &dropin(unit));
-            let line = "Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[fd00:ec2::254]";
-            assert!(text.contains(&format!("[Service]\n{line}\n")), "{text}");
+            let line = "Environment=\"AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[fd00:ec2::254]\"";
+            let dual = "Environment=\"AWS_USE_DUALSTACK_ENDPOINT=true\"";
+            assert!(
+                text.contains(&format!("[Service]\n{line}\n{dual}\n")),
+                "{text}"
+            );
         }
         assert!(matches!(
             out.steps.last(),
@@ -139,6 +205,12 @@ mod tests {
                 ..
             }))
         ));
+    }
+
+    #[test]
+    fn a_percent_in_the_endpoint_is_not_a_systemd_specifier() {
+        let env = BTreeMap::from([("K".to_string(), "http://[fe80::1%25eth0]".to_string())]);
+        assert!(render(&env).ends_with("Environment=\"K=http://[fe80::1%%25eth0]\"\n"));
     }
 
     #[test]

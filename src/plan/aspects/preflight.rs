@@ -25,8 +25,9 @@ pub(crate) const ASPECT: Aspect = Aspect {
 
 fn reads(_: &Spec, _: Option<Family>, _: &mut Reads) {}
 
-/// `https://<service host>` for the Region, or the SDK's override (`AWS_ENDPOINT_URL_ECR` for
-/// both of ECR's).
+/// `https://<service host>` for the Region, or the endpoint the service is given (the SDK's
+/// `AWS_ENDPOINT_URL_<SERVICE>` or `AWS_ENDPOINT_URL`, ECR's for both of ECR's;
+/// `tagging.ec2Endpoint` for EC2), which the agent's calls take over the dual-stack names too.
 fn aws_url(reach: &Reach, service: &str, host: &str, region: &str) -> String {
     if let Some(o) = reach.overrides.get(service) {
         return o.trim_end_matches('/').to_string();
@@ -179,6 +180,18 @@ mod tests {
         // kubelet's credential provider and containerd keep the names they are given.
         assert_eq!(url("STS"), "https://sts.eu-west-1.amazonaws.com");
         assert_eq!(url("ECR API"), "https://api.ecr.eu-west-1.amazonaws.com");
+        // An endpoint given to EC2 (a VPC endpoint's own name) is what the agent calls, over
+        // the dual-stack name: the check reaches that.
+        let vpce = "https://vpce-1.ec2.eu-west-1.vpce.amazonaws.com";
+        facts
+            .reach
+            .as_mut()
+            .unwrap()
+            .overrides
+            .insert("EC2".into(), vpce.into());
+        let got = checks(&run(&ASPECT, &s, &facts).steps);
+        let ec2 = got.iter().find(|c| c["service"] == "EC2").unwrap();
+        assert_eq!(ec2["url"], vpce);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use crate::discovery::ClusterFact;
 use crate::facts::{ExecLimits, Facts, Family};
 use crate::os::fsutil::under;
 use crate::os::marker::HandoffState;
+use crate::plan::aspects::imds_endpoint;
 use crate::plan::step::{Handoff, Step};
 use crate::spec::Spec;
 
@@ -58,20 +59,26 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
     if let Some(argv) = argv.filter(|_| i.handoff.hold.is_none()) {
         out.secrets
             .extend(i.handoff.cluster.certificate_authority.iter().cloned());
-        let env = imds_env(facts);
-        out.steps.push(Step::Handoff(Handoff::Exec { argv, env }));
+        out.steps.push(Step::Handoff(Handoff::Exec {
+            argv,
+            env: handoff_env(facts),
+        }));
     }
     out.findings.0.extend(f.0);
 }
 
-/// bootstrap.sh's IMDS helper (`/etc/eks/bin/imds`) calls `http://$IMDS_ENDPOINT/`, by default
-/// 169.254.169.254, which an instance without IPv4 does not reach: there it is told the host
-/// (and port) where the boot found IMDS.
-fn imds_env(facts: &Facts) -> std::collections::BTreeMap<String, String> {
-    crate::plan::aspects::imds_endpoint::untold(facts)
-        .and_then(|e| e.strip_prefix("http://").map(String::from))
-        .map(|host| [("IMDS_ENDPOINT".to_string(), host)].into())
-        .unwrap_or_default()
+/// What bootstrap.sh is told beside the agent's environment on an instance without IPv4:
+/// its IMDS helper (`/etc/eks/bin/imds`) calls `http://$IMDS_ENDPOINT/`, by default
+/// 169.254.169.254, so the host (and port) where the boot found IMDS; its AWS CLI
+/// (`private-dns-name`'s DescribeInstances) what the SDKs read ([`imds_endpoint::sdk_env`]).
+fn handoff_env(facts: &Facts) -> std::collections::BTreeMap<String, String> {
+    let mut env = imds_endpoint::sdk_env(facts);
+    let host =
+        imds_endpoint::untold(facts).and_then(|e| e.strip_prefix("http://").map(String::from));
+    if let Some(host) = host {
+        env.insert("IMDS_ENDPOINT".into(), host);
+    }
+    env
 }
 
 /// Whether this run hands off, from what the per-boot marker shows; says why in `out`.
@@ -172,7 +179,11 @@ fn checked_argv(i: &Input, f: &mut Findings) -> Option<Vec<String>> {
         return None;
     }
     read_back_exactly(&grammar, &argv, &spec.cluster.name, &shown, f);
-    check_exec_limits(&argv, &facts.exec_limits, f);
+    let env: usize = handoff_env(facts)
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 2 + std::mem::size_of::<usize>())
+        .sum();
+    check_exec_limits(&argv, &facts.exec_limits, env, f);
     (f.0.len() == before).then_some(argv)
 }
 
@@ -365,7 +376,7 @@ fn read_back_exactly(g: &Grammar, argv: &[String], name: &str, script: &str, f: 
 
 /// execve refuses a word over MAX_ARG_STRLEN or an argv and environment over ARG_MAX (`E2BIG`):
 /// check both before any change.
-fn check_exec_limits(argv: &[String], l: &ExecLimits, f: &mut Findings) {
+fn check_exec_limits(argv: &[String], l: &ExecLimits, env: usize, f: &mut Findings) {
     let what = |i: usize| match argv.get(i.wrapping_sub(1)).map(String::as_str) {
         Some("--kubelet-extra-args") => {
             "the --kubelet-extra-args value (labels, taints and kubelet.extraArgs)".to_string()
@@ -386,10 +397,12 @@ fn check_exec_limits(argv: &[String], l: &ExecLimits, f: &mut Findings) {
     if let Some(max) = l.arg_max {
         let ptr = std::mem::size_of::<usize>();
         // Each word with its NUL and pointer, the script's path once more (the kernel keeps it),
-        // and the environment bootstrap.sh inherits.
+        // and the environment bootstrap.sh inherits and is given.
         let total = argv
             .iter()
-            .fold(l.env_bytes, |n, w| n.saturating_add(w.len() + 1 + ptr))
+            .fold(l.env_bytes.saturating_add(env), |n, w| {
+                n.saturating_add(w.len() + 1 + ptr)
+            })
             .saturating_add(argv.first().map_or(0, |p| p.len() + 1));
         if total > max {
             f.push("handoff", format!(
@@ -403,6 +416,23 @@ fn check_exec_limits(argv: &[String], l: &ExecLimits, f: &mut Findings) {
 mod tests {
     use super::*;
     use crate::os::marker::Record;
+
+    #[test]
+    fn the_environment_given_to_bootstrap_sh_counts_against_arg_max() {
+        let argv = vec!["/etc/eks/bootstrap.sh".to_string(), "prod".to_string()];
+        let ptr = std::mem::size_of::<usize>();
+        let words = argv.iter().map(|w| w.len() + 1 + ptr).sum::<usize>() + argv[0].len() + 1;
+        let limits = ExecLimits {
+            arg_max: Some(words + 40),
+            max_arg_strlen: None,
+            env_bytes: 0,
+        };
+        let mut f = Findings::default();
+        check_exec_limits(&argv, &limits, 40, &mut f);
+        assert!(f.is_empty(), "{f:?}");
+        check_exec_limits(&argv, &limits, 41, &mut f);
+        assert!(f.0[0].message.contains("(ARG_MAX)"), "{f:?}");
+    }
     use crate::plan::aspects::testing::{findings, run, spec, Facts};
     use crate::plan::aspects::AL2_HANDOFF as ASPECT;
 
