@@ -252,17 +252,25 @@ impl Reach {
         crate::verify::token::sts_url(region)
     }
 
-    /// The overrides the SDK reads from the environment (`AWS_ENDPOINT_URL_<SERVICE>`, then
-    /// `AWS_ENDPOINT_URL`), for the services the checks reach.
-    pub fn from_env(imds_endpoint: String, metadata_file: Option<PathBuf>) -> Reach {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let overrides = ["STS", "EC2", "ECR"]
+    /// Where the boot's AWS calls went, for the units that call AWS after the run.
+    pub fn endpoints(&self) -> crate::aws::Endpoints {
+        crate::aws::Endpoints {
+            imds: Some(self.imds_endpoint.clone()),
+            dual_stack: self.dual_stack,
+        }
+    }
+
+    /// The endpoints the services the checks reach are given, as the agent's clients take them
+    /// ([`crate::aws::custom_endpoint`]): EC2's `ec2` (`tagging.ec2Endpoint`), else the
+    /// environment's.
+    pub fn from_env(
+        imds_endpoint: String,
+        metadata_file: Option<PathBuf>,
+        ec2: Option<&str>,
+    ) -> Reach {
+        let overrides = [("STS", None), ("EC2", ec2), ("ECR", None)]
             .into_iter()
-            .filter_map(|s| {
-                let v =
-                    var(&format!("AWS_ENDPOINT_URL_{s}")).or_else(|| var("AWS_ENDPOINT_URL"))?;
-                Some((s.to_string(), v))
-            })
+            .filter_map(|(s, given)| Some((s.to_string(), crate::aws::custom_endpoint(s, given)?)))
             .collect();
         Reach {
             imds_endpoint,

@@ -63,12 +63,12 @@ impl AutoScaling {
     /// `transport` when there is one.
     pub async fn new(region: &str, transport: Option<&aws::Transport>) -> AutoScaling {
         let conf = aws::sdk_config(region, transport).await;
-        let mut b = aws_sdk_autoscaling::config::Builder::from(&conf);
-        if let Some(ep) = aws::custom_endpoint("AUTO_SCALING", None) {
-            b = b.endpoint_url(ep).use_dual_stack(false);
-        }
         AutoScaling {
-            client: aws_sdk_autoscaling::Client::from_conf(b.build()),
+            client: aws_sdk_autoscaling::Client::new(&aws::for_service(
+                &conf,
+                "AUTO_SCALING",
+                None,
+            )),
             calls: Calls::default(),
         }
     }

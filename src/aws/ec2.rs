@@ -70,15 +70,7 @@ async fn sdk_config(
     endpoint: Option<&str>,
     transport: Option<&aws::Transport>,
 ) -> aws_config::SdkConfig {
-    let conf = aws::sdk_config(region, transport).await;
-    match aws::custom_endpoint("EC2", endpoint) {
-        Some(ep) => conf
-            .into_builder()
-            .endpoint_url(ep)
-            .use_dual_stack(false)
-            .build(),
-        None => conf,
-    }
+    aws::for_service(&aws::sdk_config(region, transport).await, "EC2", endpoint)
 }
 
 impl Ec2 {

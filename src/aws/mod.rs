@@ -41,8 +41,8 @@ pub fn use_dual_stack(on: bool) {
 }
 
 /// Whether the agent's AWS calls take the dual-stack names: as `aws.dualStack` says, else on an
-/// instance without a private IPv4 address (an IPv6-only subnet, where the IPv4-only names
-/// cannot be reached without DNS64), else `None`: the SDK's own choice.
+/// instance without a private IPv4 address (an IPv6-only subnet, where the IPv4-only names are
+/// reached only through DNS64 and NAT64 or a VPC endpoint), else `None`: the SDK's own choice.
 pub fn dual_stack_for(configured: Option<bool>, has_ipv4: bool) -> Option<bool> {
     configured.or((!has_ipv4).then_some(true))
 }
@@ -52,8 +52,17 @@ pub fn dual_stack_for(configured: Option<bool>, has_ipv4: bool) -> Option<bool> 
 /// (`AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`). The SDK refuses a custom endpoint
 /// with the dual-stack names on ("Dualstack and custom endpoint are not supported"), so a client
 /// given one calls it without them.
-pub(crate) fn custom_endpoint(service: &str, configured: Option<&str>) -> Option<String> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+pub fn custom_endpoint(service: &str, configured: Option<&str>) -> Option<String> {
+    endpoint_in(service, configured, |k| std::env::var(k).ok())
+}
+
+/// [`custom_endpoint`] with the environment `var`.
+fn endpoint_in(
+    service: &str,
+    configured: Option<&str>,
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let env = |k: &str| var(k).filter(|v| !v.is_empty());
     // The SDK's switch that makes it pass over the environment's endpoints.
     let ignored = env("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS").is_some_and(|v| v == "true");
     let env = |k: &str| env(k).filter(|_| !ignored);
@@ -61,6 +70,24 @@ pub(crate) fn custom_endpoint(service: &str, configured: Option<&str>) -> Option
         .map(String::from)
         .or_else(|| env(&format!("AWS_ENDPOINT_URL_{service}")))
         .or_else(|| env("AWS_ENDPOINT_URL"))
+}
+
+/// `conf` for one service's client: at its [`custom_endpoint`], without the dual-stack names
+/// there (the SDK refuses both), else as it is.
+pub(crate) fn for_service(
+    conf: &aws_config::SdkConfig,
+    service: &str,
+    configured: Option<&str>,
+) -> aws_config::SdkConfig {
+    match custom_endpoint(service, configured) {
+        Some(ep) => conf
+            .clone()
+            .into_builder()
+            .endpoint_url(ep)
+            .use_dual_stack(false)
+            .build(),
+        None => conf.clone(),
+    }
 }
 
 /// Where a boot's AWS calls go beyond the SDK's defaults, handed to the units that call AWS
@@ -390,9 +417,46 @@ mod tests {
     }
 
     #[test]
-    fn an_endpoint_given_is_the_clients_and_endpoints_travel_as_json() {
-        let ep = custom_endpoint("NO_SUCH_SERVICE_HERE", Some("https://ec2.vpce.example"));
-        assert_eq!(ep.as_deref(), Some("https://ec2.vpce.example"));
+    fn a_clients_endpoint_is_the_given_one_then_the_services_then_the_global_one() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let both = env(&[
+            ("AWS_ENDPOINT_URL_EC2", "https://ec2.env"),
+            ("AWS_ENDPOINT_URL", "https://all.env"),
+        ]);
+        let given = Some("https://vpce.example");
+        assert_eq!(
+            endpoint_in("EC2", given, both).unwrap(),
+            "https://vpce.example"
+        );
+        assert_eq!(endpoint_in("EC2", None, both).unwrap(), "https://ec2.env");
+        assert_eq!(endpoint_in("SSM", None, both).unwrap(), "https://all.env");
+        assert_eq!(endpoint_in("SSM", None, env(&[])), None);
+        let empty = env(&[
+            ("AWS_ENDPOINT_URL_EC2", ""),
+            ("AWS_ENDPOINT_URL", "https://all.env"),
+        ]);
+        assert_eq!(endpoint_in("EC2", None, empty).unwrap(), "https://all.env");
+        // The SDK's switch passes over the environment, never the config.
+        let ignored = env(&[
+            ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"),
+            ("AWS_ENDPOINT_URL_EC2", "https://ec2.env"),
+        ]);
+        assert_eq!(endpoint_in("EC2", None, ignored), None);
+        assert_eq!(
+            endpoint_in("EC2", given, ignored).unwrap(),
+            "https://vpce.example"
+        );
+    }
+
+    #[test]
+    fn endpoints_travel_as_json() {
         assert_eq!(serde_json::to_string(&Endpoints::default()).unwrap(), "{}");
         let e = Endpoints {
             imds: Some("http://[fd00:ec2::254]".into()),

@@ -355,17 +355,11 @@ struct Clients {
 impl Clients {
     async fn new(region: &str, d: &DiscoverySpec, transport: Option<&aws::Transport>) -> Clients {
         let conf = aws::sdk_config(region, transport).await;
-        let mut ssm = aws_sdk_ssm::config::Builder::from(&conf);
-        if let Some(ep) = aws::custom_endpoint("SSM", d.ssm_endpoint.as_deref()) {
-            ssm = ssm.endpoint_url(ep).use_dual_stack(false);
-        }
-        let mut eks = aws_sdk_eks::config::Builder::from(&conf);
-        if let Some(ep) = aws::custom_endpoint("EKS", d.eks_endpoint.as_deref()) {
-            eks = eks.endpoint_url(ep).use_dual_stack(false);
-        }
+        let ssm = aws::for_service(&conf, "SSM", d.ssm_endpoint.as_deref());
+        let eks = aws::for_service(&conf, "EKS", d.eks_endpoint.as_deref());
         Clients {
-            ssm: aws_sdk_ssm::Client::from_conf(ssm.build()),
-            eks: aws_sdk_eks::Client::from_conf(eks.build()),
+            ssm: aws_sdk_ssm::Client::new(&ssm),
+            eks: aws_sdk_eks::Client::new(&eks),
         }
     }
 

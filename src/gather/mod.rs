@@ -45,11 +45,9 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
         None => crate::aws::imds_endpoint()
             .unwrap_or_else(|| imds::resolve_endpoint(spec.imds.endpoint.as_deref())),
     };
-    let mut reach = crate::facts::Reach::from_env(imds, file);
     // The EC2 endpoint the agent's calls are given is the one its check reaches.
-    if let Some(ep) = &spec.tagging.ec2_endpoint {
-        reach.overrides.insert("EC2".into(), ep.clone());
-    }
+    let ec2 = spec.tagging.ec2_endpoint.as_deref();
+    let mut reach = crate::facts::Reach::from_env(imds, file, ec2);
     if let Some(md) = &facts.instance {
         reach.dual_stack = crate::aws::dual_stack_for(spec.dual_stack, md.private_ipv4.is_some());
     }

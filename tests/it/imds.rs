@@ -430,14 +430,7 @@ fn an_imds_that_answers_only_over_ipv6_serves_the_whole_boot() {
         v["tagging"] = serde_json::json!({"enabled": false});
         v["imds"] = serde_json::json!({"endpoint": url, "deadlineMs": 5000});
     });
-    let out = common::run(
-        common::cmd()
-            .env_remove("AWS_EC2_METADATA_SERVICE_ENDPOINT")
-            .args(["init", "--config"])
-            .arg(&cfg)
-            .arg("--root")
-            .arg(root.path()),
-    );
+    let out = init_at_config_imds(root.path(), &cfg);
     // Success is within imds.deadlineMs: past it the run fails naming the deadline.
     assert!(out.status.success(), "{}", common::stderr(&out));
     let o = common::stdout(&out);
@@ -483,19 +476,24 @@ fn an_al2_node_without_ipv4_execs_bootstrap_sh_told_where_imds_is() {
         v["tagging"] = serde_json::json!({"enabled": false});
         v["imds"] = serde_json::json!({"endpoint": url});
     });
-    let out = common::run(
-        common::cmd()
-            .env_remove("AWS_EC2_METADATA_SERVICE_ENDPOINT")
-            .args(["init", "--config"])
-            .arg(&cfg)
-            .arg("--root")
-            .arg(root.path()),
-    );
+    let out = init_at_config_imds(root.path(), &cfg);
     assert!(out.status.success(), "{}", common::stderr(&out));
     // Its AWS CLI (private-dns-name's DescribeInstances) as the SDKs read it.
     let told = std::fs::read_to_string(root.path().join("etc/eks/imds-endpoint.txt")).unwrap();
     let host = url.trim_start_matches("http://");
     assert_eq!(told, format!("{host}\n{url}\ntrue\n"));
+}
+
+/// `init` finding IMDS where the config `cfg` says, the environment naming no endpoint.
+fn init_at_config_imds(root: &std::path::Path, cfg: &std::path::Path) -> std::process::Output {
+    common::run(
+        common::cmd()
+            .env_remove("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+            .args(["init", "--config"])
+            .arg(cfg)
+            .arg("--root")
+            .arg(root),
+    )
 }
 
 /// An IPv6-only instance's metadata, with its role's credentials, on `bind` alone.
@@ -589,5 +587,43 @@ async fn auto_tries_the_ipv4_endpoint_then_the_ipv6_one_within_the_deadline() {
     assert!(
         e.to_string().contains("[::1]:9") && e.to_string().contains("unreachable"),
         "{e}"
+    );
+}
+
+#[test]
+fn the_preflights_ec2_check_reaches_the_endpoint_the_agents_calls_take() {
+    // Before, the check read AWS_ENDPOINT_URL_EC2 on its own: it went on naming it where the
+    // SDK's AWS_IGNORE_CONFIGURED_ENDPOINT_URLS has the calls pass over it.
+    let root = common::sample_root("al2023-root");
+    let cfg = common::config_with(root.path(), "c.json", |v| {
+        v["tagging"] = serde_json::json!({"enabled": false});
+    });
+    let ec2_check = |env: &[(&str, &str)]| {
+        let out = common::run(
+            common::cmd()
+                .envs(env.iter().copied())
+                .args(["init", "--dry-run", "--output", "json", "--metadata"])
+                .arg(common::example("metadata.json"))
+                .arg("--config")
+                .arg(&cfg)
+                .arg("--root")
+                .arg(root.path()),
+        );
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let steps = plan["steps"].as_array().unwrap().clone();
+        let check = steps
+            .into_iter()
+            .find(|s| s["check"] == "awsEndpoint" && s["service"] == "EC2");
+        check.unwrap()["url"].as_str().unwrap().to_string()
+    };
+    let given = ("AWS_ENDPOINT_URL_EC2", "https://ec2.vpce.example");
+    assert_eq!(ec2_check(&[given]), "https://ec2.vpce.example");
+    let all = ("AWS_ENDPOINT_URL", "https://all.example");
+    assert_eq!(ec2_check(&[all]), "https://all.example");
+    let ignore = ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true");
+    assert_eq!(
+        ec2_check(&[given, ignore]),
+        "https://ec2.eu-west-1.amazonaws.com"
     );
 }
