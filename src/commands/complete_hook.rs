@@ -221,11 +221,7 @@ async fn prove_join(
 ) -> Result<(), CompleteError> {
     let ctx = context(job);
     // The SDK's calls (the fleet, the hook, retiring) take credentials where the boot found IMDS.
-    crate::aws::Endpoints {
-        imds: Some(job.imds_endpoint.clone()),
-        dual_stack: job.dual_stack,
-    }
-    .apply();
+    job.endpoints().apply();
     let hook_name = hook.map_or_else(String::new, |(j, _)| j.hook.clone());
     let (mut proof, ran, mut own, active_at) = match hook {
         Some((h, _)) => {

@@ -67,6 +67,16 @@ pub struct JoinJob {
     pub retire: Option<super::retire::Retire>,
 }
 
+impl JoinJob {
+    /// Where the boot's AWS calls went: the proof's unit calls the same way.
+    pub fn endpoints(&self) -> crate::aws::Endpoints {
+        crate::aws::Endpoints {
+            imds: Some(self.imds_endpoint.clone()),
+            dual_stack: self.dual_stack,
+        }
+    }
+}
+
 /// What the Node must show.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

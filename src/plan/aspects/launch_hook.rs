@@ -63,10 +63,7 @@ fn job(i: &Input, md: &Metadata, hook: &str) -> Result<LaunchHookJob, String> {
         aws: facts
             .reach
             .as_ref()
-            .map(|r| crate::aws::Endpoints {
-                imds: Some(r.imds_endpoint.clone()),
-                dual_stack: r.dual_stack,
-            })
+            .map(crate::facts::Reach::endpoints)
             .unwrap_or_default(),
     })
 }
