@@ -124,7 +124,7 @@ fn front_addr() -> String {
 
 /// `program` in the network namespace `netns` and the mount namespace `names`, in this
 /// process's working directory.
-fn names_command(netns: &Path, names: &Path, program: impl AsRef<OsStr>) -> Command {
+pub fn names_command(netns: &Path, names: &Path, program: impl AsRef<OsStr>) -> Command {
     let mut c = Command::new("nsenter");
     c.arg(format!("--net={}", netns.display()))
         .arg(format!("--mount={}", names.display()))

@@ -11,12 +11,14 @@
 //! dual-stack name, as the boot's job tells it.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{json, Value};
 
 use crate::common;
+use crate::join_proof::lines;
 use common::control_plane::{in_netns, network_namespace, tied, wait_long};
+use common::iam_authenticator::names_command;
 use common::imds_server::{ImdsServer, State};
 use common::netns::hosts_namespace;
 use common::*;
@@ -97,26 +99,15 @@ fn imds_state(id: &str) -> State {
 /// The agent with `args`, in `netns` and the names' mount namespace `names`: nothing in its
 /// environment says where IMDS is, which credentials or names to take; `ca` is its roots.
 fn agent_in(netns: &Path, names: &Path, ca: &Path, args: &[&std::ffi::OsStr]) -> Output {
-    let mut c = Command::new("nsenter");
-    c.arg(format!("--net={}", netns.display()))
-        .arg(format!("--mount={}", names.display()))
-        .arg("--")
-        .args(agent_argv(&bin()));
-    let mut c = with_clean_env(c);
-    c.env_remove("AWS_EC2_METADATA_DISABLED")
+    let argv = agent_argv(&bin());
+    let mut c = with_clean_env(names_command(netns, names, &argv[0]));
+    c.args(&argv[1..])
+        .env_remove("AWS_EC2_METADATA_DISABLED")
         .env_remove("AWS_ACCESS_KEY_ID")
         .env_remove("AWS_SECRET_ACCESS_KEY")
         .env("SSL_CERT_FILE", ca)
         .args(args);
     run(&mut c)
-}
-
-fn lines(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// The IPv6-only world: its namespaces, moto behind the dual-stack names, the group's instance
