@@ -81,7 +81,8 @@ pub(super) fn front(sc: &Scenario, ec2: &Ec2, crt: &Path, key: &Path) -> Option<
 }
 
 /// This scenario's own checks beside the name-only ones: Parameter Store and EC2 answered the
-/// agent (by the only names the guest resolves), and nodeadm got the IPv6 service CIDR.
+/// agent (by the only names the guest resolves), nodeadm got the IPv6 service CIDR, and
+/// systemd gave nodeadm's units the agent's IMDS endpoint and dual-stack names.
 pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2) {
     assert!(
         ec2.ssm_count("GetParametersByPath") >= 1,
@@ -94,4 +95,16 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2) {
         dropin["spec"]["cluster"]["cidr"], SERVICE_CIDR6,
         "{dropin:#}"
     );
+    // The agent's drop-in as systemd read it: both nodeadm units run with IMDS's endpoint and
+    // the dual-stack names in their environment.
+    for unit in ["nodeadm-config.service", "nodeadm-run.service"] {
+        let env = run.unit(1, unit).remove("Environment").unwrap_or_default();
+        let mut vars: Vec<&str> = env.split(' ').collect();
+        vars.sort_unstable();
+        let want = [
+            format!("AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[{GUEST_HOST6}]"),
+            "AWS_USE_DUALSTACK_ENDPOINT=true".into(),
+        ];
+        assert_eq!(vars, want, "[{}] {unit}'s environment", sc.name);
+    }
 }
