@@ -77,30 +77,35 @@ pub fn eks_registry(region: &str) -> (&'static str, String) {
     }
 }
 
+/// Each partition but the commercial one (and GovCloud, which shares its names): the prefix of
+/// its Regions, its DNS suffix and its dual-stack DNS suffix, as the SDK's partition table gives
+/// them (`dnsSuffix`, `dualStackDnsSuffix`).
+const SUFFIXES: &[(&str, &str, &str)] = &[
+    ("cn-", "amazonaws.com.cn", "api.amazonwebservices.com.cn"),
+    ("eusc-", "amazonaws.eu", "api.amazonwebservices.eu"),
+    ("us-isob-", "sc2s.sgov.gov", "api.aws.scloud"),
+    ("us-isof-", "csp.hci.ic.gov", "api.aws.hci.ic.gov"),
+    ("us-iso-", "c2s.ic.gov", "api.aws.ic.gov"),
+    ("eu-isoe-", "cloud.adc-e.uk", "api.cloud-aws.adc-e.uk"),
+];
+
+/// `region`'s partition's (DNS suffix, dual-stack DNS suffix).
+fn suffixes(region: &str) -> (&'static str, &'static str) {
+    SUFFIXES
+        .iter()
+        .find(|(prefix, _, _)| region.starts_with(prefix))
+        .map_or(("amazonaws.com", "api.aws"), |&(_, dns, dual)| (dns, dual))
+}
+
 /// The DNS suffix of `region`'s partition.
 pub fn dns_suffix(region: &str) -> &'static str {
-    match region {
-        r if r.starts_with("cn-") => "amazonaws.com.cn",
-        r if r.starts_with("us-isob-") => "sc2s.sgov.gov",
-        r if r.starts_with("us-isof-") => "csp.hci.ic.gov",
-        r if r.starts_with("us-iso-") => "c2s.ic.gov",
-        r if r.starts_with("eu-isoe-") => "cloud.adc-e.uk",
-        _ => "amazonaws.com",
-    }
+    suffixes(region).0
 }
 
 /// The DNS suffix of `region`'s partition for the services' dual-stack names
-/// (`ec2.<region>.api.aws`), as the SDK's partition table (`dualStackDnsSuffix`) gives it.
+/// (`ec2.<region>.api.aws`).
 pub fn dual_stack_suffix(region: &str) -> &'static str {
-    match region {
-        r if r.starts_with("cn-") => "api.amazonwebservices.com.cn",
-        r if r.starts_with("eusc-") => "api.amazonwebservices.eu",
-        r if r.starts_with("us-isob-") => "api.aws.scloud",
-        r if r.starts_with("us-isof-") => "api.aws.hci.ic.gov",
-        r if r.starts_with("us-iso-") => "api.aws.ic.gov",
-        r if r.starts_with("eu-isoe-") => "api.cloud-aws.adc-e.uk",
-        _ => "api.aws",
-    }
+    suffixes(region).1
 }
 
 #[cfg(test)]
@@ -108,7 +113,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn the_dual_stack_names_are_the_ones_the_sdk_resolves() {
+    async fn both_names_are_the_ones_the_sdk_resolves() {
         use aws_sdk_ec2::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
         for region in [
             "eu-west-1",
@@ -120,15 +125,23 @@ mod tests {
             "us-isof-south-1",
             "eu-isoe-west-1",
         ] {
-            let p = Params::builder()
-                .region(region)
-                .use_dual_stack(true)
-                .use_fips(false)
-                .build()
-                .unwrap();
-            let e = DefaultResolver::new().resolve_endpoint(&p).await.unwrap();
-            let want = format!("https://ec2.{region}.{}", dual_stack_suffix(region));
-            assert_eq!(e.url(), want, "{region}");
+            for (dual, suffix) in [
+                (false, dns_suffix(region)),
+                (true, dual_stack_suffix(region)),
+            ] {
+                let p = Params::builder()
+                    .region(region)
+                    .use_dual_stack(dual)
+                    .use_fips(false)
+                    .build()
+                    .unwrap();
+                let e = DefaultResolver::new().resolve_endpoint(&p).await.unwrap();
+                assert_eq!(
+                    e.url(),
+                    format!("https://ec2.{region}.{suffix}"),
+                    "{region}"
+                );
+            }
         }
     }
 

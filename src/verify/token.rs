@@ -248,5 +248,11 @@ mod tests {
             sts_url("us-iso-east-1"),
             "https://sts.us-iso-east-1.c2s.ic.gov"
         );
+        // The European Sovereign Cloud's own domain (aws-iam-authenticator's
+        // GetSTSPartitionDomain: `amazonaws.eu`); it was the commercial one.
+        assert_eq!(
+            sts_url("eusc-de-east-1"),
+            "https://sts.eusc-de-east-1.amazonaws.eu"
+        );
     }
 }
