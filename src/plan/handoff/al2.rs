@@ -10,11 +10,12 @@
 //! argv that script would not read exactly as meant.
 
 use crate::config::{LocalStorageSettings, LocalStorageStrategy};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::base::bootstrap_sh::AL2_FLAG_KEYS;
 use crate::base::findings::Findings;
 use crate::base::text::printable;
+
 use crate::discovery::ClusterFact;
 use crate::facts::{ExecLimits, Facts, Family};
 use crate::os::fsutil::under;
@@ -55,14 +56,12 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
     let mut f = Findings::default();
     // Checked in a held boot too: a problem shows while the instance is warmed, not when it
     // goes into service.
-    let argv = checked_argv(i, &mut f);
+    let env = handoff_env(facts);
+    let argv = checked_argv(i, &env, &mut f);
     if let Some(argv) = argv.filter(|_| i.handoff.hold.is_none()) {
         out.secrets
             .extend(i.handoff.cluster.certificate_authority.iter().cloned());
-        out.steps.push(Step::Handoff(Handoff::Exec {
-            argv,
-            env: handoff_env(facts),
-        }));
+        out.steps.push(Step::Handoff(Handoff::Exec { argv, env }));
     }
     out.findings.0.extend(f.0);
 }
@@ -71,10 +70,12 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
 /// its IMDS helper (`/etc/eks/bin/imds`) calls `http://$IMDS_ENDPOINT/`, by default
 /// 169.254.169.254, so the host (and port) where the boot found IMDS; its AWS CLI
 /// (`private-dns-name`'s DescribeInstances) what the SDKs read ([`imds_endpoint::sdk_env`]).
-fn handoff_env(facts: &Facts) -> std::collections::BTreeMap<String, String> {
+fn handoff_env(facts: &Facts) -> BTreeMap<String, String> {
     let mut env = imds_endpoint::sdk_env(facts);
-    let host =
-        imds_endpoint::untold(facts).and_then(|e| e.strip_prefix("http://").map(String::from));
+    let host = env
+        .get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+        .and_then(|e| e.strip_prefix("http://"))
+        .map(String::from);
     if let Some(host) = host {
         env.insert("IMDS_ENDPOINT".into(), host);
     }
@@ -163,8 +164,12 @@ fn node_grammar(spec: &Spec, facts: &Facts, f: &mut Findings) -> Option<Grammar>
     }
 }
 
-/// The argv, checked against the node's bootstrap.sh and execve's limits.
-fn checked_argv(i: &Input, f: &mut Findings) -> Option<Vec<String>> {
+/// The argv, checked against the node's bootstrap.sh and execve's limits (with `env` given).
+fn checked_argv(
+    i: &Input,
+    env: &BTreeMap<String, String>,
+    f: &mut Findings,
+) -> Option<Vec<String>> {
     let (spec, facts) = (i.spec, i.facts);
     let grammar = node_grammar(spec, facts, f)?;
     let shown = under(&facts.root, &spec.bootstrap.path)
@@ -179,10 +184,6 @@ fn checked_argv(i: &Input, f: &mut Findings) -> Option<Vec<String>> {
         return None;
     }
     read_back_exactly(&grammar, &argv, &spec.cluster.name, &shown, f);
-    let env: usize = handoff_env(facts)
-        .iter()
-        .map(|(k, v)| k.len() + v.len() + 2 + std::mem::size_of::<usize>())
-        .sum();
     check_exec_limits(&argv, &facts.exec_limits, env, f);
     (f.0.len() == before).then_some(argv)
 }
@@ -376,7 +377,12 @@ fn read_back_exactly(g: &Grammar, argv: &[String], name: &str, script: &str, f: 
 
 /// execve refuses a word over MAX_ARG_STRLEN or an argv and environment over ARG_MAX (`E2BIG`):
 /// check both before any change.
-fn check_exec_limits(argv: &[String], l: &ExecLimits, env: usize, f: &mut Findings) {
+fn check_exec_limits(
+    argv: &[String],
+    l: &ExecLimits,
+    env: &BTreeMap<String, String>,
+    f: &mut Findings,
+) {
     let what = |i: usize| match argv.get(i.wrapping_sub(1)).map(String::as_str) {
         Some("--kubelet-extra-args") => {
             "the --kubelet-extra-args value (labels, taints and kubelet.extraArgs)".to_string()
@@ -397,10 +403,11 @@ fn check_exec_limits(argv: &[String], l: &ExecLimits, env: usize, f: &mut Findin
     if let Some(max) = l.arg_max {
         let ptr = std::mem::size_of::<usize>();
         // Each word with its NUL and pointer, the script's path once more (the kernel keeps it),
-        // and the environment bootstrap.sh inherits and is given.
+        // and the environment bootstrap.sh inherits and is given (`KEY=value`, NUL, pointer).
+        let given = env.iter().map(|(k, v)| k.len() + v.len() + 2 + ptr).sum();
         let total = argv
             .iter()
-            .fold(l.env_bytes.saturating_add(env), |n, w| {
+            .fold(l.env_bytes.saturating_add(given), |n, w| {
                 n.saturating_add(w.len() + 1 + ptr)
             })
             .saturating_add(argv.first().map_or(0, |p| p.len() + 1));
@@ -427,10 +434,13 @@ mod tests {
             max_arg_strlen: None,
             env_bytes: 0,
         };
+        // One variable of 40 bytes with its `=`, NUL and pointer; then one byte more.
+        let var = |v: &str| BTreeMap::from([("K".to_string(), v.to_string())]);
+        let fits = "v".repeat(40 - 3 - ptr);
         let mut f = Findings::default();
-        check_exec_limits(&argv, &limits, 40, &mut f);
+        check_exec_limits(&argv, &limits, &var(&fits), &mut f);
         assert!(f.is_empty(), "{f:?}");
-        check_exec_limits(&argv, &limits, 41, &mut f);
+        check_exec_limits(&argv, &limits, &var(&format!("{fits}v")), &mut f);
         assert!(f.0[0].message.contains("(ARG_MAX)"), "{f:?}");
     }
     use crate::plan::aspects::testing::{findings, run, spec, Facts};

@@ -99,7 +99,16 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2) {
     // the dual-stack names in their environment.
     for unit in ["nodeadm-config.service", "nodeadm-run.service"] {
         let env = run.unit(1, unit).remove("Environment").unwrap_or_default();
-        let mut vars: Vec<&str> = env.split(' ').collect();
+        // systemctl show quotes an entry with characters such as `[` (no entry here holds a
+        // space).
+        let mut vars: Vec<&str> = env
+            .split(' ')
+            .map(|v| {
+                v.strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(v)
+            })
+            .collect();
         vars.sort_unstable();
         let want = [
             format!("AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[{GUEST_HOST6}]"),
