@@ -45,6 +45,45 @@ pub enum TagOutcome {
     Created,
 }
 
+/// What DescribeInstances says of one instance that tells whether it is like another: where
+/// and from what it was launched, when (EC2's clock, not the node's), and its tags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Instance {
+    pub id: String,
+    /// Seconds since the epoch, by EC2.
+    pub launched: Option<i64>,
+    pub state: String,
+    pub subnet: Option<String>,
+    pub zone: Option<String>,
+    pub image: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Instance {
+    fn of(i: &aws_sdk_ec2::types::Instance) -> Instance {
+        let tags = i
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+            .collect();
+        Instance {
+            id: i.instance_id().unwrap_or("").to_string(),
+            launched: i.launch_time().map(|t| t.secs()),
+            state: i
+                .state()
+                .and_then(|s| s.name())
+                .map_or_else(String::new, |n| n.as_str().to_string()),
+            subnet: i.subnet_id().map(String::from),
+            zone: i
+                .placement()
+                .and_then(|p| p.availability_zone())
+                .map(String::from),
+            image: i.image_id().map(String::from),
+            tags,
+        }
+    }
+}
+
 pub struct Ec2 {
     client: aws_sdk_ec2::Client,
     pub calls: Calls,
@@ -238,45 +277,57 @@ impl Ec2 {
         Ok(name)
     }
 
-    /// How many running instances other than `except` carry `key` = `value` (and are in
-    /// `group` when given): DescribeInstances filtered on the tags, its first page.
-    pub async fn count_tagged(
+    /// The instances the agent marked (any of `keys` as a tag key), in `group` when given, in
+    /// every state (a retired instance stays listed about an hour after it terminated), and
+    /// the instance `own` itself: DescribeInstances twice, each its first page.
+    pub async fn marked(
         &mut self,
-        (key, value): (&str, &str),
+        keys: &[&str],
         group: Option<&str>,
-        except: &str,
+        own: &str,
         (policy, deadline): (RetryPolicy, Instant),
-    ) -> Result<usize, TagError> {
+    ) -> Result<(Option<Instance>, Vec<Instance>), TagError> {
         let op = aws::Op {
             name: "DescribeInstances",
             action: "ec2:DescribeInstances",
             resource: "*".into(),
-            on: except,
+            on: own,
         };
-        let filter = |n: &str, v: &str| Filter::builder().name(n).values(v).build();
-        let mut filters = vec![
-            filter(&format!("tag:{key}"), value),
-            filter("instance-state-name", "running"),
-        ];
+        let filter = |n: &str, v: &[&str]| {
+            let values = v.iter().map(|s| s.to_string()).collect();
+            Filter::builder().name(n).set_values(Some(values)).build()
+        };
+        let mut filters = vec![filter("tag-key", keys)];
         if let Some(g) = group {
-            filters.push(filter("tag:aws:autoscaling:groupName", g));
+            filters.push(filter("tag:aws:autoscaling:groupName", &[g]));
         }
         let client = &self.client;
-        let out = op
-            .call(policy, deadline, &mut self.calls.describe_instances, || {
+        let calls = &mut self.calls.describe_instances;
+        let mine = op
+            .call(policy, deadline, calls, || {
+                client.describe_instances().instance_ids(own).send()
+            })
+            .await?;
+        let others = op
+            .call(policy, deadline, calls, || {
                 client
                     .describe_instances()
                     .set_filters(Some(filters.clone()))
                     .send()
             })
             .await?;
-        let n = out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .filter(|i| i.instance_id() != Some(except))
-            .count();
-        Ok(n)
+        let all = |o: &aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput| {
+            let list: Vec<Instance> = o
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .map(Instance::of)
+                .collect();
+            list
+        };
+        let mine = all(&mine).into_iter().find(|i| i.id == own);
+        let others = all(&others).into_iter().filter(|i| i.id != own).collect();
+        Ok((mine, others))
     }
 
     /// CreateTags for one key on the instance, retrying what may succeed later.

@@ -278,6 +278,13 @@ pub struct CompleteHookArgs {
     /// a proof longer than the hook's heartbeat timeout keeps the launch waiting.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub heartbeat_sec: u64,
+    /// How many times a node that retires itself tries (0, the default: until the instance is
+    /// gone); between two tries the wait doubles from --retire-retry-ms to 5 minutes.
+    #[arg(long, default_value_t = 0)]
+    pub retire_attempts: u32,
+    /// Milliseconds before a failed retirement is tried again (100 to 300000).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=300000))]
+    pub retire_retry_ms: u64,
 }
 
 #[derive(Debug, clap::Args)]

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::fit;
+use super::{fit, settle};
 use crate::aws::autoscaling::{complete_launch, keep_alive, Completed, HookError, HookResult};
 use crate::base::retry::RetryPolicy;
 use crate::exec::after::{self, Ran};
@@ -25,7 +25,7 @@ use crate::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE,
 use crate::os::fsutil::{self, under};
 use crate::os::systemd;
 use crate::plan::after::{AfterJob, AFTER_JOB};
-use crate::verify::fleet;
+use crate::verify::outcome;
 use crate::verify::launch_of;
 use crate::verify::proof::{self, JoinJob, OwnNode, Proof, JOIN_JOB};
 use crate::verify::record::JoinVerdict;
@@ -88,6 +88,10 @@ pub struct Completer {
     pub poll: Duration,
     /// How often the launch hook's heartbeat is recorded while the proof runs.
     pub heartbeat: Duration,
+    /// How many times a retirement is tried (0: until the instance is gone).
+    pub retire_attempts: u32,
+    /// The first wait before a failed retirement is tried again (it doubles, to 5 minutes).
+    pub retire_retry: Duration,
 }
 
 /// Read a job file: `None` when absent.
@@ -219,6 +223,7 @@ async fn prove_join(
     done: &std::path::Path,
     after: Option<&AfterJob>,
 ) -> Result<(), CompleteError> {
+    let job = &in_hooks_group(job, hook);
     let ctx = context(job);
     // The SDK's calls (the fleet, the hook, retiring) take credentials where the boot found IMDS.
     job.endpoints().apply();
@@ -239,15 +244,21 @@ async fn prove_join(
     };
     let ready_as_planned = proof.verdict == JoinVerdict::Joined;
     fold_after(&mut proof, &ran);
-    judge(job, &ctx, &mut proof).await;
+    let guard = settle::judge(job, &ctx, &mut proof).await;
     let set = fit::decided(&proof, ready_as_planned, &ran);
     let failed = own.set_logged(&ctx, &set, None).await;
     let result = launch_result(&proof, ready_as_planned, job.strict);
     record(c, &proof, &ran)?;
-    if !set.is_empty() {
-        update_join(c, |join| join.conditions = fit::said(&set, failed.as_ref()))?;
-    }
+    update_join(c, |join| {
+        if !set.is_empty() {
+            join.conditions = fit::said(&set, failed.as_ref());
+        }
+        join.guard = guard;
+    })?;
     let outcome = verdict(&proof, result);
+    if result == HookResult::Abandon && hook.is_some() {
+        settle::abandoning(job, &ctx, &proof).await;
+    }
     let told = match hook {
         Some((h, text)) => Some(tell(c, &ctx, h, text, done, result).await?),
         None => None,
@@ -262,20 +273,34 @@ async fn prove_join(
             error,
         });
     }
-    if fit::waits_to_initialise(proof.verdict) {
-        let set = if failed.is_none() { &set[..] } else { &[] };
+    if outcome::waits_to_initialise(proof.verdict) {
+        let refused = failed.is_some().then_some(&set[..]);
         let watch = (&mut own, active_at);
-        if let Some(late) = init_deadline(c, job, &ctx, watch, &proof, set).await? {
+        if let Some(late) = settle::init_deadline(c, job, &ctx, watch, &proof, refused).await? {
             proof = late;
+        }
+    } else if !abandoned {
+        if let Some(late) = settle::late_join(c, job, &ctx, &proof, &ran).await? {
+            return verdict(&late, result);
         }
     }
     if !abandoned {
-        retire(c, job, &ctx, &proof).await?;
+        settle::retire(c, job, &ctx, &proof).await?;
     }
     match proof.verdict {
         JoinVerdict::InitDeadline => verdict(&proof, result),
         _ => outcome,
     }
+}
+
+/// The job with the launch hook's group where the run's had none (the hook's job names the
+/// group Auto Scaling gave it).
+fn in_hooks_group(job: &JoinJob, hook: Option<&(LaunchHookJob, String)>) -> JoinJob {
+    let mut job = job.clone();
+    if job.group.is_none() {
+        job.group = hook.and_then(|(h, _)| h.group.clone());
+    }
+    job
 }
 
 /// The hook completed with `result` and recorded: what Auto Scaling made of it, or why not.
@@ -296,94 +321,6 @@ async fn tell(
     Ok(r)
 }
 
-/// `verify.initDeadline`: every watched condition True in time, recorded as a phase; else the
-/// verdict `init-deadline` with what was not True, judged and recorded.
-async fn init_deadline(
-    c: &Completer,
-    job: &JoinJob,
-    ctx: &crate::verify::Context,
-    (own, active_at): (&mut OwnNode, Instant),
-    p: &Proof,
-    set: &[crate::verify::conditions::Condition],
-) -> Result<Option<Proof>, CompleteError> {
-    let Some(secs) = job.init_deadline_secs else {
-        return Ok(None);
-    };
-    let kinds = fit::watched(set, job);
-    // Counted on the monotonic clock from kubelet active: a clock stepped since moves nothing.
-    let end = active_at + Duration::from_secs(secs.min(86_400));
-    match fit::initialised(own, ctx, job, &kinds, (end, c.poll)).await {
-        Ok(()) => {
-            tracing::info!("the Node is initialised: {} True", kinds.join(", "));
-            fleet::mark(ctx, &job.instance_id, fleet::INITIALISED_TAG).await;
-            update_join(c, |join| join.phase("initialised", now_ms()))?;
-            Ok(None)
-        }
-        Err(unmet) => {
-            let mut late = p.clone();
-            late.verdict = JoinVerdict::InitDeadline;
-            late.causes = vec![format!(
-                "the Node's conditions not all True {secs}s after kubelet was active (verify.initDeadline): {}",
-                unmet.join("; ")
-            )];
-            let scope = scope(job);
-            let others = fleet::others_tagged(
-                ctx,
-                &job.instance_id,
-                job.group.as_deref(),
-                fleet::INITIALISED_TAG,
-            )
-            .await;
-            let others = others.as_ref().map(|n| *n).map_err(String::as_str);
-            let (blame, why) = crate::verify::verdict::blame_uninitialised(others, scope);
-            late.blame = Some(blame);
-            late.causes.push(why);
-            update_join(c, |join| {
-                join.phase("init deadline", now_ms());
-                join.verdict = Some(late.verdict);
-                join.blame = late.blame;
-                join.causes.extend(late.causes.iter().cloned());
-            })?;
-            Ok(Some(late))
-        }
-    }
-}
-
-/// `verify.onFailure`: the node retires itself for a verdict of its own cause, recorded.
-async fn retire(
-    c: &Completer,
-    job: &JoinJob,
-    ctx: &crate::verify::Context,
-    p: &Proof,
-) -> Result<(), CompleteError> {
-    let Some(how) = job.retire else {
-        return Ok(());
-    };
-    if !crate::verify::retire::retires(p.verdict, p.blame) {
-        return Ok(());
-    }
-    let r = crate::verify::retire::Retiring {
-        root: &c.root,
-        bus_address: &c.bus_address,
-        ctx,
-        instance_id: &job.instance_id,
-        group: job.group.as_deref(),
-        policy: c.policy,
-    };
-    let cause = p.causes.join("; ");
-    let done = crate::verify::retire::retire(how, &r, p.verdict, &cause).await;
-    match &done {
-        Ok(d) => tracing::error!("the node retired itself: {d}"),
-        Err(e) => tracing::error!("the node could not retire itself: {e}"),
-    }
-    update_join(c, |join| {
-        join.retired = Some(match done {
-            Ok(d) => d,
-            Err(e) => format!("not retired: {e}"),
-        })
-    })
-}
-
 /// What the proof's calls share: the job's transport, else the unit's proxy (a job of a run
 /// that named none).
 fn context(job: &JoinJob) -> crate::verify::Context {
@@ -392,29 +329,6 @@ fn context(job: &JoinJob) -> crate::verify::Context {
         ctx.proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
     }
     ctx
-}
-
-/// A Ready Node marks the instance joined for other nodes' verdicts; a failure gets its blame
-/// from what the proof saw and how many other instances of the group joined.
-async fn judge(job: &JoinJob, ctx: &crate::verify::Context, p: &mut Proof) {
-    if matches!(p.verdict, JoinVerdict::Joined | JoinVerdict::Mismatch) {
-        return fleet::mark_joined(ctx, &job.instance_id).await;
-    }
-    // A Node that joined and never initialised: no read failed, nothing tells more than the
-    // others of its group.
-    let others = fleet::others_joined(ctx, &job.instance_id, job.group.as_deref()).await;
-    let others = others.as_ref().map(|n| *n).map_err(String::as_str);
-    let (blame, why) = crate::verify::verdict::blame_in(&p.seen, others, scope(job));
-    p.blame = Some(blame);
-    p.causes.push(why);
-}
-
-/// Whom a node's failure is counted against: its group, else its cluster.
-fn scope(job: &JoinJob) -> &'static str {
-    match job.group {
-        Some(_) => "its group",
-        None => "its cluster",
-    }
 }
 
 /// The proxy the unit's environment gives (the agent's drop-in), for a job that names no
@@ -514,7 +428,7 @@ fn record_hook(c: &Completer, told: &Result<String, String>) -> Result<(), Compl
     })
 }
 
-fn update_join(
+pub(super) fn update_join(
     c: &Completer,
     edit: impl FnOnce(&mut crate::verify::record::JoinRecord),
 ) -> Result<(), CompleteError> {
@@ -538,7 +452,7 @@ fn update(c: &Completer, edit: impl FnOnce(&mut Report)) -> Result<(), CompleteE
 /// The verdict at error priority when the node did not join (the unit's output is the
 /// console's too), with whose cause it is and what the launch was told; else at info.
 fn verdict(p: &Proof, result: HookResult) -> Result<(), CompleteError> {
-    if p.verdict == JoinVerdict::Joined {
+    if matches!(p.verdict, JoinVerdict::Joined | JoinVerdict::JoinedLate) {
         tracing::info!(checked = %p.checked.join("; "), "join verified: the Node is Ready as planned");
         return Ok(());
     }

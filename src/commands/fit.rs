@@ -8,7 +8,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::exec::after::Ran;
-use crate::verify::conditions::{self, Condition, BOOT_STEPS, JOINED};
+use crate::verify::conditions::{self, Condition, AS_PLANNED, BOOT_STEPS, JOINED};
+use crate::verify::outcome;
+use crate::verify::verdict::Unmet;
 use crate::verify::proof::{JoinJob, OwnNode, Proof};
 use crate::verify::record::JoinVerdict;
 use crate::verify::Context;
@@ -47,18 +49,29 @@ pub(super) fn pending(ran: &Ran) -> Vec<Condition> {
 }
 
 /// The conditions after the verdict; none when no Node registered (nothing to set them on).
+/// [`JOINED`] as the outcome table says ([`outcome::joined`]); [`AS_PLANNED`] beside it.
 pub(super) fn decided(p: &Proof, ready_as_planned: bool, ran: &Ran) -> Vec<Condition> {
     if p.registered_at.is_none() {
         return Vec::new();
     }
-    let joined = match (ready_as_planned, p.verdict) {
-        (true, _) => Condition::new(JOINED, true, "JoinedAsPlanned", &p.checked.join("; ")),
-        (false, JoinVerdict::Mismatch) => {
-            Condition::new(JOINED, false, "NotAsPlanned", &p.causes.join("; "))
-        }
-        (false, _) => Condition::new(JOINED, false, "NotReady", &p.causes.join("; ")),
+    let verdict = match ready_as_planned {
+        true => JoinVerdict::Joined,
+        false => p.verdict,
     };
-    std::iter::once(joined).chain(boot(ran)).collect()
+    let (ok, reason) = outcome::joined(verdict);
+    let joined = match ok {
+        true => Condition::new(JOINED, true, reason, &p.checked.join("; ")),
+        false => Condition::new(JOINED, false, reason, &p.causes.join("; ")),
+    };
+    let planned = match p.verdict {
+        JoinVerdict::Joined => Some(Condition::new(AS_PLANNED, true, "AsPlanned", &p.checked.join("; "))),
+        JoinVerdict::Mismatch => Some(Condition::new(AS_PLANNED, false, "NotAsPlanned", &p.causes.join("; "))),
+        _ => None,
+    };
+    std::iter::once(joined)
+        .chain(planned)
+        .chain(boot(ran))
+        .collect()
 }
 
 /// What the record says of conditions set, or why they were not.
@@ -69,50 +82,50 @@ pub(super) fn said(set: &[Condition], failed: Option<&crate::verify::Cause>) -> 
     }
 }
 
-/// Whether a verdict waits for the Node to initialise: a Node Ready as planned only. A
-/// mismatch is a finding, never retired, and its own conditions, which say so, never turn True.
-pub(super) fn waits_to_initialise(verdict: JoinVerdict) -> bool {
-    verdict == JoinVerdict::Joined
-}
-
-/// The condition types the initialisation deadline waits for: the agent's, then the config's.
-pub(super) fn watched(set: &[Condition], job: &JoinJob) -> Vec<String> {
-    set.iter()
-        .map(|c| c.kind.clone())
+/// The condition types the initialisation deadline waits for: [`JOINED`] (the one the
+/// shipped rule waits on), then the config's. Watched whether or not the agent could set its
+/// own: a patch refused leaves it unset, and the deadline says so.
+pub(super) fn watched(job: &JoinJob) -> Vec<String> {
+    std::iter::once(JOINED.to_string())
         .chain(job.init_conditions.iter().cloned())
         .collect()
 }
 
 /// Wait until every watched condition is True on the Node, reading it every `every`, until
-/// `deadline`: what was not True at the end, otherwise.
+/// `deadline`: what was not True at the end, otherwise. `refused`: the agent's own conditions,
+/// set again before each read until a patch is taken.
 pub(super) async fn initialised(
     own: &mut OwnNode,
     ctx: &Context,
     job: &JoinJob,
-    kinds: &[String],
+    (kinds, mut refused): (&[String], Option<&[Condition]>),
     (deadline, every): (Instant, Duration),
-) -> Result<(), Vec<String>> {
-    let mut last = vec!["the Node was not read".to_string()];
+) -> Result<(), Unmet> {
+    let unread = |why: String| Unmet {
+        unset: vec![why],
+        ..Unmet::default()
+    };
     loop {
+        if let Some(set) = refused {
+            if own.set_logged(ctx, set, None).await.is_none() {
+                refused = None;
+            }
+        }
         let read = tokio::time::timeout(
             crate::verify::proof::LOOK_TIMEOUT,
             own.node(ctx, &job.instance_id),
         );
-        match read.await {
-            Ok(Ok(Some(node))) => {
-                last = conditions::unmet(&node, kinds);
-                if last.is_empty() {
-                    return Ok(());
-                }
-            }
-            Ok(Ok(None)) => last = vec!["the Node is gone".into()],
-            Ok(Err(c)) => {
-                last = vec![format!(
-                    "the Node could not be read: ({}) {}",
-                    c.code, c.detail
-                )]
-            }
-            Err(_) => last = vec!["a read of the Node did not answer".into()],
+        let last = match read.await {
+            Ok(Ok(Some(node))) => conditions::unmet(&node, kinds),
+            Ok(Ok(None)) => unread("the Node is gone".into()),
+            Ok(Err(c)) => unread(format!(
+                "the Node could not be read: ({}) {}",
+                c.code, c.detail
+            )),
+            Err(_) => unread("a read of the Node did not answer".into()),
+        };
+        if last.is_empty() {
+            return Ok(());
         }
         let now = Instant::now();
         if now >= deadline {
@@ -152,6 +165,7 @@ mod tests {
             got,
             [
                 (JOINED, "True", "JoinedAsPlanned"),
+                (AS_PLANNED, "True", "AsPlanned"),
                 (BOOT_STEPS, "True", "NoSteps")
             ]
         );
@@ -159,26 +173,38 @@ mod tests {
             failures: vec!["the sandbox image is not in containerd's store".into()],
             ..Ran::default()
         };
-        // A failed step: the Node itself as planned stays Joined; the steps' condition says it.
+        // A failed step: the Node itself as planned stays Joined; the steps' condition and
+        // AsPlanned say it.
         let c = decided(&proof(JoinVerdict::Mismatch, true), true, &failed);
+        let got: Vec<_> = c.iter().map(|c| (c.status, c.reason)).collect();
         assert_eq!(
-            (c[0].status, c[1].status, c[1].reason),
-            ("True", "False", "StepFailed")
+            got,
+            [
+                ("True", "JoinedAsPlanned"),
+                ("False", "NotAsPlanned"),
+                ("False", "StepFailed")
+            ]
         );
+        // A Node not as planned joined all the same: the rule (on Joined) releases it.
         let c = decided(&proof(JoinVerdict::Mismatch, true), false, &ran);
-        assert_eq!((c[0].status, c[0].reason), ("False", "NotAsPlanned"));
+        assert_eq!((c[0].status, c[0].reason), ("True", "NotAsPlanned"));
+        assert_eq!((c[1].kind.as_str(), c[1].status), (AS_PLANNED, "False"));
+        assert!(c[1].message.contains("planned 29"), "{:?}", c[1]);
         let c = decided(&proof(JoinVerdict::NotReady, true), false, &ran);
         assert_eq!((c[0].status, c[0].reason), ("False", "NotReady"));
+        assert_eq!(c.len(), 2, "no AsPlanned for a Node not Ready: {c:?}");
         assert!(decided(&proof(JoinVerdict::Deadline, false), false, &ran).is_empty());
-        // Only a joined Node waits to initialise (a mismatch did, and could be retired).
-        assert!(waits_to_initialise(JoinVerdict::Joined));
-        for v in [
-            JoinVerdict::Mismatch,
-            JoinVerdict::NotReady,
-            JoinVerdict::Deadline,
-        ] {
-            assert!(!waits_to_initialise(v), "{v:?}");
-        }
+        let c = decided(&proof(JoinVerdict::JoinedLate, true), false, &ran);
+        assert_eq!((c[0].status, c[0].reason), ("True", "JoinedLate"));
+        // The deadline watches Joined and the config's conditions, nothing else.
+        let job: JoinJob = serde_json::from_value(serde_json::json!({
+            "cluster": "c", "region": "r", "endpoint": "e", "certificateAuthority": "",
+            "node": {"from": "instanceId", "name": "i"}, "instanceId": "i", "stsUrl": "s",
+            "imdsEndpoint": "m", "deadlineSecs": 1, "expect": {"labels": {}, "taints": []},
+            "initConditions": ["gpu.example/Ready"],
+        }))
+        .unwrap();
+        assert_eq!(watched(&job), [JOINED, "gpu.example/Ready"]);
         let p = pending(&ran);
         assert_eq!(
             (p[0].kind.as_str(), p[0].status, p[0].reason),

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod complete_hook;
 mod fit;
 pub mod pin_sandbox;
+mod settle;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -238,6 +239,8 @@ pub async fn complete_hook(a: &crate::commands::cli::CompleteHookArgs) -> Result
         policy: crate::base::retry::RetryPolicy::default(),
         poll: Duration::from_millis(a.poll_ms),
         heartbeat: Duration::from_secs(a.heartbeat_sec),
+        retire_attempts: a.retire_attempts,
+        retire_retry: Duration::from_millis(a.retire_retry_ms),
     };
     Ok(crate::commands::complete_hook::run(&c).await?)
 }
@@ -338,6 +341,9 @@ pub fn validate_cmd(path: &Path) -> Result<()> {
         anyhow::bail!("validate reads a file or standard input; to check the config in the user data, run `init --dry-run --config {USER_DATA_SOURCE}` on the instance, or with `--metadata FILE` whose userData is the user data");
     }
     let spec = load_spec(path)?;
+    if let Some(w) = crate::spec::registration::startup_advice(&spec.registration) {
+        eprintln!("warning: {w}");
+    }
     println!(
         "{}: valid ({})",
         if path == Path::new("-") {

@@ -54,6 +54,12 @@ pub struct VerifySettings {
     /// own (set by other node-local reporters: a GPU operator's, a CNI's), each True by then.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub init_conditions: Vec<String>,
+    /// How long a node kept after a failed join (`deadline` or `not-ready` for a cause the
+    /// fleet shares) is still watched: Ready within it, its `eks-nodeinit.io/Joined` turns
+    /// True (`joined-late`) and a startup taint is released (a Go duration up to 1h, default
+    /// `30m`; `0s`: not watched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_join: Option<String>,
 }
 
 impl VerifySettings {
@@ -83,6 +89,16 @@ pub enum OnFailure {
     Report,
     Replace,
     Terminate,
+}
+
+impl OnFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Report => "report",
+            OnFailure::Replace => "replace",
+            OnFailure::Terminate => "terminate",
+        }
+    }
 }
 
 #[derive(

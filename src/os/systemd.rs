@@ -94,6 +94,7 @@ pub(crate) async fn restart_and_read(
 pub enum Job {
     Start,
     Restart,
+    Stop,
 }
 
 impl std::fmt::Display for Job {
@@ -101,16 +102,18 @@ impl std::fmt::Display for Job {
         f.write_str(match self {
             Job::Start => "start",
             Job::Restart => "restart",
+            Job::Stop => "stop",
         })
     }
 }
 
-/// Ask systemd's manager to start or restart a unit, replacing a conflicting job; returns once
+/// Ask systemd's manager to start, restart or stop a unit, replacing a conflicting job; returns once
 /// the job is queued.
 pub async fn queue(conn: &zbus::Connection, unit: &str, job: Job) -> Result<(), SystemdError> {
     let method = match job {
         Job::Start => "StartUnit",
         Job::Restart => "RestartUnit",
+        Job::Stop => "StopUnit",
     };
     conn.call_method(
         Some("org.freedesktop.systemd1"),

@@ -133,6 +133,12 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         local_storage: local_storage::spec(c.local_storage.as_ref(), &mut f),
         verify: verify::spec(&c.verify, &mut f),
     };
+    if spec.registration.startup_taint.is_some() && spec.verify.join_deadline.is_none() {
+        f.push(
+            "lifecycle.startupTaint",
+            "`verify.join` is `off`, so nothing sets the Node conditions the rule waits on and the taint would stay for ever; set `verify.join` to `on` or remove the startup taint".to_string(),
+        );
+    }
     (spec, f)
 }
 

@@ -65,6 +65,24 @@ pub(super) fn registration(c: &Config, f: &mut Findings) -> Registration {
     }
 }
 
+/// The label the shipped NodeReadinessRule selects on (examples/readiness/): its value is the
+/// version of the agent's conditions' contract, so that a rule applied to a running fleet
+/// selects only nodes of an agent that keeps it (docs/lifecycle.md#rolling-out-the-rule).
+pub const RULE_LABEL: (&str, &str) = ("eks-nodeinit.io/readiness", "v2");
+
+/// What `validate` and the plan say of a startup taint the config's labels leave no rule to
+/// release as shipped: none when there is no taint or the label is there.
+pub fn startup_advice(r: &Registration) -> Option<String> {
+    let t = r.startup_taint.as_ref()?;
+    let (k, v) = RULE_LABEL;
+    let found = r.labels.iter().find(|(key, _)| key == k);
+    match found {
+        Some((_, value)) if value == v => None,
+        Some((_, value)) => Some(format!("labels[\"{k}\"] is `{}`: the shipped NodeReadinessRule selects `{k}={v}`, the contract of this agent's conditions; a rule selecting another value waits on conditions this agent may not set", printable(value))),
+        None => Some(format!("lifecycle.startupTaint `{}` is set and `labels` lacks `{k}: {v}`, the label the shipped NodeReadinessRule selects on: unless a rule of your own selects this node, nothing removes the taint", printable(&t.key))),
+    }
+}
+
 /// The prefix of the taints Kubernetes' Node Readiness Controller manages.
 pub const STARTUP_TAINT_PREFIX: &str = "readiness.k8s.io/";
 

@@ -8,6 +8,11 @@ use crate::config::{JoinMode, OnFailure, PreflightMode, VerifySettings};
 
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+/// How long a kept node is watched for a late join by default.
+pub const DEFAULT_LATE_JOIN: Duration = Duration::from_secs(1800);
+/// The initialisation deadline a startup taint gets when the config sets none: what ends the
+/// wait of a node whose conditions cannot be set.
+pub const STARTUP_INIT_DEADLINE: Duration = Duration::from_secs(900);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifySpec {
@@ -26,6 +31,8 @@ pub struct VerifySpec {
     pub init_deadline: Option<Duration>,
     /// Other reporters' Node condition types the initialisation deadline waits for.
     pub init_conditions: Vec<String>,
+    /// How long a node kept after a failed join is watched for a late join (zero: not).
+    pub late_join: Duration,
 }
 
 impl Default for VerifySpec {
@@ -39,6 +46,7 @@ impl Default for VerifySpec {
             on_failure: OnFailure::Report,
             init_deadline: None,
             init_conditions: Vec::new(),
+            late_join: DEFAULT_LATE_JOIN,
         }
     }
 }
@@ -90,6 +98,13 @@ pub fn spec(c: &VerifySettings, f: &mut Findings) -> VerifySpec {
             f,
         )
     });
+    let late_join = bounded(
+        "verify.lateJoin",
+        c.late_join.as_deref(),
+        DEFAULT_LATE_JOIN,
+        (Duration::ZERO, Duration::from_secs(3600)),
+        f,
+    );
     if c.join == JoinMode::Off && (init_deadline.is_some() || c.on_failure != OnFailure::Report) {
         f.push(
             "verify.join",
@@ -105,6 +120,7 @@ pub fn spec(c: &VerifySettings, f: &mut Findings) -> VerifySpec {
         on_failure: c.on_failure,
         init_deadline,
         init_conditions: init_conditions(&c.init_conditions, f),
+        late_join,
     }
 }
 

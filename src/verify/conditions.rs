@@ -6,6 +6,7 @@
 //! strategic-merge patch keyed by `type` leaves the kubelet's conditions alone.
 
 use super::kube::ApiServer;
+use super::verdict::Unmet;
 use super::Cause;
 use crate::base::text::{escaped, printable};
 
@@ -13,6 +14,9 @@ use crate::base::text::{escaped, printable};
 pub const JOINED: &str = "eks-nodeinit.io/Joined";
 /// The steps after the hand-off: `True` once all of them are done.
 pub const BOOT_STEPS: &str = "eks-nodeinit.io/BootStepsDone";
+/// Whether the Node is as planned (labels, taints, allocatable, the steps after the hand-off):
+/// the finding of a `mismatch`, which the shipped rule does not wait on.
+pub const AS_PLANNED: &str = "eks-nodeinit.io/AsPlanned";
 /// The prefix of every condition type the agent sets.
 pub const PREFIX: &str = "eks-nodeinit.io/";
 
@@ -89,20 +93,30 @@ pub fn find<'a>(node: &'a serde_json::Value, kind: &str) -> Option<&'a serde_jso
         .find(|c| c["type"] == kind)
 }
 
-/// The watched condition types that are not `True` on the Node, each with what it says.
-pub fn unmet(node: &serde_json::Value, kinds: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
+/// The watched condition types that are not `True` on the Node, each with what it says, by
+/// kind: never set (absent or `Unknown`), the agent's own, other reporters'.
+pub fn unmet(node: &serde_json::Value, kinds: &[String]) -> Unmet {
+    let mut out = Unmet::default();
     for k in kinds {
-        match find(node, k) {
-            Some(c) if c["status"] == "True" => {}
-            Some(c) => out.push(format!(
-                "{} is {} ({}): {}",
-                printable(k),
-                printable(c["status"].as_str().unwrap_or("")),
-                printable(c["reason"].as_str().unwrap_or("")),
-                escaped(c["message"].as_str().unwrap_or(""))
-            )),
-            None => out.push(format!("{} is not on the Node", printable(k))),
+        let Some(c) = find(node, k) else {
+            out.unset.push(format!("{} is not on the Node", printable(k)));
+            continue;
+        };
+        let status = c["status"].as_str().unwrap_or("");
+        if status == "True" {
+            continue;
+        }
+        let line = format!(
+            "{} is {} ({}): {}",
+            printable(k),
+            printable(status),
+            printable(c["reason"].as_str().unwrap_or("")),
+            escaped(c["message"].as_str().unwrap_or(""))
+        );
+        match (status, is_own(k)) {
+            ("False", true) => out.own.push(line),
+            ("False", false) => out.others.push(line),
+            _ => out.unset.push(line),
         }
     }
     out
@@ -190,12 +204,17 @@ mod tests {
             {"type": "gpu.example/Ready", "status": "False", "reason": "NoDriver", "message": "no driver"},
         ]}});
         let kinds = ["Ready", "gpu.example/Ready", JOINED].map(String::from);
-        assert_eq!(
-            unmet(&node, &kinds),
-            [
-                "gpu.example/Ready is False (NoDriver): no driver".to_string(),
-                format!("{JOINED} is not on the Node"),
-            ]
-        );
+        let u = unmet(&node, &kinds);
+        assert_eq!(u.others, ["gpu.example/Ready is False (NoDriver): no driver"]);
+        assert_eq!(u.unset, [format!("{JOINED} is not on the Node")]);
+        assert!(u.own.is_empty());
+        let node = json!({"status": {"conditions": [
+            {"type": JOINED, "status": "False", "reason": "NotReady", "message": "m"},
+            {"type": "gpu.example/Ready", "status": "Unknown"},
+        ]}});
+        let u = unmet(&node, &kinds);
+        // Ready absent and the GPU's Unknown: never set; Joined False: the agent's own.
+        assert_eq!((u.own.len(), u.unset.len(), u.others.len()), (1, 2, 0));
+        assert_eq!(u.lines().len(), 3);
     }
 }

@@ -13,6 +13,7 @@ pub mod hardening;
 pub mod kube;
 pub mod name;
 pub mod net;
+pub mod outcome;
 pub mod preflight;
 pub mod proof;
 pub mod record;

@@ -65,6 +65,13 @@ pub struct JoinJob {
     /// no launch hook waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retire: Option<super::retire::Retire>,
+    /// In an Auto Scaling group whose name the boot could not read: its peers cannot be told,
+    /// so no verdict is the node's own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub group_unknown: bool,
+    /// `verify.lateJoin` in seconds: how long a node kept after a failed join is watched.
+    #[serde(default)]
+    pub late_join_secs: u64,
 }
 
 impl JoinJob {

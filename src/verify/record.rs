@@ -42,6 +42,10 @@ pub struct JoinRecord {
     /// How the node retired itself (`verify.onFailure`), or why it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retired: Option<String>,
+    /// Why this node cannot count for others' verdicts (its joined tag not written): no node
+    /// of its scope retires on its account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -62,7 +66,7 @@ impl JoinRecord {
             ));
         }
         match self.verdict {
-            Some(JoinVerdict::Joined) => Ok(()),
+            Some(JoinVerdict::Joined | JoinVerdict::JoinedLate) => Ok(()),
             Some(JoinVerdict::InitDeadline) => {
                 Err("the node joined and did not finish initialising in time: init-deadline".into())
             }
@@ -126,6 +130,9 @@ impl JoinRecord {
         if let Some(h) = &self.hook {
             let failed = if self.hook_failed { "FAILED: " } else { "" };
             o.push_str(&format!("launch hook: {failed}{h}\n"));
+        }
+        if let Some(g) = &self.guard {
+            o.push_str(&format!("guard: {g}\n"));
         }
         if let Some(r) = &self.retired {
             o.push_str(&format!("retired: {r}\n"));

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::record::JoinVerdict;
-use super::verdict::Blame;
 use super::Context;
 use crate::aws::autoscaling::AutoScaling;
 use crate::aws::ec2::Ec2;
@@ -40,16 +39,7 @@ pub enum Retire {
     Terminate,
 }
 
-/// Whether a verdict retires the node: a Node that never joined or never initialised, for a
-/// cause of its own. A mismatch is a finding, a failed preflight the AMI's or the config's
-/// (a replacement meets it again), a cause the cluster shares never.
-pub fn retires(verdict: JoinVerdict, blame: Option<Blame>) -> bool {
-    let failed = matches!(
-        verdict,
-        JoinVerdict::Deadline | JoinVerdict::NotReady | JoinVerdict::InitDeadline
-    );
-    failed && blame == Some(Blame::Node)
-}
+pub use super::outcome::retires;
 
 /// Where and as whom the node retires.
 pub struct Retiring<'a> {
@@ -83,13 +73,9 @@ fn cut(s: &str, max: usize) -> String {
     }
 }
 
-/// Say why, then retire as planned: what was done, or why it could not be.
-pub async fn retire(
-    how: Retire,
-    r: &Retiring<'_>,
-    verdict: JoinVerdict,
-    cause: &str,
-) -> Result<String, String> {
+/// Say why: one line on the console, the error log, and the tag [`RETIRED_TAG`] (which the
+/// scope's retirement budget counts); a failure to write either is logged.
+pub async fn say(r: &Retiring<'_>, verdict: JoinVerdict, cause: &str) {
     let (line, tag) = said(r.instance_id, verdict, cause);
     if let Err(e) = console(r.root, &line) {
         tracing::warn!("the cause could not be written to {CONSOLE}: {e}");
@@ -102,6 +88,12 @@ pub async fn retire(
     if let Err(e) = tagged.await {
         tracing::warn!("the cause could not be tagged ({RETIRED_TAG}): {e}");
     }
+}
+
+/// Retire as planned, once: what was done, or why it could not be.
+pub async fn act(how: Retire, r: &Retiring<'_>) -> Result<String, String> {
+    let deadline = Instant::now() + CALLS;
+    let transport = r.ctx.transport();
     match how {
         Retire::Unhealthy => {
             let mut a = AutoScaling::new(&r.ctx.region, transport.as_ref()).await;
@@ -110,7 +102,10 @@ pub async fn retire(
                 .map(|()| "SetInstanceHealth Unhealthy: the group replaces the instance".into())
                 .map_err(|e| e.to_string())
         }
-        Retire::Terminate => terminate(&mut ec2, r, deadline).await,
+        Retire::Terminate => {
+            let mut ec2 = Ec2::new(&r.ctx.region, None, transport.as_ref()).await;
+            terminate(&mut ec2, r, deadline).await
+        }
     }
 }
 
@@ -156,19 +151,6 @@ fn console(root: &Path, line: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_a_failed_join_of_the_nodes_own_cause_retires() {
-        use JoinVerdict::*;
-        for v in [Deadline, NotReady, InitDeadline] {
-            assert!(retires(v, Some(Blame::Node)), "{v:?}");
-            assert!(!retires(v, Some(Blame::Cluster)), "{v:?}");
-            assert!(!retires(v, None), "{v:?}");
-        }
-        for v in [Joined, Mismatch, PreflightFailed] {
-            assert!(!retires(v, Some(Blame::Node)), "{v:?}");
-        }
-    }
 
     #[test]
     fn the_tag_holds_at_most_256_characters_and_the_line_is_one_line() {

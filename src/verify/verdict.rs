@@ -1,14 +1,15 @@
 //! Whose cause a failed join is, and what the launch is told. An `ABANDON` terminates the
 //! instance and Auto Scaling launches another just like it: that helps only when the cause is
-//! the node's own (a clock far off; kubelet never active, a Node never registered or NotReady
-//! while other instances of the group joined). A cause every node of the group meets alike
-//! (the role's mapping, the cluster's CA, a network setting, a cluster without a working
-//! network plugin) is named at error priority and the launch goes on (`CONTINUE`): abandoning
-//! would only replace node after node. `verify.join: strict` abandons on every verdict but
-//! `joined`. A Node Ready but not as planned (`mismatch`) is a finding.
+//! the node's own. The cause decides first: what a fleet shares (a failed read of the API
+//! server, a network plugin not ready, a condition no reporter set) is never the node's own.
+//! What may be (kubelet never active, a Node never registered or NotReady, its clock) is its
+//! own only when like peers joined recently and the scope's retirement budget is not spent
+//! (docs/join.md#whose-cause-it-is). A kept node's cause is named at error priority and the
+//! launch goes on (`CONTINUE`). `verify.join: strict` abandons on every verdict but `joined`.
 
 use serde::{Deserialize, Serialize};
 
+use super::fleet::{Fleet, BUDGET, PEERS};
 use super::Cause;
 use crate::aws::autoscaling::HookResult;
 
@@ -82,67 +83,129 @@ impl Seen {
     }
 }
 
-/// Whose cause it is, and why: this node's own only for its clock, or when other instances of
-/// its group (of its cluster outside a group) joined with the same launch template and cluster
-/// (`others`: how many the agent marked joined, or why that is unknown).
-pub fn blame(seen: &Seen, others: Result<usize, &str>) -> (Blame, String) {
-    blame_in(seen, others, "its group")
+/// Whose cause it is, and why, the peers counted in its group.
+pub fn blame(seen: &Seen, fleet: Result<&Fleet, &str>) -> (Blame, String) {
+    blame_in(seen, fleet, "its group")
 }
 
-/// [`blame`], the others counted in `scope` (`its group`, or `its cluster` for an instance in
-/// no group).
-pub fn blame_in(seen: &Seen, others: Result<usize, &str>, scope: &str) -> (Blame, String) {
-    if seen.cause.as_ref().is_some_and(|c| c.code == "clock-skew") {
+/// Whose cause a failed join is, the cause first: a failed read of the API server (refused,
+/// timed out, a 5xx, TLS, a 401 or 403), a network plugin not ready, are causes a fleet shares
+/// and never the node's own, however many others joined. What may be the node's own (kubelet
+/// never active, a Node never registered while every read answered, NotReady for another
+/// reason, its clock) is its own only when [`PEERS`] like peers of `scope` joined
+/// ([`super::fleet::alike`]) and `scope`'s retirement budget is not spent; in doubt, kept.
+pub fn blame_in(seen: &Seen, fleet: Result<&Fleet, &str>, scope: &str) -> (Blame, String) {
+    let what = match may_be_own(seen) {
+        Ok(what) => what,
+        Err(shared) => {
+            return (
+                Blame::Cluster,
+                format!("{shared}: a cause other nodes meet too, never this node's own on the count of others, so it is kept"),
+            )
+        }
+    };
+    judged(what, fleet.map(|f| (f.joined, f.retired)), "joined", scope)
+}
+
+/// What the proof saw that may be the node's own, or the shared cause it saw.
+fn may_be_own(seen: &Seen) -> Result<&'static str, String> {
+    if let Some(m) = seen.not_ready.as_deref().filter(|m| network_plugin(m)) {
+        return Err(format!("kubelet says the network plugin is not ready ({}): the cluster's CNI (the VPC CNI add-on, its IAM role) or the subnet's free addresses", crate::base::text::escaped(m)));
+    }
+    match (&seen.cause, &seen.kubelet, &seen.not_ready) {
+        (Some(c), _, _) if c.code == "clock-skew" => Ok("this instance's clock is off"),
+        (Some(c), _, _) => Err(format!(
+            "({}) the last read of the API server failed",
+            c.code
+        )),
+        (None, Some(_), _) => Ok("kubelet never became active here"),
+        (None, None, Some(_)) => Ok("this Node stays NotReady"),
+        (None, None, None) => Ok("this node never registered while the API server answered"),
+    }
+}
+
+/// `what` is the node's own when `PEERS` like peers `did` (`counted`: how many did, how many
+/// of the scope retired within the window) and the budget allows; kept otherwise, saying why.
+fn judged(
+    what: &str,
+    counted: Result<(usize, usize), &str>,
+    did: &str,
+    scope: &str,
+) -> (Blame, String) {
+    let like = "launched within an hour of it, in its subnet, from its image and launch template version";
+    let (n, retired) = match counted {
+        Err(why) => {
+            return (
+                Blame::Cluster,
+                format!("{what}, but its peers cannot be counted ({why}): kept, in doubt"),
+            )
+        }
+        Ok(c) => c,
+    };
+    if n < PEERS {
         return (
-            Blame::Node,
-            "this instance's clock is off: a replacement gets its own".into(),
+            Blame::Cluster,
+            format!("{what}, and {n} like instance{} of {scope} ({like}) {did}, {PEERS} needed: a replacement would likely meet the same", plural(n)),
         );
     }
-    if let Ok(n @ 1..) = others {
-        let what = match (&seen.kubelet, &seen.not_ready) {
-            (Some(_), _) => "kubelet never became active here",
-            (None, Some(_)) => "this Node stays NotReady",
-            (None, None) => "this node never registered",
-        };
+    if retired >= BUDGET {
         return (
-            Blame::Node,
-            format!("{what} while {n} other running instance{} of {scope} joined (tagged {}): the cause is this node's own, and a replacement may join", plural(n), super::fleet::JOINED_TAG),
+            Blame::Cluster,
+            format!("{what} while {n} like instances of {scope} {did}, but {retired} instances of {scope} retired within the last hour (the budget is {BUDGET}): kept, so that a cause the fleet shares retires no more"),
         );
     }
-    let others = match others {
-        Ok(_) => format!("no other running instance of {scope} has joined"),
-        Err(why) => format!("the other instances cannot be counted ({why})"),
-    };
-    let why = match (&seen.cause, &seen.not_ready) {
-        (_, Some(m)) if network_plugin(m) => "kubelet says the network plugin is not ready: the cluster has no working CNI yet (the VPC CNI add-on, its IAM role, or free addresses in the subnet)".to_string(),
-        (Some(c), _) => format!("({}) is the group's or the cluster's as far as can be told", c.code),
-        _ => "nothing tells this node's cause from the group's".to_string(),
-    };
     (
-        Blame::Cluster,
-        format!("{why}; {others}: a replacement would likely meet the same"),
+        Blame::Node,
+        format!("{what} while {n} like instances of {scope} ({like}) {did}: the cause is this node's own, and a replacement may do better (retirement {} of {BUDGET} within the hour)", retired + 1),
     )
 }
 
-/// Whose cause a Node that joined and never initialised is: its own only while other running
-/// instances of `scope` initialised (tagged [`super::fleet::INITIALISED_TAG`]). Every node is
-/// marked joined once Ready, so joined ones tell nothing here: a condition no node of the
-/// cluster ever gets True (a reporter not installed, a type misspelt) would otherwise retire
-/// node after node.
-pub fn blame_uninitialised(others: Result<usize, &str>, scope: &str) -> (Blame, String) {
-    match others {
-        Ok(n @ 1..) => (
-            Blame::Node,
-            format!("this Node's conditions stayed not True while {n} other running instance{} of {scope} initialised (tagged {}): the cause is this node's own, and a replacement may initialise", plural(n), super::fleet::INITIALISED_TAG),
-        ),
-        Ok(_) => (
+/// Whose cause a Node that joined and never initialised is. A watched condition never set
+/// (its reporter down, or the agent's own patch refused) is the fleet's; the agent's own
+/// conditions not True are the AMI's or the config's. Only other reporters' conditions set
+/// and not True, while [`PEERS`] like peers initialised (tagged
+/// [`super::fleet::INITIALISED_TAG`]) and the budget allows, are the node's own.
+pub fn blame_uninitialised(
+    unmet: &Unmet,
+    fleet: Result<&Fleet, &str>,
+    scope: &str,
+) -> (Blame, String) {
+    if !unmet.unset.is_empty() {
+        return (
             Blame::Cluster,
-            format!("no other running instance of {scope} has initialised: a replacement would likely meet the same"),
-        ),
-        Err(why) => (
+            format!("{} never set on the Node: its reporter is not running or not allowed to set it, which other nodes meet too, so it is kept", unmet.unset.join(", ")),
+        );
+    }
+    if !unmet.own.is_empty() {
+        return (
             Blame::Cluster,
-            format!("the other instances cannot be counted ({why}): a replacement would likely meet the same"),
-        ),
+            format!("the agent's own {} not True: the AMI's or the config's, which a replacement meets too, so it is kept", unmet.own.join(", ")),
+        );
+    }
+    let what = "this Node's conditions stayed not True";
+    judged(what, fleet.map(|f| (f.initialised, f.retired)), "initialised", scope)
+}
+
+/// The watched conditions not True on the Node by the deadline, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unmet {
+    /// Not on the Node, or `Unknown`.
+    pub unset: Vec<String>,
+    /// The agent's own, set and not True.
+    pub own: Vec<String>,
+    /// Other reporters', set and not True.
+    pub others: Vec<String>,
+}
+
+impl Unmet {
+    /// Every condition not True, as the verdict says it.
+    pub fn lines(&self) -> Vec<String> {
+        let all = [&self.unset, &self.own, &self.others];
+        all.into_iter().flatten().cloned().collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.unset.is_empty() && self.own.is_empty() && self.others.is_empty()
     }
 }
 
@@ -191,6 +254,9 @@ pub enum JoinVerdict {
     Mismatch,
     /// The Node's watched conditions not all True by `verify.initDeadline`.
     InitDeadline,
+    /// Not Ready by the deadline, kept for a cause the fleet shares, and Ready within
+    /// `verify.lateJoin` after it.
+    JoinedLate,
 }
 
 impl JoinVerdict {
@@ -202,6 +268,7 @@ impl JoinVerdict {
             JoinVerdict::NotReady => "not-ready",
             JoinVerdict::Mismatch => "mismatch",
             JoinVerdict::InitDeadline => "init-deadline",
+            JoinVerdict::JoinedLate => "joined-late",
         }
     }
 }
@@ -216,59 +283,94 @@ mod tests {
         s
     }
 
+    fn fleet(joined: usize, retired: usize) -> Fleet {
+        Fleet {
+            joined,
+            initialised: joined,
+            retired,
+        }
+    }
+
     #[test]
-    fn only_a_cause_of_the_node_itself_abandons() {
-        // NotReady while others of the group joined: the node's own.
+    fn a_cause_the_fleet_shares_is_never_the_nodes_however_many_joined() {
+        let many = fleet(40, 0);
+        // Every failed read: a refused or timed-out connection, a 5xx, TLS, a 401 or 403.
+        for code in [
+            "unreachable",
+            "timeout",
+            "http",
+            "unavailable",
+            "tls",
+            "credentials",
+            "token",
+            "not-node",
+        ] {
+            let (b, why) = blame(&failed(code), Ok(&many));
+            assert_eq!(b, Blame::Cluster, "{code}");
+            assert!(why.contains("never this node's own"), "{why}");
+        }
+        // A network plugin not ready: the CNI's or the subnet's, even after an earlier read.
         let mut s = Seen::default();
         s.not_ready(
             "n",
             "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady"
                 .into(),
         );
-        let (b, why) = blame(&s, Ok(3));
-        assert_eq!(b, Blame::Node);
-        assert!(why.contains("3 other running instances"), "{why}");
-        // The same with none joined: the cluster has no CNI yet.
-        let (b, why) = blame(&s, Ok(0));
+        let (b, why) = blame(&s, Ok(&many));
         assert_eq!(b, Blame::Cluster);
-        assert!(why.contains("no working CNI"), "{why}");
-        assert_eq!(blame(&s, Err("denied")).0, Blame::Cluster);
-        // A later failed read keeps what was seen before.
+        assert!(why.contains("subnet's free addresses"), "{why}");
         s.failed(Cause::new("timeout", "x".into()));
-        assert!(blame(&s, Ok(0)).1.contains("no working CNI"));
-        // Never registered, or kubelet never active, while others joined: the node's own.
-        let mut s = Seen::default();
-        s.absent("no Node n registered yet".into());
-        assert_eq!(blame(&s, Ok(1)).0, Blame::Node);
-        assert_eq!(blame(&s, Ok(0)).0, Blame::Cluster);
+        assert_eq!(blame(&s, Ok(&many)).0, Blame::Cluster);
+    }
+
+    #[test]
+    fn what_may_be_the_nodes_own_needs_like_peers_and_a_budget() {
         let k = Seen::kubelet("kubelet.service is failed".into());
-        assert_eq!(blame(&k, Ok(1)).0, Blame::Node);
-        assert_eq!(blame(&k, Ok(0)).0, Blame::Cluster);
-        for code in [
-            "unauthenticated",
-            "tls-untrusted",
-            "timeout",
-            "dns",
-            "not-node",
-        ] {
-            assert_eq!(blame(&failed(code), Ok(0)).0, Blame::Cluster, "{code}");
+        let mut absent = Seen::default();
+        absent.absent("no Node n registered yet".into());
+        let mut not_ready = Seen::default();
+        not_ready.not_ready("n", "PLEG is not healthy".into());
+        for s in [&k, &absent, &not_ready, &failed("clock-skew")] {
+            assert_eq!(blame(s, Ok(&fleet(2, 0))).0, Blame::Node, "{s:?}");
+            assert_eq!(blame(s, Ok(&fleet(2, 1))).0, Blame::Node, "{s:?}");
+            // One peer is not enough; none known is doubt; a spent budget keeps it.
+            assert_eq!(blame(s, Ok(&fleet(1, 0))).0, Blame::Cluster, "{s:?}");
+            assert_eq!(blame(s, Err("denied")).0, Blame::Cluster, "{s:?}");
+            assert_eq!(blame(s, Ok(&fleet(9, BUDGET))).0, Blame::Cluster, "{s:?}");
         }
-        assert_eq!(blame(&failed("clock-skew"), Err("x")).0, Blame::Node);
-        // A Node that never initialised: only others initialised make it its own.
-        assert_eq!(blame_uninitialised(Ok(2), "its group").0, Blame::Node);
-        let (b, why) = blame_uninitialised(Ok(0), "its group");
+        let (_, why) = blame(&k, Ok(&fleet(3, 1)));
+        assert!(why.contains("while 3 like instances of its group"), "{why}");
+        assert!(why.contains("retirement 2 of 2"), "{why}");
+        let (_, why) = blame(&k, Ok(&fleet(9, 2)));
+        assert!(why.contains("2 instances of its group retired"), "{why}");
+        let (_, why) = blame_in(&k, Ok(&fleet(1, 0)), "its cluster");
+        assert!(why.contains("1 like instance of its cluster"), "{why}");
+        assert!(blame(&k, Err("the group is unknown")).1.contains("in doubt"));
+    }
+
+    #[test]
+    fn a_node_not_initialised_is_its_own_only_for_other_reporters_set_conditions() {
+        let set_false = Unmet {
+            others: vec!["gpu.example/Ready is False".into()],
+            ..Unmet::default()
+        };
+        assert_eq!(blame_uninitialised(&set_false, Ok(&fleet(2, 0)), "its group").0, Blame::Node);
+        assert_eq!(blame_uninitialised(&set_false, Ok(&fleet(1, 0)), "x").0, Blame::Cluster);
+        assert_eq!(blame_uninitialised(&set_false, Ok(&fleet(5, 2)), "x").0, Blame::Cluster);
+        assert_eq!(blame_uninitialised(&set_false, Err("denied"), "x").0, Blame::Cluster);
+        // A reporter down, or the agent's own patch refused: never the node's.
+        let unset = Unmet {
+            unset: vec!["gpu.example/Ready".into()],
+            ..set_false.clone()
+        };
+        let (b, why) = blame_uninitialised(&unset, Ok(&fleet(30, 0)), "x");
         assert_eq!(b, Blame::Cluster);
-        assert!(why.contains("has initialised"), "{why}");
-        assert_eq!(blame_uninitialised(Err("denied"), "x").0, Blame::Cluster);
-        // Outside a group, the others are the cluster's.
-        let (_, why) = blame_in(&k, Ok(2), "its cluster");
-        assert!(
-            why.contains("2 other running instances of its cluster joined"),
-            "{why}"
-        );
-        assert!(blame_in(&k, Ok(0), "its cluster")
-            .1
-            .contains("instance of its cluster has"));
+        assert!(why.contains("never set"), "{why}");
+        let own = Unmet {
+            own: vec!["eks-nodeinit.io/Joined".into()],
+            ..Unmet::default()
+        };
+        assert_eq!(blame_uninitialised(&own, Ok(&fleet(30, 0)), "x").0, Blame::Cluster);
     }
 
     #[test]

@@ -115,6 +115,8 @@ pub(super) fn join_job(
         init_deadline_secs: None,
         init_conditions: Vec::new(),
         retire: None,
+        group_unknown: false,
+        late_join_secs: 0,
     };
     write(root, JOIN_JOB, &job.to_text());
 }

@@ -78,18 +78,13 @@ fn expect(k: &KubeletIntent) -> Expect {
 /// hook waits or not (the hook's `ABANDON` comes first; a verdict after the hook's completion,
 /// the initialisation deadline's, needs the health); outside one only with `terminate`.
 fn retire(spec: &Spec, facts: &Facts, warnings: &mut Vec<String>) -> Option<Retire> {
-    // A detached instance left its group: nothing would replace it on its health.
-    let state = facts
-        .instance
-        .as_ref()
-        .and_then(|m| m.target_lifecycle_state.as_deref());
-    let in_group = match state {
-        Some("Detached") => false,
-        Some(_) => true,
-        None => facts.autoscaling_group().is_some(),
-    };
+    let in_group = in_group(facts);
     match (spec.verify.on_failure, in_group) {
         (OnFailure::Report, _) => None,
+        (_, true) if facts.autoscaling_group().is_none() => {
+            warnings.push(format!("verify.onFailure is `{}`, but the instance's Auto Scaling group is not known (no instance-metadata tags, and DescribeTags gave no `aws:autoscaling:groupName`): its peers cannot be told from the rest of the account, so a failed join is only reported; turn on instance-metadata tags (`InstanceMetadataTags=enabled`)", spec.verify.on_failure.as_str()));
+            None
+        }
         (_, true) => Some(Retire::Unhealthy),
         (OnFailure::Terminate, false) => Some(Retire::Terminate),
         (OnFailure::Replace, false) => {
@@ -97,6 +92,31 @@ fn retire(spec: &Spec, facts: &Facts, warnings: &mut Vec<String>) -> Option<Reti
             None
         }
     }
+}
+
+/// Whether the instance is in an Auto Scaling group: IMDS gives its target lifecycle state (a
+/// detached instance left its group: nothing would replace it on its health), else its tags
+/// name the group.
+fn in_group(facts: &Facts) -> bool {
+    let state = facts
+        .instance
+        .as_ref()
+        .and_then(|m| m.target_lifecycle_state.as_deref());
+    match state {
+        Some("Detached") => false,
+        Some(_) => true,
+        None => facts.autoscaling_group().is_some(),
+    }
+}
+
+/// `verify.initDeadline`; with a startup taint and none set,
+/// [`STARTUP_INIT_DEADLINE`](crate::spec::verify::STARTUP_INIT_DEADLINE), so that a node
+/// whose conditions cannot be set meets a verdict.
+fn init_deadline(spec: &Spec) -> Option<std::time::Duration> {
+    let tainted = spec.registration.startup_taint.is_some();
+    spec.verify
+        .init_deadline
+        .or(tainted.then_some(crate::spec::verify::STARTUP_INIT_DEADLINE))
 }
 
 /// What the Node must show on this node: [`expect`], with the reservations the user data's
@@ -181,14 +201,18 @@ fn job_of(
         strict: spec.verify.join_strict,
         transport: join::node_transport(spec, facts, md),
         expect: expect_on(&i.handoff.kubelet, facts, spec),
-        init_deadline_secs: spec.verify.init_deadline.map(|d| d.as_secs()),
+        init_deadline_secs: init_deadline(spec).map(|d| d.as_secs()),
         init_conditions: spec.verify.init_conditions.clone(),
         retire: retire(spec, facts, warnings),
+        group_unknown: in_group(facts) && facts.autoscaling_group().is_none(),
+        late_join_secs: spec.verify.late_join.as_secs(),
     }
 }
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
+    out.warnings
+        .extend(crate::spec::registration::startup_advice(&spec.registration));
     // A check before the changes that fails, whichever setting planned it, is the join's
     // verdict: no hand-off. The executor runs this only then.
     if facts.family().is_some() {
@@ -386,12 +410,18 @@ mod tests {
     fn the_node_retires_by_its_health_in_a_group_and_terminates_outside_only_when_asked() {
         let on = |mode: &str| format!(r#""verify":{{"onFailure":"{mode}"}}"#);
         for mode in ["replace", "terminate"] {
-            let (job, w) = job_with(&on(mode), Some("InService"));
+            let (job, w) = job_in(&on(mode), Some("InService"), Some("asg-a"));
             assert_eq!(
                 (job["retire"].as_str(), w.len()),
                 (Some("unhealthy"), 0),
                 "{mode}"
             );
+            // In a group whose name is unknown: its peers cannot be told, so no retirement,
+            // and the plan says why.
+            let (job, w) = job_with(&on(mode), Some("InService"));
+            assert!(job.get("retire").is_none(), "{job:#}");
+            assert_eq!(job["groupUnknown"], true, "{job:#}");
+            assert!(w[0].contains("group is not known"), "{w:?}");
         }
         let (job, w) = job_with(&on("terminate"), None);
         assert_eq!((job["retire"].as_str(), w.len()), (Some("terminate"), 0));

@@ -38,7 +38,7 @@ fn joining(
     let cp = ControlPlane::shared();
     let j = instance_mapped(&cp, tag, VPC, Mapping::Ec2Linux, |v| {
         v["lifecycle"]["startupTaint"] = json!(format!("{TAINT}=pending:NoSchedule"));
-        v["labels"] = json!({"eks-nodeinit.io/boot-conditions": "true"});
+        v["labels"] = json!({"eks-nodeinit.io/readiness": "v2"});
         for (k, x) in verify.as_object().unwrap() {
             v["verify"][k] = x.clone();
         }
