@@ -25,8 +25,8 @@ use crate::instance::lifecycle::{CompleteAfter, LaunchHookJob, LAUNCH_HOOK_DONE,
 use crate::os::fsutil::{self, under};
 use crate::os::systemd;
 use crate::plan::after::{AfterJob, AFTER_JOB};
-use crate::verify::outcome;
 use crate::verify::launch_of;
+use crate::verify::outcome;
 use crate::verify::proof::{self, JoinJob, OwnNode, Proof, JOIN_JOB};
 use crate::verify::record::JoinVerdict;
 use crate::verify::verdict::{hook_result, Blame, Seen};

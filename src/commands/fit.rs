@@ -10,9 +10,9 @@ use tokio::time::Instant;
 use crate::exec::after::Ran;
 use crate::verify::conditions::{self, Condition, AS_PLANNED, BOOT_STEPS, JOINED};
 use crate::verify::outcome;
-use crate::verify::verdict::Unmet;
 use crate::verify::proof::{JoinJob, OwnNode, Proof};
 use crate::verify::record::JoinVerdict;
+use crate::verify::verdict::Unmet;
 use crate::verify::Context;
 
 /// The steps after the hand-off as conditions: [`BOOT_STEPS`], then each step's own.
@@ -64,8 +64,18 @@ pub(super) fn decided(p: &Proof, ready_as_planned: bool, ran: &Ran) -> Vec<Condi
         false => Condition::new(JOINED, false, reason, &p.causes.join("; ")),
     };
     let planned = match p.verdict {
-        JoinVerdict::Joined => Some(Condition::new(AS_PLANNED, true, "AsPlanned", &p.checked.join("; "))),
-        JoinVerdict::Mismatch => Some(Condition::new(AS_PLANNED, false, "NotAsPlanned", &p.causes.join("; "))),
+        JoinVerdict::Joined => Some(Condition::new(
+            AS_PLANNED,
+            true,
+            "AsPlanned",
+            &p.checked.join("; "),
+        )),
+        JoinVerdict::Mismatch => Some(Condition::new(
+            AS_PLANNED,
+            false,
+            "NotAsPlanned",
+            &p.causes.join("; "),
+        )),
         _ => None,
     };
     std::iter::once(joined)

@@ -99,7 +99,8 @@ pub fn unmet(node: &serde_json::Value, kinds: &[String]) -> Unmet {
     let mut out = Unmet::default();
     for k in kinds {
         let Some(c) = find(node, k) else {
-            out.unset.push(format!("{} is not on the Node", printable(k)));
+            out.unset
+                .push(format!("{} is not on the Node", printable(k)));
             continue;
         };
         let status = c["status"].as_str().unwrap_or("");
@@ -205,7 +206,10 @@ mod tests {
         ]}});
         let kinds = ["Ready", "gpu.example/Ready", JOINED].map(String::from);
         let u = unmet(&node, &kinds);
-        assert_eq!(u.others, ["gpu.example/Ready is False (NoDriver): no driver"]);
+        assert_eq!(
+            u.others,
+            ["gpu.example/Ready is False (NoDriver): no driver"]
+        );
         assert_eq!(u.unset, [format!("{JOINED} is not on the Node")]);
         assert!(u.own.is_empty());
         let node = json!({"status": {"conditions": [

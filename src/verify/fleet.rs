@@ -170,7 +170,9 @@ mod tests {
         let mut other_image = at("i-4", 10_000);
         other_image.image = Some("ami-2".into());
         let mut other_version = at("i-5", 10_000);
-        other_version.tags.insert("aws:ec2launchtemplate:version".into(), "4".into());
+        other_version
+            .tags
+            .insert("aws:ec2launchtemplate:version".into(), "4".into());
         let mut stopped = at("i-6", 10_000);
         stopped.state = "stopped".into();
         let mut unknown = at("i-9", 10_000);

@@ -67,7 +67,10 @@ fn row(verdict: JoinVerdict, blame: Option<Blame>, bound: &'static str) -> Row {
             ("none (no Node)".to_string(), "nothing to release")
         }
         (_, true) => (format!("True ({reason})"), "releases the taint"),
-        (_, false) => (format!("False ({reason})"), "holds it; the Node is not Ready anyway"),
+        (_, false) => (
+            format!("False ({reason})"),
+            "holds it; the Node is not Ready anyway",
+        ),
     };
     let retires = match (retires(verdict, blame), verdict) {
         (true, JoinVerdict::InitDeadline) => {
@@ -93,16 +96,36 @@ pub fn table() -> Vec<Row> {
     use JoinVerdict::*;
     let (node, cluster) = (Some(Blame::Node), Some(Blame::Cluster));
     let mut rows = vec![
-        row(Joined, None, "`verify.initDeadline` for the config's other conditions"),
-        row(Mismatch, None, "the same: the finding is in `AsPlanned`, which the rule does not wait on"),
+        row(
+            Joined,
+            None,
+            "`verify.initDeadline` for the config's other conditions",
+        ),
+        row(
+            Mismatch,
+            None,
+            "the same: the finding is in `AsPlanned`, which the rule does not wait on",
+        ),
         row(PreflightFailed, None, "no hand-off: the unit fails at boot"),
         row(Deadline, node, "`verify.joinDeadline`"),
-        row(Deadline, cluster, "`verify.joinDeadline`, then watched until Ready (`joined-late`) for `verify.lateJoin`"),
+        row(
+            Deadline,
+            cluster,
+            "`verify.joinDeadline`, then watched until Ready (`joined-late`) for `verify.lateJoin`",
+        ),
         row(NotReady, node, "`verify.joinDeadline`"),
-        row(NotReady, cluster, "`verify.joinDeadline`, then watched until Ready (`joined-late`) for `verify.lateJoin`"),
+        row(
+            NotReady,
+            cluster,
+            "`verify.joinDeadline`, then watched until Ready (`joined-late`) for `verify.lateJoin`",
+        ),
         row(JoinedLate, None, "the rule releases it once Ready"),
         row(InitDeadline, node, "`verify.initDeadline`"),
-        row(InitDeadline, cluster, "`verify.initDeadline`: the other reporter's condition decides, the verdict says which"),
+        row(
+            InitDeadline,
+            cluster,
+            "`verify.initDeadline`: the other reporter's condition decides, the verdict says which",
+        ),
     ];
     rows.push(Row {
         case: "conditions refused (`conditions-forbidden`)".into(),
@@ -178,6 +201,10 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lifecycle.md"),
         )
         .unwrap();
-        assert!(page.contains(&markdown()), "docs/lifecycle.md lacks:\n{}", markdown());
+        assert!(
+            page.contains(&markdown()),
+            "docs/lifecycle.md lacks:\n{}",
+            markdown()
+        );
     }
 }

@@ -132,7 +132,8 @@ fn judged(
     did: &str,
     scope: &str,
 ) -> (Blame, String) {
-    let like = "launched within an hour of it, in its subnet, from its image and launch template version";
+    let like =
+        "launched within an hour of it, in its subnet, from its image and launch template version";
     let (n, retired) = match counted {
         Err(why) => {
             return (
@@ -183,7 +184,12 @@ pub fn blame_uninitialised(
         );
     }
     let what = "this Node's conditions stayed not True";
-    judged(what, fleet.map(|f| (f.initialised, f.retired)), "initialised", scope)
+    judged(
+        what,
+        fleet.map(|f| (f.initialised, f.retired)),
+        "initialised",
+        scope,
+    )
 }
 
 /// The watched conditions not True on the Node by the deadline, by kind.
@@ -345,7 +351,9 @@ mod tests {
         assert!(why.contains("2 instances of its group retired"), "{why}");
         let (_, why) = blame_in(&k, Ok(&fleet(1, 0)), "its cluster");
         assert!(why.contains("1 like instance of its cluster"), "{why}");
-        assert!(blame(&k, Err("the group is unknown")).1.contains("in doubt"));
+        assert!(blame(&k, Err("the group is unknown"))
+            .1
+            .contains("in doubt"));
     }
 
     #[test]
@@ -354,10 +362,22 @@ mod tests {
             others: vec!["gpu.example/Ready is False".into()],
             ..Unmet::default()
         };
-        assert_eq!(blame_uninitialised(&set_false, Ok(&fleet(2, 0)), "its group").0, Blame::Node);
-        assert_eq!(blame_uninitialised(&set_false, Ok(&fleet(1, 0)), "x").0, Blame::Cluster);
-        assert_eq!(blame_uninitialised(&set_false, Ok(&fleet(5, 2)), "x").0, Blame::Cluster);
-        assert_eq!(blame_uninitialised(&set_false, Err("denied"), "x").0, Blame::Cluster);
+        assert_eq!(
+            blame_uninitialised(&set_false, Ok(&fleet(2, 0)), "its group").0,
+            Blame::Node
+        );
+        assert_eq!(
+            blame_uninitialised(&set_false, Ok(&fleet(1, 0)), "x").0,
+            Blame::Cluster
+        );
+        assert_eq!(
+            blame_uninitialised(&set_false, Ok(&fleet(5, 2)), "x").0,
+            Blame::Cluster
+        );
+        assert_eq!(
+            blame_uninitialised(&set_false, Err("denied"), "x").0,
+            Blame::Cluster
+        );
         // A reporter down, or the agent's own patch refused: never the node's.
         let unset = Unmet {
             unset: vec!["gpu.example/Ready".into()],
@@ -370,7 +390,10 @@ mod tests {
             own: vec!["eks-nodeinit.io/Joined".into()],
             ..Unmet::default()
         };
-        assert_eq!(blame_uninitialised(&own, Ok(&fleet(30, 0)), "x").0, Blame::Cluster);
+        assert_eq!(
+            blame_uninitialised(&own, Ok(&fleet(30, 0)), "x").0,
+            Blame::Cluster
+        );
     }
 
     #[test]

@@ -194,7 +194,7 @@ impl UnitObject {
 }
 
 /// The manager's `LoadUnit` for the units the stand-in knows (any other: `NoSuchUnit`), and
-/// its `StartUnit`, recorded (a power-off's `poweroff.target`).
+/// its `StartUnit` and `StopUnit`, recorded (a power-off's `poweroff.target`, kubelet stopped).
 struct Loader {
     units: Vec<String>,
     calls: Arc<Mutex<Vec<UnitCall>>>,
@@ -226,6 +226,12 @@ impl Loader {
         let call = ("StartUnit".to_string(), name, mode);
         self.calls.lock().unwrap().push(call);
         Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/7").unwrap())
+    }
+
+    async fn stop_unit(&self, name: String, mode: String) -> zbus::fdo::Result<OwnedObjectPath> {
+        let call = ("StopUnit".to_string(), name, mode);
+        self.calls.lock().unwrap().push(call);
+        Ok(OwnedObjectPath::try_from("/org/freedesktop/systemd1/job/8").unwrap())
     }
 }
 

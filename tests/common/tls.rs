@@ -70,3 +70,69 @@ pub fn certificates_for(dir: &Path, names: &[String]) -> (PathBuf, PathBuf, Path
     );
     (p("ca.crt"), p("srv.crt"), p("srv.key"))
 }
+
+/// An HTTPS server on 127.0.0.1 (Python's http.server behind the test CA) that answers every
+/// request with `status` and a short body: an API server in an outage (503) or refusing every
+/// token (401). Killed when dropped.
+pub struct Answering {
+    pub port: u16,
+    /// The CA's PEM, as a job carries it.
+    pub ca_pem: String,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const ANSWERING: &str = r#"
+import http.server, ssl, sys
+status = int(sys.argv[3])
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        body = b'{"kind":"Status","code":%d}' % status
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = do_PATCH = answer
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+c.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// [`Answering`] with `status`.
+pub fn answering(status: u16) -> Answering {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, crt, key) = certificates(dir.path());
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(ANSWERING)
+        .arg(&crt)
+        .arg(&key)
+        .arg(status.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    Answering {
+        port: line.trim().parse().unwrap(),
+        ca_pem: std::fs::read_to_string(ca).unwrap(),
+        child,
+        _dir: dir,
+    }
+}

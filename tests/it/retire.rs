@@ -1,10 +1,15 @@
-//! Failing fast where no launch hook waits (`verify.onFailure`, docs/join.md): the proof of a
-//! node whose API server never answers ends in `deadline`, and its blame decides. Against moto
+//! Failing fast where no launch hook waits (`verify.onFailure`, docs/join.md), and the guard
+//! that keeps a fleet from retiring itself for a cause it shares. Against moto
 //! (tests/moto/lifecycle_actions.py logs every SetInstanceHealth, TerminateInstances and
-//! CreateTags in the order moto served them): in a group without a hook the node sets itself
-//! `Unhealthy` once; outside a group it terminates itself once; a cause the cluster shares, or
-//! no other instance of its group joined (the group's guard), calls neither. The cause is
-//! tagged before either, and its line is on the console (the root's `/dev/console`).
+//! CreateTags in the order moto served them), the node's instance among others of its group
+//! (or, outside a group, of the account), launched together from one image into one subnet:
+//! - a node whose kubelet never starts while two like peers joined is its own cause: set
+//!   `Unhealthy` (in a group) or terminated (outside one) once, kubelet stopped first, the cause
+//!   tagged before either and its line on the console (the root's `/dev/console`);
+//! - an API server that stalls, refuses connections, answers 503 or 401 after every peer joined
+//!   is the fleet's: nothing retires;
+//! - one like peer is not enough, a spent budget keeps the node, an unknown group keeps it;
+//! - a refused retirement is tried again, as many times as asked.
 
 use std::path::{Path, PathBuf};
 
@@ -20,8 +25,8 @@ use eks_nodeinit::verify::proof::JOIN_JOB;
 
 const CLUSTER: &str = "prod";
 
-/// moto logging the calls, its instances: `n` in group `asg-nodes` (no hook the node
-/// completes), or `n` outside any group.
+/// moto logging the calls, its instances: `n` in group `asg-nodes` (with a hook named
+/// `other` the node completes only when its job says so), or `n` outside any group.
 struct World {
     moto: common::Moto,
     ids: Vec<String>,
@@ -29,7 +34,7 @@ struct World {
     _dir: tempfile::TempDir,
 }
 
-fn world(in_group: bool, deny_terminate: bool) -> Option<World> {
+fn world(in_group: bool, deny_terminate: bool, n: i32) -> Option<World> {
     let dir = tempfile::tempdir().unwrap();
     let calls = dir.path().join("calls.jsonl");
     let script = common::manifest_dir().join("tests/moto/lifecycle_actions.py");
@@ -50,7 +55,7 @@ fn world(in_group: bool, deny_terminate: bool) -> Option<World> {
         let conf = common::moto_sdk_config(&moto.url, "us-east-1").await;
         if in_group {
             let a =
-                common::group_with_launch_hook(&conf, "asg-nodes", "other", "us-east-1a", 2).await;
+                common::group_with_launch_hook(&conf, "asg-nodes", "other", "us-east-1a", n).await;
             let out = a.describe_auto_scaling_instances().send().await.unwrap();
             let ids = out.auto_scaling_instances().iter();
             return ids.map(|i| i.instance_id().unwrap().to_string()).collect();
@@ -59,8 +64,8 @@ fn world(in_group: bool, deny_terminate: bool) -> Option<World> {
         let out = ec2
             .run_instances()
             .image_id("ami-12c6146b")
-            .min_count(2)
-            .max_count(2)
+            .min_count(n)
+            .max_count(n)
             .send()
             .await
             .unwrap();
@@ -77,33 +82,35 @@ fn world(in_group: bool, deny_terminate: bool) -> Option<World> {
 }
 
 impl World {
-    /// The other instance marked joined by its own agent.
-    fn other_joined(&self) {
-        self.ec2(|c, id| async move {
+    /// Instances `which` marked `key` = `value` by their own agents (not the node's calls: the
+    /// log starts after).
+    fn mark(&self, which: std::ops::Range<usize>, key: &str, value: &str) {
+        let ids = self.ids[which].to_vec();
+        self.ec2(|c| async move {
             let tag = aws_sdk_ec2::types::Tag::builder()
-                .key("eks-nodeinit/joined")
-                .value(CLUSTER)
+                .key(key)
+                .value(value)
                 .build();
-            c.create_tags()
-                .resources(id)
-                .tags(tag)
-                .send()
-                .await
-                .unwrap();
+            let r = c.create_tags().set_resources(Some(ids)).tags(tag);
+            r.send().await.unwrap();
         });
-        // Marking is not the node's call: the log starts after it.
-        std::fs::remove_file(&self.calls).unwrap();
+        let _ = std::fs::remove_file(&self.calls);
+    }
+
+    /// `n` peers (after the node's own instance) joined.
+    fn joined(&self, n: usize) {
+        self.mark(1..1 + n, "eks-nodeinit/joined", CLUSTER);
     }
 
     fn ec2<F, Fut>(&self, f: F)
     where
-        F: FnOnce(aws_sdk_ec2::Client, String) -> Fut,
+        F: FnOnce(aws_sdk_ec2::Client) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
             let conf = common::moto_sdk_config(&self.moto.url, "us-east-1").await;
-            f(aws_sdk_ec2::Client::new(&conf), self.ids[1].clone()).await
+            f(aws_sdk_ec2::Client::new(&conf)).await
         });
     }
 
@@ -126,38 +133,93 @@ impl World {
     }
 }
 
-/// The proof of the world's first instance against an API server that never answers, the job
-/// retiring it as `retire` says: the run's root, the unit's StartUnit calls.
-fn failed_proof(w: &World, group: Option<&str>, retire: &str) -> (tempfile::TempDir, Vec<String>) {
-    failed_proof_with(w, group, retire, None)
+/// What the API server does while the proof reads it.
+enum Api {
+    /// Accepts and never answers.
+    Stalls,
+    /// Refuses every connection (nothing listens).
+    Refused,
+    /// Answers every request with this status, over TLS the job trusts.
+    Answers(u16),
 }
 
-/// [`failed_proof`], the launch hook `hook` of the world's group waiting when given.
-fn failed_proof_with(
-    w: &World,
-    group: Option<&str>,
-    retire: &str,
-    hook: Option<&str>,
-) -> (tempfile::TempDir, Vec<String>) {
+/// One failed proof of the world's first instance.
+struct Run<'a> {
+    group: Option<&'a str>,
+    retire: &'a str,
+    /// kubelet.service's state: `active`, or `failed` (never starts).
+    kubelet: &'a str,
+    api: Api,
+    /// The launch hook `other` of the group waits.
+    hook: bool,
+    job: fn(&mut Value),
+    extra: &'a [&'a str],
+}
+
+impl Default for Run<'_> {
+    fn default() -> Self {
+        Run {
+            group: Some("asg-nodes"),
+            retire: "unhealthy",
+            kubelet: "failed",
+            api: Api::Stalls,
+            hook: false,
+            job: |_| {},
+            extra: &[],
+        }
+    }
+}
+
+/// The proof as `r` says: the run's root and the unit calls made over D-Bus.
+fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String, String)>) {
     let bus = start_bus().unwrap();
-    let cell = std::sync::Arc::new(std::sync::Mutex::new("active".to_string()));
-    let started = serve_unit_states(&bus.address, &[("kubelet.service", cell)]);
+    let cell = std::sync::Arc::new(std::sync::Mutex::new(r.kubelet.to_string()));
+    let units = serve_unit_states(&bus.address, &[("kubelet.service", cell)]);
     let imds = imds();
-    let api = stalling();
+    let (stall, answer);
+    let (endpoint, ca) = match r.api {
+        Api::Stalls => {
+            stall = stalling();
+            (format!("https://127.0.0.1:{}", stall.port), None)
+        }
+        Api::Refused => {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            (format!("https://127.0.0.1:{port}"), None)
+        }
+        Api::Answers(status) => {
+            answer = common::tls::answering(status);
+            let pem = answer.ca_pem.clone();
+            (format!("https://127.0.0.1:{}", answer.port), Some(pem))
+        }
+    };
     let root = tempfile::tempdir().unwrap();
     // The node's /dev, where its console is.
     std::fs::create_dir(root.path().join("dev")).unwrap();
-    let endpoint = format!("https://127.0.0.1:{}", api.port);
-    join_job(root.path(), &imds.url(), &endpoint, None, (DEADLINE, group));
+    join_job(
+        root.path(),
+        &imds.url(),
+        &endpoint,
+        None,
+        (DEADLINE, r.group),
+    );
     let path = root.path().join(&JOIN_JOB[1..]);
     let text = std::fs::read_to_string(&path).unwrap();
     let mut job: Value = serde_json::from_str(&text.replace(INSTANCE, &w.ids[0])).unwrap();
-    job["retire"] = json!(retire);
+    job["retire"] = json!(r.retire);
+    if let Some(pem) = ca {
+        use base64::Engine;
+        job["certificateAuthority"] = json!(base64::engine::general_purpose::STANDARD.encode(pem));
+    }
+    (r.job)(&mut job);
     write(root.path(), JOIN_JOB, &job.to_string());
-    if let Some(hook) = hook {
+    if r.hook {
         let job = LaunchHookJob {
-            hook: hook.into(),
-            group: group.map(String::from),
+            hook: "other".into(),
+            group: r.group.map(String::from),
             instance_id: w.ids[0].clone(),
             region: "us-east-1".into(),
             state: "InService".into(),
@@ -170,19 +232,25 @@ fn failed_proof_with(
         ("AWS_ENDPOINT_URL_AUTO_SCALING", w.moto.url.as_str()),
         ("AWS_ENDPOINT_URL_EC2", w.moto.url.as_str()),
     ];
-    let (out, _) = complete_hook(root.path(), &bus.address, &env, &[]);
+    // One attempt unless the run asks for more (the unit's default: until the instance is gone).
+    let once: &[&str] = match r.extra.contains(&"--retire-attempts") {
+        true => &[],
+        false => &["--retire-attempts", "1"],
+    };
+    let extra = [once, r.extra].concat();
+    let (out, _) = complete_hook(root.path(), &bus.address, &env, &extra);
     assert!(!out.status.success(), "the node did not join");
-    let started = started
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|c| c.1.clone())
-        .collect();
-    (root, started)
+    let units = units.lock().unwrap();
+    let units = units.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
+    (root, units)
 }
 
 fn console(root: &Path) -> String {
     std::fs::read_to_string(root.join("dev/console")).unwrap_or_default()
+}
+
+fn join_of(root: &Path) -> Value {
+    report(root)["join"].clone()
 }
 
 /// The tag first, on the node's own instance: its value the verdict and the cause.
@@ -197,17 +265,27 @@ fn assert_tagged_first(w: &World, calls: &[(String, String)]) {
     assert_eq!(tag["Key"], "eks-nodeinit/retired");
     let value = tag["Value"].as_str().unwrap();
     assert!(
-        value.starts_with("deadline: no Ready Node within 10s"),
+        value.starts_with("deadline: kubelet.service is failed"),
         "{value}"
     );
     assert!(value.chars().count() <= 256, "{value}");
 }
 
+const KUBELET_STOPPED: (&str, &str) = ("StopUnit", "kubelet.service");
+
+fn stopped(units: &[(String, String)]) -> bool {
+    units
+        .iter()
+        .any(|(m, u)| (m.as_str(), u.as_str()) == KUBELET_STOPPED)
+}
+
 #[test]
-fn in_a_group_without_a_hook_a_node_of_its_own_cause_is_set_unhealthy_once() {
-    let Some(w) = world(true, false) else { return };
-    w.other_joined();
-    let (root, _) = failed_proof(&w, Some("asg-nodes"), "unhealthy");
+fn a_node_whose_kubelet_fails_while_like_peers_joined_is_set_unhealthy_once() {
+    let Some(w) = world(true, false, 3) else {
+        return;
+    };
+    w.joined(2);
+    let (root, units) = failed_proof(&w, Run::default());
     let calls = w.calls();
     assert_tagged_first(&w, &calls);
     assert_eq!(
@@ -223,17 +301,25 @@ fn in_a_group_without_a_hook_a_node_of_its_own_cause_is_set_unhealthy_once() {
         ),
         (Some("Unhealthy"), Some(false))
     );
+    // kubelet stopped before the retirement: a retiring node takes no pods.
+    assert!(stopped(&units), "{units:?}");
     let line = console(root.path());
     assert_eq!(line.lines().count(), 1, "{line}");
     assert!(
         line.starts_with(&format!(
-            "eks-nodeinit: retiring {}: verdict deadline: no Ready Node",
+            "eks-nodeinit: retiring {}: verdict deadline: kubelet.service is failed",
             w.ids[0]
         )),
         "{line}"
     );
-    let join = &report(root.path())["join"];
+    let join = join_of(root.path());
     assert_eq!(join["blame"], "node", "{join:#}");
+    let causes = join["causes"].to_string();
+    assert!(
+        causes.contains("while 2 like instances of its group"),
+        "{causes}"
+    );
+    assert!(causes.contains("retirement 1 of 2"), "{causes}");
     assert!(
         join["retired"]
             .as_str()
@@ -242,22 +328,25 @@ fn in_a_group_without_a_hook_a_node_of_its_own_cause_is_set_unhealthy_once() {
         "{join:#}"
     );
     let status = common::run(common::cmd().args(["status", "--root"]).arg(root.path()));
+    let text = common::stdout(&status);
     assert!(
-        stdout_of(&status).contains("retired: SetInstanceHealth Unhealthy"),
-        "{}",
-        stdout_of(&status)
+        text.contains("retired: SetInstanceHealth Unhealthy"),
+        "{text}"
     );
-}
-
-fn stdout_of(o: &std::process::Output) -> String {
-    common::stdout(o)
 }
 
 #[test]
 fn outside_a_group_a_node_of_its_own_cause_terminates_itself_once() {
-    let Some(w) = world(false, false) else { return };
-    w.other_joined();
-    let (root, started) = failed_proof(&w, None, "terminate");
+    let Some(w) = world(false, false, 3) else {
+        return;
+    };
+    w.joined(2);
+    let run = Run {
+        group: None,
+        retire: "terminate",
+        ..Run::default()
+    };
+    let (root, units) = failed_proof(&w, run);
     let calls = w.calls();
     assert_tagged_first(&w, &calls);
     assert_eq!(
@@ -265,23 +354,26 @@ fn outside_a_group_a_node_of_its_own_cause_terminates_itself_once() {
         [("TerminateInstances".into(), w.ids[0].clone())],
         "{calls:?}"
     );
-    assert!(started.is_empty(), "no power-off: {started:?}");
-    let join = &report(root.path())["join"];
+    assert_eq!(units, [KUBELET_STOPPED].map(|(a, b)| (a.into(), b.into())));
+    let join = join_of(root.path());
+    let retired = join["retired"].as_str().unwrap();
+    assert!(retired.starts_with("TerminateInstances"), "{join:#}");
     assert!(
-        join["retired"]
-            .as_str()
-            .unwrap()
-            .starts_with("TerminateInstances"),
+        join["causes"]
+            .to_string()
+            .contains("like instances of its cluster"),
         "{join:#}"
     );
 }
 
 #[test]
-fn a_refused_termination_powers_off_only_where_that_terminates() {
+fn a_refused_termination_is_tried_again_and_powers_off_only_where_that_terminates() {
     for (behaviour, off) in [("terminate", true), ("stop", false)] {
-        let Some(w) = world(false, true) else { return };
-        w.other_joined();
-        w.ec2(|c, _| {
+        let Some(w) = world(false, true, 3) else {
+            return;
+        };
+        w.joined(2);
+        w.ec2(|c| {
             let id = w.ids[0].clone();
             async move {
                 use aws_sdk_ec2::types::InstanceAttributeName;
@@ -294,57 +386,130 @@ fn a_refused_termination_powers_off_only_where_that_terminates() {
                     .unwrap();
             }
         });
-        let (root, started) = failed_proof(&w, None, "terminate");
+        let _ = std::fs::remove_file(&w.calls);
+        let run = Run {
+            group: None,
+            retire: "terminate",
+            extra: &["--retire-attempts", "3", "--retire-retry-ms", "100"],
+            ..Run::default()
+        };
+        let (root, units) = failed_proof(&w, run);
         let calls = w.calls();
+        assert!(!calls.is_empty(), "{:#}", join_of(root.path()));
         assert_tagged_first(&w, &calls);
-        assert_eq!(calls[1].0, "TerminateInstances");
-        let retired = report(root.path())["join"]["retired"]
+        let terminations = calls.iter().filter(|c| c.0 == "TerminateInstances");
+        let retired = join_of(root.path())["retired"]
             .as_str()
             .unwrap()
             .to_string();
+        let starts: Vec<_> = units.iter().filter(|u| u.0 == "StartUnit").collect();
         match off {
             true => {
-                assert_eq!(started, ["poweroff.target"], "{behaviour}");
+                assert_eq!(terminations.count(), 1, "{calls:?}");
+                assert_eq!(starts.len(), 1, "{units:?}");
+                assert_eq!(starts[0].1, "poweroff.target");
                 assert!(retired.starts_with("powered off"), "{retired}");
             }
             false => {
-                assert!(started.is_empty(), "{started:?}");
+                // Refused every time: tried 3 times, as asked, then said.
+                assert_eq!(terminations.count(), 3, "{calls:?}");
+                assert!(starts.is_empty(), "{units:?}");
                 assert!(
                     retired.contains("its shutdown behaviour is `stop`"),
                     "{retired}"
                 );
+                assert!(retired.contains("tried 3 times"), "{retired}");
                 assert!(retired.contains("ec2:TerminateInstances"), "{retired}");
             }
         }
     }
 }
 
-#[test]
-fn a_cause_the_cluster_shares_or_a_group_with_none_joined_retires_nothing() {
-    // No other instance of the group joined: the guard holds, whatever is asked.
-    let Some(w) = world(true, false) else { return };
-    let (root, started) = failed_proof(&w, Some("asg-nodes"), "unhealthy");
+/// Nothing retired, tagged or stopped; the verdict's blame `cluster` and its cause saying why.
+fn assert_kept(w: &World, root: &Path, units: &[(String, String)], says: &str) {
     assert!(w.calls().is_empty(), "{:?}", w.calls());
-    assert!(started.is_empty() && console(root.path()).is_empty());
-    let join = &report(root.path())["join"];
+    assert!(!stopped(units), "{units:?}");
+    assert!(console(root).is_empty());
+    let join = join_of(root);
     assert_eq!(join["blame"], "cluster", "{join:#}");
     assert!(join.get("retired").is_none(), "{join:#}");
-    // Outside a group with none of the cluster's instances joined: the same.
-    let Some(w) = world(false, false) else { return };
-    let (root, _) = failed_proof(&w, None, "terminate");
-    assert!(w.calls().is_empty(), "{:?}", w.calls());
-    assert_eq!(report(root.path())["join"]["blame"], "cluster");
+    let causes = join["causes"].to_string();
+    assert!(causes.contains(says), "{causes}");
 }
 
 #[test]
-fn a_launch_the_hook_abandons_is_not_retired_again() {
+fn an_api_server_that_stalls_refuses_or_fails_after_the_group_joined_retires_nothing() {
+    let Some(w) = world(true, false, 3) else {
+        return;
+    };
+    w.joined(2);
+    for (api, code) in [
+        (Api::Stalls, "(timeout)"),
+        (Api::Refused, "the last read of the API server failed"),
+        (Api::Answers(503), "(unavailable)"),
+        (Api::Answers(401), "(unauthenticated)"),
+    ] {
+        let run = Run {
+            kubelet: "active",
+            api,
+            ..Run::default()
+        };
+        let (root, units) = failed_proof(&w, run);
+        assert_kept(&w, root.path(), &units, code);
+        assert_kept(&w, root.path(), &units, "never this node's own");
+    }
+}
+
+#[test]
+fn one_like_peer_a_spent_budget_or_an_unknown_group_keeps_the_node() {
+    // One peer joined: not enough.
+    let Some(w) = world(true, false, 5) else {
+        return;
+    };
+    w.joined(1);
+    let (root, units) = failed_proof(&w, Run::default());
+    assert_kept(&w, root.path(), &units, "1 like instance of its group");
+    // Two joined, two others retired within the hour: the budget is spent.
+    w.joined(2);
+    w.mark(
+        3..5,
+        "eks-nodeinit/retired",
+        "deadline: kubelet.service is failed",
+    );
+    let (root, units) = failed_proof(&w, Run::default());
+    assert_kept(&w, root.path(), &units, "2 instances of its group retired");
+    // In a group whose name the boot could not read: its peers cannot be told.
+    let run = Run {
+        group: None,
+        job: |j| j["groupUnknown"] = json!(true),
+        ..Run::default()
+    };
+    let (root, units) = failed_proof(&w, run);
+    assert_kept(
+        &w,
+        root.path(),
+        &units,
+        "whose name the boot could not read",
+    );
+}
+
+#[test]
+fn a_launch_the_hook_abandons_is_tagged_for_the_budget_and_not_retired_again() {
     // The group's launch hook waits: ABANDON replaces the instance, and SetInstanceHealth
     // would only be a second, racing retirement.
-    let Some(w) = world(true, false) else { return };
-    w.other_joined();
-    let (root, _) = failed_proof_with(&w, Some("asg-nodes"), "unhealthy", Some("other"));
-    let join = &report(root.path())["join"];
+    let Some(w) = world(true, false, 3) else {
+        return;
+    };
+    w.joined(2);
+    let run = Run {
+        hook: true,
+        ..Run::default()
+    };
+    let (root, units) = failed_proof(&w, run);
+    let join = join_of(root.path());
     assert_eq!(join["hook"], "ABANDON (other)", "{join:#}");
     assert!(join.get("retired").is_none(), "{join:#}");
-    assert!(w.calls().is_empty(), "{:?}", w.calls());
+    assert_tagged_first(&w, &w.calls());
+    assert_eq!(w.calls().len(), 1, "{:?}", w.calls());
+    assert!(!stopped(&units), "{units:?}");
 }

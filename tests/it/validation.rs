@@ -655,3 +655,53 @@ fn a_dry_run_under_soci_warns_that_containerd_no_longer_governs_the_layers() {
         "{text}"
     );
 }
+
+/// A startup taint with nothing to set the conditions its rule waits on is refused; one whose
+/// node lacks the shipped rule's selector label is valid, with a warning naming the label.
+#[test]
+fn validate_refuses_a_startup_taint_no_proof_releases_and_warns_on_the_rule_label() {
+    let taint =
+        r#""lifecycle":{"startupTaint":"readiness.k8s.io/eks-nodeinit=pending:NoSchedule"}"#;
+    let run = |doc: String| {
+        common::run_with_stdin(common::cmd().args(["validate", "--config", "-"]), &doc)
+    };
+    let off = run(format!(
+        r#"{{"cluster":{{"name":"x"}},{taint},"verify":{{"join":"off"}}}}"#
+    ));
+    assert_ne!(off.status.code(), Some(0));
+    let e = common::stderr(&off);
+    assert!(
+        e.contains("lifecycle.startupTaint: `verify.join` is `off`"),
+        "{e}"
+    );
+    let unlabelled = run(format!(r#"{{"cluster":{{"name":"x"}},{taint}}}"#));
+    assert_eq!(
+        unlabelled.status.code(),
+        Some(0),
+        "{}",
+        common::stderr(&unlabelled)
+    );
+    let e = common::stderr(&unlabelled);
+    assert!(
+        e.contains("warning: lifecycle.startupTaint")
+            && e.contains("eks-nodeinit.io/readiness: v2"),
+        "{e}"
+    );
+    let labelled = run(format!(
+        r#"{{"cluster":{{"name":"x"}},{taint},"labels":{{"eks-nodeinit.io/readiness":"v2"}}}}"#
+    ));
+    assert_eq!(labelled.status.code(), Some(0));
+    assert!(
+        !common::stderr(&labelled).contains("warning"),
+        "{}",
+        common::stderr(&labelled)
+    );
+    let other = run(format!(
+        r#"{{"cluster":{{"name":"x"}},{taint},"labels":{{"eks-nodeinit.io/readiness":"v1"}}}}"#
+    ));
+    assert!(
+        common::stderr(&other).contains("is `v1`"),
+        "{}",
+        common::stderr(&other)
+    );
+}

@@ -212,7 +212,9 @@ fn job_of(
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
     out.warnings
-        .extend(crate::spec::registration::startup_advice(&spec.registration));
+        .extend(crate::spec::registration::startup_advice(
+            &spec.registration,
+        ));
     // A check before the changes that fails, whichever setting planned it, is the join's
     // verdict: no hand-off. The executor runs this only then.
     if facts.family().is_some() {
