@@ -63,12 +63,10 @@ impl AutoScaling {
     /// `transport` when there is one.
     pub async fn new(region: &str, transport: Option<&aws::Transport>) -> AutoScaling {
         let conf = aws::sdk_config(region, transport).await;
+        let proxied = transport.is_some_and(|t| t.proxy.is_some());
+        let conf = aws::for_service(&conf, "AUTO_SCALING", None, proxied).await;
         AutoScaling {
-            client: aws_sdk_autoscaling::Client::new(&aws::for_service(
-                &conf,
-                "AUTO_SCALING",
-                None,
-            )),
+            client: aws_sdk_autoscaling::Client::new(&conf),
             calls: Calls::default(),
         }
     }

@@ -109,7 +109,9 @@ async fn sdk_config(
     endpoint: Option<&str>,
     transport: Option<&aws::Transport>,
 ) -> aws_config::SdkConfig {
-    aws::for_service(&aws::sdk_config(region, transport).await, "EC2", endpoint)
+    let proxied = transport.is_some_and(|t| t.proxy.is_some());
+    let conf = aws::sdk_config(region, transport).await;
+    aws::for_service(&conf, "EC2", endpoint, proxied).await
 }
 
 impl Ec2 {

@@ -73,20 +73,59 @@ fn endpoint_in(
 }
 
 /// `conf` for one service's client: at its [`custom_endpoint`], without the dual-stack names
-/// there (the SDK refuses both), else as it is.
-pub(crate) fn for_service(
+/// there (the SDK refuses both); with the dual-stack names on, by the usual name when the
+/// service's dual-stack name does not resolve (not every service has one in every Region: a
+/// subnet with DNS64 and NAT64 reaches the usual names); else as it is. `proxied`: a proxy
+/// resolves the names, so they are not looked up here.
+pub(crate) async fn for_service(
     conf: &aws_config::SdkConfig,
     service: &str,
     configured: Option<&str>,
+    proxied: bool,
 ) -> aws_config::SdkConfig {
-    match custom_endpoint(service, configured) {
-        Some(ep) => conf
-            .clone()
-            .into_builder()
-            .endpoint_url(ep)
-            .use_dual_stack(false)
-            .build(),
-        None => conf.clone(),
+    if let Some(ep) = custom_endpoint(service, configured) {
+        let b = conf.clone().into_builder().endpoint_url(ep);
+        return b.use_dual_stack(false).build();
+    }
+    let region = conf.region().map(|r| r.to_string());
+    let (Some(true), false, Some(region)) = (conf.use_dual_stack(), proxied, region) else {
+        return conf.clone();
+    };
+    let host = dual_stack_host(service, &region);
+    match resolves(&host).await {
+        Ok(()) => conf.clone(),
+        Err(why) => {
+            tracing::warn!(
+                "{host} {why}: {} is called by its usual name instead",
+                service.to_lowercase()
+            );
+            conf.clone().into_builder().use_dual_stack(false).build()
+        }
+    }
+}
+
+/// The dual-stack name of a service's endpoint in `region` (`AWS_ENDPOINT_URL_<SERVICE>`
+/// naming): its endpoint prefix, the Region, the partition's dual-stack suffix.
+pub(crate) fn dual_stack_host(service: &str, region: &str) -> String {
+    let prefix = match service {
+        "AUTO_SCALING" => "autoscaling".to_string(),
+        s => s.to_lowercase(),
+    };
+    let suffix = crate::base::ecr::dual_stack_suffix(region);
+    format!("{prefix}.{region}.{suffix}")
+}
+
+/// Whether `host` has an address: `Err` says why not. A lookup that does not answer within 2 s
+/// proves nothing, and is taken as resolving.
+async fn resolves(host: &str) -> Result<(), String> {
+    let lookup = tokio::net::lookup_host((host, 443));
+    match tokio::time::timeout(Duration::from_secs(2), lookup).await {
+        Ok(Ok(a)) => match a.count() {
+            0 => Err("has no address".into()),
+            _ => Ok(()),
+        },
+        Ok(Err(e)) => Err(format!("does not resolve ({e})")),
+        Err(_) => Ok(()),
     }
 }
 
@@ -405,6 +444,40 @@ mod tests {
             (None, None, Class::Retry),
         ] {
             assert_eq!(classify(code, status), class, "{code:?} {status:?}");
+        }
+    }
+
+    /// The name looked up before a client takes the dual-stack names is the one each SDK
+    /// resolves for its service.
+    #[tokio::test]
+    async fn the_dual_stack_name_looked_up_is_the_sdks_own_for_each_service() {
+        macro_rules! sdk_url {
+            ($krate:ident, $region:expr) => {{
+                use $krate::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
+                let p = Params::builder()
+                    .region($region)
+                    .use_dual_stack(true)
+                    .use_fips(false)
+                    .build()
+                    .unwrap();
+                let e = DefaultResolver::new().resolve_endpoint(&p).await.unwrap();
+                e.url().to_string()
+            }};
+        }
+        for region in ["eu-west-1", "us-gov-west-1", "cn-north-1"] {
+            let want = [
+                ("EC2", sdk_url!(aws_sdk_ec2, region)),
+                ("AUTO_SCALING", sdk_url!(aws_sdk_autoscaling, region)),
+                ("SSM", sdk_url!(aws_sdk_ssm, region)),
+                ("EKS", sdk_url!(aws_sdk_eks, region)),
+            ];
+            for (service, url) in want {
+                assert_eq!(
+                    format!("https://{}", dual_stack_host(service, region)),
+                    url,
+                    "{service} in {region}"
+                );
+            }
         }
     }
 

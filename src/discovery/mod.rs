@@ -355,8 +355,11 @@ struct Clients {
 impl Clients {
     async fn new(region: &str, d: &DiscoverySpec, transport: Option<&aws::Transport>) -> Clients {
         let conf = aws::sdk_config(region, transport).await;
-        let ssm = aws::for_service(&conf, "SSM", d.ssm_endpoint.as_deref());
-        let eks = aws::for_service(&conf, "EKS", d.eks_endpoint.as_deref());
+        let proxied = transport.is_some_and(|t| t.proxy.is_some());
+        let (ssm, eks) = tokio::join!(
+            aws::for_service(&conf, "SSM", d.ssm_endpoint.as_deref(), proxied),
+            aws::for_service(&conf, "EKS", d.eks_endpoint.as_deref(), proxied)
+        );
         Clients {
             ssm: aws_sdk_ssm::Client::new(&ssm),
             eks: aws_sdk_eks::Client::new(&eks),

@@ -1,10 +1,14 @@
-//! nodeadm's way to IMDS on an instance without IPv4 (AL2023): nodeadm's IMDS client (the AWS
-//! SDK for Go's `imds.New`, which reads `AWS_EC2_METADATA_SERVICE_ENDPOINT` and nothing else:
-//! not the endpoint mode) calls `http://169.254.169.254` unless told, which an instance on an
-//! IPv6-only subnet does not reach: nodeadm's config phase fails reading the user data. Where
-//! the boot found IMDS elsewhere on such an instance, `nodeadm-config.service` and
-//! `nodeadm-run.service` get a drop-in naming that endpoint, then systemd reloads its units
-//! before nodeadm starts. (AL2's bootstrap.sh is told in its environment: handoff/al2.rs.)
+//! The boot units' way to IMDS on an instance without IPv4. nodeadm's IMDS client (the AWS SDK
+//! for Go's `imds.New`, which reads `AWS_EC2_METADATA_SERVICE_ENDPOINT` and nothing else: not
+//! the endpoint mode) calls `http://169.254.169.254` unless told, which an instance on an
+//! IPv6-only subnet does not reach: nodeadm's config phase fails reading the user data. The
+//! kubelet's credential plugin, which signs the token the kubelet joins with (`aws eks
+//! get-token` on AL2023: botocore's `IMDSFetcher`, 169.254.169.254 unless its environment
+//! says; aws-iam-authenticator on AL2: the Go SDK's `LoadDefaultConfig`, the same), inherits
+//! kubelet.service's environment. Where the boot found IMDS elsewhere on such an instance,
+//! `nodeadm-config.service`, `nodeadm-run.service` (AL2023) and `kubelet.service` (both
+//! families) get a drop-in naming that endpoint, then systemd reloads its units before they
+//! start. (AL2's bootstrap.sh is told in its environment too: handoff/al2.rs.)
 
 use std::collections::BTreeMap;
 
@@ -24,17 +28,31 @@ pub(crate) const ASPECT: Aspect = Aspect {
 /// The drop-in's file name in each nodeadm unit's `.d` directory.
 pub const DROPIN: &str = "60-eks-nodeinit-imds.conf";
 
-const UNITS: [&str; 2] = ["nodeadm-config.service", "nodeadm-run.service"];
+/// The units told, on each family.
+fn units(family: Family) -> &'static [&'static str] {
+    match family {
+        Family::Al2023 => &[
+            "nodeadm-config.service",
+            "nodeadm-run.service",
+            "kubelet.service",
+        ],
+        Family::Al2 => &["kubelet.service"],
+    }
+}
 
 pub fn dropin(unit: &str) -> String {
     format!("/etc/systemd/system/{unit}.d/{DROPIN}")
 }
 
 fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
-    if family != Some(Family::Al2) {
-        for u in UNITS {
-            r.file(dropin(u));
-        }
+    let families = match family {
+        Some(f) => vec![f],
+        None => vec![Family::Al2023, Family::Al2],
+    };
+    let mut told: Vec<&str> = families.into_iter().flat_map(units).copied().collect();
+    told.dedup();
+    for u in told {
+        r.file(dropin(u));
     }
 }
 
@@ -65,8 +83,9 @@ pub(crate) fn sdk_env(facts: &crate::facts::Facts) -> BTreeMap<String, String> {
 /// The drop-in: each variable quoted, `%` doubled (systemd's specifiers).
 fn render(env: &BTreeMap<String, String>) -> String {
     let mut s = String::from(
-        "# Written by eks-nodeinit: nodeadm reads IMDS at 169.254.169.254 and calls AWS by its\n\
-         # IPv4 names unless told, which this instance (no IPv4 address) does not reach.\n\
+        "# Written by eks-nodeinit: nodeadm and the kubelet's credential plugin read IMDS at\n\
+         # 169.254.169.254 and call AWS by its IPv4 names unless told, which this instance (no\n\
+         # IPv4 address) does not reach.\n\
          [Service]\n",
     );
     for (k, v) in env {
@@ -76,12 +95,12 @@ fn render(env: &BTreeMap<String, String>) -> String {
 }
 
 fn plan(i: &Input, out: &mut Out) {
-    if i.facts.family() != Some(Family::Al2023) {
+    let Some(family) = i.facts.family() else {
         return;
-    }
+    };
     let env = sdk_env(i.facts);
     let mut changed = false;
-    for unit in UNITS {
+    for unit in units(family) {
         let path = dropin(unit);
         if env.is_empty() {
             // Written for an instance without IPv4; this one has it now (an image made from
@@ -110,11 +129,11 @@ fn plan(i: &Input, out: &mut Out) {
     if changed {
         out.steps.push(Step::Unit(Unit {
             job: UnitJob::Reload,
-            why: "nodeadm's units take the IMDS endpoint once systemd reloads them".into(),
+            why: "the boot's units take the IMDS endpoint once systemd reloads them".into(),
             required: true,
             if_failed: IfFailed::new(
                 "systemd did not reload its units",
-                "nodeadm-config.service would start without the IMDS endpoint written now and fail reading the user data; run `systemctl daemon-reload` and restart nodeadm-config.service",
+                "nodeadm-config.service and kubelet.service would start without the IMDS endpoint written now: nodeadm fails reading the user data, the kubelet cannot sign its token; run `systemctl daemon-reload` and restart them",
             ),
         }));
     }
@@ -137,7 +156,7 @@ mod tests {
                 region: "eu-west-1".into(),
                 ..Metadata::default()
             })
-            .absent(UNITS.map(dropin))
+            .absent(units(family).iter().map(|u| dropin(u)))
             .build();
         f.reach = Some(Reach {
             imds_endpoint: found.into(),
@@ -152,7 +171,7 @@ mod tests {
         let mut f = node(Family::Al2023, Some("10.0.0.1"), "http://[fd00:ec2::254]");
         let old =
             "[Service]\nEnvironment=\"AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[fd00:ec2::254]\"\n";
-        for u in UNITS {
+        for u in units(Family::Al2023) {
             f.set_file(
                 dropin(u),
                 crate::os::fsutil::FileFact {
@@ -168,43 +187,47 @@ mod tests {
             .iter()
             .filter(|s| matches!(s, Step::Remove(_)))
             .count();
-        assert_eq!(removed, 2, "{:?}", out.steps);
+        assert_eq!(removed, 3, "{:?}", out.steps);
         assert!(matches!(out.steps.last(), Some(Step::Unit(_))));
     }
 
     #[test]
-    fn an_instance_without_ipv4_tells_nodeadm_where_imds_was_found() {
-        let out = run(
-            &ASPECT,
-            &spec(CONFIG),
-            &node(Family::Al2023, None, "http://[fd00:ec2::254]"),
-        );
-        let files: Vec<(String, String)> = out
-            .steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::File(f) => Some((f.path.display().to_string(), f.new.clone())),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(files.len(), 2, "{:?}", out.steps);
-        for ((path, text), unit) in files.iter().zip(UNITS) {
-            assert_eq!(path, &dropin(unit));
-            let line = "Environment=\"AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[fd00:ec2::254]\"";
-            let dual = "Environment=\"AWS_USE_DUALSTACK_ENDPOINT=true\"";
-            assert!(
-                text.contains(&format!("[Service]\n{line}\n{dual}\n")),
-                "{text}"
+    fn an_instance_without_ipv4_tells_nodeadm_and_the_kubelet_where_imds_was_found() {
+        for family in [Family::Al2023, Family::Al2] {
+            let out = run(
+                &ASPECT,
+                &spec(CONFIG),
+                &node(family, None, "http://[fd00:ec2::254]"),
             );
+            let files: Vec<(String, String)> = out
+                .steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::File(f) => Some((f.path.display().to_string(), f.new.clone())),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(files.len(), units(family).len(), "{:?}", out.steps);
+            assert_eq!(files.last().unwrap().0, dropin("kubelet.service"));
+            for ((path, text), unit) in files.iter().zip(units(family)) {
+                assert_eq!(path, &dropin(unit));
+                let line =
+                    "Environment=\"AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[fd00:ec2::254]\"";
+                let dual = "Environment=\"AWS_USE_DUALSTACK_ENDPOINT=true\"";
+                assert!(
+                    text.contains(&format!("[Service]\n{line}\n{dual}\n")),
+                    "{text}"
+                );
+            }
+            assert!(matches!(
+                out.steps.last(),
+                Some(Step::Unit(Unit {
+                    job: UnitJob::Reload,
+                    required: true,
+                    ..
+                }))
+            ));
         }
-        assert!(matches!(
-            out.steps.last(),
-            Some(Step::Unit(Unit {
-                job: UnitJob::Reload,
-                required: true,
-                ..
-            }))
-        ));
     }
 
     #[test]
@@ -214,11 +237,11 @@ mod tests {
     }
 
     #[test]
-    fn with_ipv4_at_its_default_or_on_al2_nothing_is_written() {
+    fn with_ipv4_or_at_its_default_nothing_is_written() {
         for (family, ipv4, found) in [
             (Family::Al2023, Some("10.0.0.1"), "http://[fd00:ec2::254]"),
             (Family::Al2023, None, "http://169.254.169.254"),
-            (Family::Al2, None, "http://[fd00:ec2::254]"),
+            (Family::Al2, Some("10.0.0.1"), "http://[fd00:ec2::254]"),
         ] {
             let out = run(&ASPECT, &spec(CONFIG), &node(family, ipv4, found));
             assert!(out.steps.is_empty(), "{family:?} {ipv4:?} {found}");

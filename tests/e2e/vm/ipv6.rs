@@ -82,7 +82,7 @@ pub(super) fn front(sc: &Scenario, ec2: &Ec2, crt: &Path, key: &Path) -> Option<
 
 /// This scenario's own checks beside the name-only ones: Parameter Store and EC2 answered the
 /// agent (by the only names the guest resolves), nodeadm got the IPv6 service CIDR, and
-/// systemd gave nodeadm's units the agent's IMDS endpoint and dual-stack names.
+/// systemd gave nodeadm's units and the kubelet the agent's IMDS endpoint and dual-stack names.
 pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2) {
     assert!(
         ec2.ssm_count("GetParametersByPath") >= 1,
@@ -95,9 +95,14 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2) {
         dropin["spec"]["cluster"]["cidr"], SERVICE_CIDR6,
         "{dropin:#}"
     );
-    // The agent's drop-in as systemd read it: both nodeadm units run with IMDS's endpoint and
-    // the dual-stack names in their environment.
-    for unit in ["nodeadm-config.service", "nodeadm-run.service"] {
+    // The agent's drop-in as systemd read it: both nodeadm units and the kubelet (whose
+    // credential plugin signs the token it joins with, in the kubelet's environment) run with
+    // IMDS's endpoint and the dual-stack names in their environment.
+    for unit in [
+        "nodeadm-config.service",
+        "nodeadm-run.service",
+        "kubelet.service",
+    ] {
         let env = run.unit(1, unit).remove("Environment").unwrap_or_default();
         // systemctl show quotes an entry with characters such as `[` (no entry here holds a
         // space).
