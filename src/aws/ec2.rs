@@ -332,6 +332,24 @@ impl Ec2 {
         Ok((mine, others))
     }
 
+    /// Whether CreateTags of `key` = `value` on the instance would be allowed: the call with
+    /// `DryRun`, which EC2 answers `DryRunOperation` when it would succeed and changes nothing.
+    pub async fn may_tag(
+        &mut self,
+        instance_id: &str,
+        tag: (&str, &str),
+        policy: RetryPolicy,
+        deadline: Instant,
+    ) -> Result<(), TagError> {
+        match self.tag(instance_id, tag, true, (policy, deadline)).await {
+            Err(aws::CallError::Fatal { message, .. }) if message.contains("DryRunOperation") => {
+                Ok(())
+            }
+            // Ok: not a dry run after all (a peer that ignores the flag), and the tag is set.
+            r => r,
+        }
+    }
+
     /// CreateTags for one key on the instance, retrying what may succeed later.
     pub async fn create_tag(
         &mut self,
@@ -341,6 +359,18 @@ impl Ec2 {
         policy: RetryPolicy,
         deadline: Instant,
     ) -> Result<(), TagError> {
+        self.tag(instance_id, (key, value), false, (policy, deadline))
+            .await
+    }
+
+    /// CreateTags of `key` = `value` on the instance, as a dry run or not.
+    async fn tag(
+        &mut self,
+        instance_id: &str,
+        (key, value): (&str, &str),
+        dry_run: bool,
+        (policy, deadline): (RetryPolicy, Instant),
+    ) -> Result<(), TagError> {
         let op = aws::Op {
             name: "CreateTags",
             action: "ec2:CreateTags",
@@ -348,17 +378,18 @@ impl Ec2 {
             on: instance_id,
         };
         let client = &self.client;
+        let tag = Tag::builder().key(key).value(value).build();
         op.call(policy, deadline, &mut self.calls.create_tags, || {
-            client
-                .create_tags()
-                .resources(instance_id)
-                .tags(Tag::builder().key(key).value(value).build())
+            let c = client.create_tags().resources(instance_id);
+            c.tags(tag.clone())
+                .set_dry_run(dry_run.then_some(true))
                 .send()
         })
         .await
         .map(|_| ())
     }
 }
+
 impl Ec2 {
     /// TerminateInstances of the instance itself.
     pub async fn terminate(

@@ -115,7 +115,8 @@ pub(super) async fn late_join(
     p: &Proof,
     ran: &Ran,
 ) -> Result<Option<Proof>, CompleteError> {
-    if job.late_join_secs == 0 || !outcome::watches_late(p.verdict, p.blame) {
+    let retiring = job.retire.is_some();
+    if job.late_join_secs == 0 || !outcome::watches_late(p.verdict, p.blame, retiring) {
         return Ok(None);
     }
     tracing::info!(

@@ -205,6 +205,7 @@ fn todo(code: &str) -> &'static str {
         "unreachable" => "the node cannot reach this AWS endpoint: in a private subnet it needs a VPC endpoint (interface endpoints for STS, EC2, ECR api and dkr) or a NAT gateway, or the proxy must allow it",
         "deadline" => "kubelet did not register a Ready Node in time: see `journalctl -u kubelet` on the node",
         "mismatch" => "the Node differs from the plan: another drop-in or the hand-off changed kubelet's settings; see the differences listed",
+        "fleet-guard" => "allow the node role ec2:CreateTags of the key eks-nodeinit/joined on its own instance (docs/iam-policy.json): other nodes count the instances that carry it before a failure of theirs retires them",
         _ => "see docs/join.md",
     }
 }

@@ -40,10 +40,12 @@ pub fn waits_to_initialise(verdict: JoinVerdict) -> bool {
     matches!(verdict, JoinVerdict::Joined | JoinVerdict::Mismatch)
 }
 
-/// Whether a kept verdict goes on watching the Node until it is Ready (then `joined-late`):
-/// a Node not Ready, or none registered, kept for a cause the fleet shares.
-pub fn watches_late(verdict: JoinVerdict, blame: Option<Blame>) -> bool {
-    matches!(verdict, JoinVerdict::Deadline | JoinVerdict::NotReady) && !retires(verdict, blame)
+/// Whether a failed join goes on watching the Node until it is Ready (then `joined-late`): a
+/// Node not Ready, or none registered, unless the node is leaving (its launch abandoned, or it
+/// retires itself: `retiring` with a verdict that [`retires`]).
+pub fn watches_late(verdict: JoinVerdict, blame: Option<Blame>, retiring: bool) -> bool {
+    let leaving = retiring && retires(verdict, blame);
+    matches!(verdict, JoinVerdict::Deadline | JoinVerdict::NotReady) && !leaving
 }
 
 /// One row of the table.
@@ -91,6 +93,10 @@ fn row(verdict: JoinVerdict, blame: Option<Blame>, bound: &'static str) -> Row {
     }
 }
 
+/// What ends the wait of a node kept after a failed join.
+const KEPT: &str =
+    "`verify.joinDeadline`, then watched until Ready (`joined-late`) for `verify.lateJoin`";
+
 /// Every outcome, in the order the docs list them.
 pub fn table() -> Vec<Row> {
     use JoinVerdict::*;
@@ -108,17 +114,9 @@ pub fn table() -> Vec<Row> {
         ),
         row(PreflightFailed, None, "no hand-off: the unit fails at boot"),
         row(Deadline, node, "`verify.joinDeadline`"),
-        row(
-            Deadline,
-            cluster,
-            "`verify.joinDeadline`, then watched until Ready (`joined-late`) for `verify.lateJoin`",
-        ),
+        row(Deadline, cluster, KEPT),
         row(NotReady, node, "`verify.joinDeadline`"),
-        row(
-            NotReady,
-            cluster,
-            "`verify.joinDeadline`, then watched until Ready (`joined-late`) for `verify.lateJoin`",
-        ),
+        row(NotReady, cluster, KEPT),
         row(JoinedLate, None, "the rule releases it once Ready"),
         row(InitDeadline, node, "`verify.initDeadline`"),
         row(
@@ -177,9 +175,11 @@ mod tests {
         assert_eq!(joined(JoinVerdict::Mismatch), (true, "NotAsPlanned"));
         assert!(!retires(JoinVerdict::Mismatch, Some(Blame::Node)));
         assert!(waits_to_initialise(JoinVerdict::Mismatch));
-        assert!(watches_late(JoinVerdict::NotReady, Some(Blame::Cluster)));
-        assert!(!watches_late(JoinVerdict::NotReady, Some(Blame::Node)));
-        assert!(!watches_late(JoinVerdict::Mismatch, None));
+        assert!(watches_late(JoinVerdict::NotReady, Some(Blame::Cluster), true));
+        assert!(!watches_late(JoinVerdict::NotReady, Some(Blame::Node), true));
+        // Blamed, but only reported (`verify.onFailure: report`): it stays, so it is watched.
+        assert!(watches_late(JoinVerdict::Deadline, Some(Blame::Node), false));
+        assert!(!watches_late(JoinVerdict::Mismatch, None, false));
     }
 
     #[test]

@@ -193,6 +193,50 @@ where
     }
 }
 
+/// Whether this node may write the tag other nodes of its fleet count
+/// ([`super::fleet::JOINED_TAG`]): `CreateTags` with `DryRun` on its own instance. Without it
+/// the fleet guard never counts this node, so no other node's failure is found its own on its
+/// account (docs/join.md#whose-cause-it-is).
+#[derive(Debug)]
+pub struct FleetGuard {
+    pub ctx: Arc<Context>,
+    pub instance_id: String,
+    /// The endpoint the agent's EC2 calls are given (else the SDK's).
+    pub endpoint: Option<String>,
+}
+
+impl Probe for FleetGuard {
+    fn kind(&self) -> &'static str {
+        "fleetGuard"
+    }
+    fn describe(&self) -> String {
+        format!(
+            "the tag {} other nodes count (ec2:CreateTags, dry run)",
+            super::fleet::JOINED_TAG
+        )
+    }
+    fn fields(&self) -> serde_json::Value {
+        json!({ "instanceId": self.instance_id })
+    }
+    fn run<'a>(&'a self, env: &'a Env) -> Outcome<'a> {
+        Box::pin(async move {
+            let t = self.ctx.transport();
+            let endpoint = self.endpoint.as_deref();
+            let mut ec2 = crate::aws::ec2::Ec2::new(&self.ctx.region, endpoint, t.as_ref()).await;
+            let tag = (super::fleet::JOINED_TAG, self.ctx.cluster.as_str());
+            let policy = crate::base::retry::RetryPolicy::default();
+            match ec2.may_tag(&self.instance_id, tag, policy, env.deadline).await {
+                Ok(()) => Ok(format!("ec2:CreateTags of {} allowed", tag.0).into()),
+                Err(e) => Err(Cause::new(
+                    "fleet-guard",
+                    format!("{e}: once joined, this node cannot be marked, so other nodes of its fleet cannot count it and fewer of their failures are found their own (docs/join.md#whose-cause-it-is)"),
+                )
+                .into()),
+            }
+        })
+    }
+}
+
 /// The node's token in a SelfSubjectReview, once its credentials and the API server are good,
 /// against the name the hand-off gives the Node (EC2 asked for it meanwhile when the plan
 /// could not know it).

@@ -244,6 +244,19 @@ mod tests {
             text.contains("\nNode condition: eks-nodeinit.io/Joined=True (JoinedAsPlanned)\n"),
             "{text}"
         );
+        // Joined late: it joined; a guard that cannot open is said, not failed.
+        let late = JoinRecord {
+            verdict: Some(JoinVerdict::JoinedLate),
+            guard: Some("the tag eks-nodeinit/joined could not be written".into()),
+            ..JoinRecord::default()
+        };
+        assert_eq!(late.judged(), Ok(()));
+        let text = late.to_text();
+        assert!(text.starts_with("verdict: joined-late\n"), "{text}");
+        assert!(
+            text.contains("\nguard: the tag eks-nodeinit/joined could not be written\n"),
+            "{text}"
+        );
     }
 
     #[test]

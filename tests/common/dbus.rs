@@ -55,14 +55,10 @@ pub fn start_bus() -> Option<Bus> {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    use std::io::BufRead;
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let address = super::peers::first_line(&mut child);
     Some(Bus {
         child,
-        address: line.trim().to_string(),
+        address,
         _dir: dir,
     })
 }

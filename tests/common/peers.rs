@@ -75,3 +75,16 @@ pub fn logged(mut c: Command, log: &Path) -> Proc {
 pub fn listening(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
 }
+
+/// The first line a started child writes on its piped standard output (where a peer prints its
+/// port or address), without its line end.
+pub fn first_line(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    let out = child
+        .stdout
+        .take()
+        .expect("the child's standard output is piped");
+    std::io::BufReader::new(out).read_line(&mut line).unwrap();
+    line.trim_end().to_string()
+}

@@ -72,8 +72,8 @@ pub fn certificates_for(dir: &Path, names: &[String]) -> (PathBuf, PathBuf, Path
 }
 
 /// An HTTPS server on 127.0.0.1 (Python's http.server behind the test CA) that answers every
-/// request with `status` and a short body: an API server in an outage (503) or refusing every
-/// token (401). Killed when dropped.
+/// request with `status` and one body: an API server in an outage (503), refusing every token
+/// (401), or serving a Node as it is (200 and the Node). Killed when dropped.
 pub struct Answering {
     pub port: u16,
     /// The CA's PEM, as a job carries it.
@@ -92,9 +92,12 @@ impl Drop for Answering {
 const ANSWERING: &str = r#"
 import http.server, ssl, sys
 status = int(sys.argv[3])
+given = sys.argv[4].encode() if len(sys.argv) > 4 else None
 class H(http.server.BaseHTTPRequestHandler):
     def answer(self):
-        body = b'{"kind":"Status","code":%d}' % status
+        n = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(n)
+        body = given or b'{"kind":"Status","code":%d}' % status
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -113,7 +116,11 @@ s.serve_forever()
 
 /// [`Answering`] with `status`.
 pub fn answering(status: u16) -> Answering {
-    use std::io::BufRead;
+    answering_with(status, None)
+}
+
+/// [`Answering`] with `status` and `body` (else a Status of that code).
+pub fn answering_with(status: u16, body: Option<&str>) -> Answering {
     let dir = tempfile::tempdir().unwrap();
     let (ca, crt, key) = certificates(dir.path());
     let mut child = Command::new("python3")
@@ -122,15 +129,12 @@ pub fn answering(status: u16) -> Answering {
         .arg(&crt)
         .arg(&key)
         .arg(status.to_string())
+        .args(body)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
     Answering {
-        port: line.trim().parse().unwrap(),
+        port: super::peers::first_line(&mut child).parse().unwrap(),
         ca_pem: std::fs::read_to_string(ca).unwrap(),
         child,
         _dir: dir,

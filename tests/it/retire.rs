@@ -35,21 +35,22 @@ struct World {
 }
 
 fn world(in_group: bool, deny_terminate: bool, n: i32) -> Option<World> {
+    let deny = if deny_terminate { "1" } else { "0" };
+    world_with(in_group, &[("MOTO_DENY_TERMINATE", deny)], n)
+}
+
+/// [`world`] with moto's environment `env` beside its logs.
+fn world_with(in_group: bool, env: &[(&str, &str)], n: i32) -> Option<World> {
     let dir = tempfile::tempdir().unwrap();
     let calls = dir.path().join("calls.jsonl");
     let script = common::manifest_dir().join("tests/moto/lifecycle_actions.py");
-    let deny = if deny_terminate { "1" } else { "0" };
-    let moto = common::start_moto_as(
-        &[script.to_str().unwrap()],
-        &[
-            (
-                "MOTO_LIFECYCLE_LOG",
-                dir.path().join("c.jsonl").to_str().unwrap(),
-            ),
-            ("MOTO_CALL_LOG", calls.to_str().unwrap()),
-            ("MOTO_DENY_TERMINATE", deny),
-        ],
-    )?;
+    let lifecycle = dir.path().join("c.jsonl");
+    let logs = [
+        ("MOTO_LIFECYCLE_LOG", lifecycle.to_str().unwrap()),
+        ("MOTO_CALL_LOG", calls.to_str().unwrap()),
+    ];
+    let env = [&logs[..], env].concat();
+    let moto = common::start_moto_as(&[script.to_str().unwrap()], &env)?;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ids = rt.block_on(async {
         let conf = common::moto_sdk_config(&moto.url, "us-east-1").await;
@@ -141,6 +142,8 @@ enum Api {
     Refused,
     /// Answers every request with this status, over TLS the job trusts.
     Answers(u16),
+    /// Serves the node's Node registered and not Ready, its Ready condition's message this.
+    NotReady(&'static str),
 }
 
 /// One failed proof of the world's first instance.
@@ -190,8 +193,12 @@ fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String, String)>)
                 .port();
             (format!("https://127.0.0.1:{port}"), None)
         }
-        Api::Answers(status) => {
-            answer = common::tls::answering(status);
+        Api::Answers(_) | Api::NotReady(_) => {
+            answer = match r.api {
+                Api::NotReady(m) => common::tls::answering_with(200, Some(&not_ready(m))),
+                Api::Answers(s) => common::tls::answering(s),
+                _ => unreachable!(),
+            };
             let pem = answer.ca_pem.clone();
             (format!("https://127.0.0.1:{}", answer.port), Some(pem))
         }
@@ -243,6 +250,14 @@ fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String, String)>)
     let units = units.lock().unwrap();
     let units = units.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
     (root, units)
+}
+
+/// A Node registered and not Ready, as the API server serves it.
+fn not_ready(message: &str) -> String {
+    json!({"kind": "Node", "metadata": {"name": "n"}, "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "False",
+            "reason": "KubeletNotReady", "message": message}]}})
+    .to_string()
 }
 
 fn console(root: &Path) -> String {
@@ -512,4 +527,104 @@ fn a_launch_the_hook_abandons_is_tagged_for_the_budget_and_not_retired_again() {
     assert_tagged_first(&w, &w.calls());
     assert_eq!(w.calls().len(), 1, "{:?}", w.calls());
     assert!(!stopped(&units), "{units:?}");
+}
+
+/// A Node NotReady for a reason of its own while two like peers joined retires; NotReady because
+/// the network plugin is not (a CNI or a subnet out of addresses) is the fleet's, whatever joined.
+#[test]
+fn a_node_not_ready_retires_for_its_own_reason_and_never_for_the_network_plugin() {
+    let Some(w) = world(true, false, 3) else {
+        return;
+    };
+    w.joined(2);
+    let own = Run {
+        kubelet: "active",
+        api: Api::NotReady("PLEG is not healthy: pleg was last seen active 3m0s ago"),
+        ..Run::default()
+    };
+    let (root, units) = failed_proof(&w, own);
+    let join = join_of(root.path());
+    assert_eq!(
+        (join["verdict"].as_str(), join["blame"].as_str()),
+        (Some("not-ready"), Some("node")),
+        "{join:#}"
+    );
+    let calls = w.calls();
+    assert_eq!(calls[0].0, "CreateTags", "{calls:?}");
+    assert_eq!(
+        calls[1..],
+        [("SetInstanceHealth".into(), w.ids[0].clone())],
+        "{calls:?}"
+    );
+    assert!(stopped(&units), "{units:?}");
+    let _ = std::fs::remove_file(&w.calls);
+    let cni = Run {
+        kubelet: "active",
+        api: Api::NotReady("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"),
+        ..Run::default()
+    };
+    let (root, units) = failed_proof(&w, cni);
+    assert_kept(&w, root.path(), &units, "the network plugin is not ready");
+    assert_eq!(join_of(root.path())["verdict"], "not-ready");
+}
+
+/// The check before the hand-off that says whether this node's joined tag can be written (the
+/// fleet guard counts it): CreateTags with DryRun, which changes nothing; denied, a failure
+/// naming the statement.
+#[test]
+fn the_fleet_guard_check_says_whether_the_joined_tag_may_be_written() {
+    use eks_nodeinit::verify::preflight::FleetGuard;
+    use eks_nodeinit::verify::{check, Check, Context};
+    for deny in [false, true] {
+        let key = if deny { "eks-nodeinit/joined" } else { "" };
+        let Some(w) = world_with(false, &[("MOTO_DENY_TAG_KEY", key)], 1) else {
+            return;
+        };
+        let ctx = Context {
+            cluster: CLUSTER.into(),
+            region: "us-east-1".into(),
+            ..Context::default()
+        };
+        let guard = FleetGuard {
+            ctx: std::sync::Arc::new(ctx),
+            instance_id: w.ids[0].clone(),
+            endpoint: Some(w.moto.url.clone()),
+        };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let r = rt.block_on(check::run(
+            &[Check::new(guard)],
+            std::time::Duration::from_secs(10),
+            std::env::temp_dir(),
+        ));
+        let r = serde_json::to_value(&r[0]).unwrap();
+        let log = lines(&w.calls);
+        assert_eq!(log.len(), 1, "{log:?}");
+        assert_eq!(log[0]["DryRun"], true, "{log:?}");
+        assert_eq!(log[0]["Tags"][0]["Key"], "eks-nodeinit/joined");
+        match deny {
+            false => assert_eq!(r["result"], "passed", "{r:#}"),
+            true => {
+                assert_eq!(r["result"], "failed", "{r:#}");
+                let text = r.to_string();
+                assert!(
+                    text.contains("fleet-guard") && text.contains("ec2:CreateTags"),
+                    "{text}"
+                );
+            }
+        }
+        // A dry run: nothing tagged.
+        w.ec2(|c| {
+            let id = w.ids[0].clone();
+            async move {
+                let out = c
+                    .describe_instances()
+                    .instance_ids(id)
+                    .send()
+                    .await
+                    .unwrap();
+                let i = &out.reservations()[0].instances()[0];
+                assert!(i.tags().is_empty(), "{:?}", i.tags());
+            }
+        });
+    }
 }

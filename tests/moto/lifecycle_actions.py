@@ -15,7 +15,8 @@ appended as one JSON line to the file MOTO_HEARTBEAT_LOG names, when it names on
 SetInstanceHealth, TerminateInstances and CreateTags are moto's own, each call appended in order
 as one JSON line ({"Action": ..., "Host": the name it was called by, the call's parameters}) to
 the file MOTO_CALL_LOG names, when it names one, before moto answers it. MOTO_DENY_TERMINATE=1 makes TerminateInstances answer as
-EC2 does a role without the permission (UnauthorizedOperation), changing nothing.
+EC2 does a role without the permission (UnauthorizedOperation), changing nothing;
+MOTO_DENY_TAG_KEY=<key> does the same for a CreateTags of that key (dry run or not).
 
 Usage: python3 lifecycle_actions.py [moto.server arguments]
 """
@@ -99,8 +100,17 @@ def record_lifecycle_action_heartbeat(self):
     return EmptyResult()
 
 
+def _denied_tag(self):
+    """Whether the CreateTags call names the key MOTO_DENY_TAG_KEY gives (a role whose policy
+    lacks that key in `aws:TagKeys`)."""
+    key = os.environ.get("MOTO_DENY_TAG_KEY")
+    tags = self._get_param("Tags") or []
+    return bool(key) and any(t.get("Key") == key for t in tags)
+
+
 def _logged(action, original, params, deny=None):
-    """`original` with each call appended to MOTO_CALL_LOG first (and refused when `deny`)."""
+    """`original` with each call appended to MOTO_CALL_LOG first (and refused when `deny`, the
+    name of a variable set to 1, or a function of the request, says so)."""
 
     def call(self):
         path = os.environ.get("MOTO_CALL_LOG")
@@ -109,7 +119,8 @@ def _logged(action, original, params, deny=None):
             entry.update({p: self._get_param(p) for p in params})
             with open(path, "a") as log:
                 log.write(json.dumps(entry) + "\n")
-        if deny and os.environ.get(deny) == "1":
+        refused = deny(self) if callable(deny) else deny and os.environ.get(deny) == "1"
+        if refused:
             raise EC2ClientError(
                 "UnauthorizedOperation",
                 "You are not authorized to perform this operation.",
@@ -131,7 +142,10 @@ InstanceResponse.terminate_instances = _logged(
     deny="MOTO_DENY_TERMINATE",
 )
 TagResponse.create_tags = _logged(
-    "CreateTags", TagResponse.create_tags, ["Resources", "Tags"]
+    "CreateTags",
+    TagResponse.create_tags,
+    ["Resources", "Tags", "DryRun"],
+    deny=_denied_tag,
 )
 AutoScalingResponse.complete_lifecycle_action = complete_lifecycle_action
 AutoScalingResponse.record_lifecycle_action_heartbeat = record_lifecycle_action_heartbeat

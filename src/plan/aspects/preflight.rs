@@ -65,7 +65,7 @@ fn context(spec: &Spec, facts: &Facts, md: &Metadata, reach: &Reach) -> Option<C
 }
 
 /// The checks that need the network and the instance, in the order they are shown.
-fn network_checks(ctx: &Arc<Context>, md: &Metadata, reach: &Reach) -> Vec<Check> {
+fn network_checks(ctx: &Arc<Context>, md: &Metadata, reach: &Reach, guarded: bool) -> Vec<Check> {
     let region = md.region.as_str();
     let name = ctx.node.as_ref().map_or("<name>".into(), |n| n.describe());
     let expect = format!("system:node:{name} in system:nodes");
@@ -79,6 +79,13 @@ fn network_checks(ctx: &Arc<Context>, md: &Metadata, reach: &Reach) -> Vec<Check
         Check::new(probes::ApiServerReady { ctx: ctx() }),
         Check::new(probes::Identity { ctx: ctx(), expect }),
     ];
+    if guarded {
+        v.push(Check::new(probes::FleetGuard {
+            ctx: ctx(),
+            instance_id: md.instance_id.clone(),
+            endpoint: reach.overrides.get("EC2").cloned(),
+        }));
+    }
     for (service, name, host) in [
         ("STS", "STS", "sts"),
         ("EC2", "EC2", "ec2"),
@@ -139,7 +146,12 @@ fn plan(i: &Input, out: &mut Out) {
             f.display()
         )
     });
-    let network = network_checks(&Arc::new(ctx), md, reach);
+    // The fleet guard matters where a failure may retire a node or abandon its launch: this
+    // node's joined tag is what other nodes count.
+    let guarded = spec.verify.join_deadline.is_some()
+        && (spec.verify.on_failure != crate::config::OnFailure::Report
+            || spec.launch_hook.is_some());
+    let network = network_checks(&Arc::new(ctx), md, reach, guarded);
     let network = network.into_iter().map(|c| Check {
         skip: skip.clone(),
         ..c
@@ -226,6 +238,19 @@ mod tests {
             serde_json::json!({"check": "clusterDns", "address": "fd00:10:20::a", "cidr": "fd00:10:20::/108"})
         );
         assert!(!got.iter().any(|c| c["check"] == "serviceCidr"), "{got:?}");
+    }
+
+    #[test]
+    fn the_fleet_guard_is_checked_where_a_failure_may_retire_or_abandon() {
+        let guard = |extra: &str| {
+            let s = spec(&complete(extra));
+            let got = checks(&run(&ASPECT, &s, &instance(&s, None)).steps);
+            got.iter().any(|c| c["check"] == "fleetGuard")
+        };
+        assert!(!guard(""));
+        assert!(guard(r#""verify":{"onFailure":"replace"}"#));
+        assert!(guard(r#""lifecycle":{"completeLaunchHook":"ready"}"#));
+        assert!(!guard(r#""verify":{"join":"off"}"#));
     }
 
     #[test]

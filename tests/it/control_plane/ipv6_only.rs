@@ -27,6 +27,14 @@ const REGION: &str = "us-east-1";
 const GROUP: &str = "asg-v6";
 const HOOK: &str = "eks-node-ready";
 const NAMES: &str = "ec2.us-east-1.api.aws autoscaling.us-east-1.api.aws";
+/// `complete-hook` with no systemd: the warm pool's launch needs none.
+const COMPLETE_HOOK: [&str; 5] = [
+    "complete-hook",
+    "--system-bus-address",
+    "unix:path=/nonexistent/bus",
+    "--deadline-sec",
+    "5",
+];
 /// The usual names alone: a subnet with DNS64 and NAT64 where the services have no dual-stack
 /// name.
 const USUAL: &str = "ec2.us-east-1.amazonaws.com autoscaling.us-east-1.amazonaws.com";
@@ -186,6 +194,18 @@ impl World {
         (root, cfg.to_str().unwrap().to_string())
     }
 
+    /// `init` of a node whose launch hook waits, the tag given time in the run: its root and
+    /// output (it succeeded).
+    fn hooked_init(&self) -> (tempfile::TempDir, Output) {
+        let (root, cfg) = self.node(|v| {
+            v["tagging"] = json!({"syncBudgetMs": 8000});
+            v["lifecycle"] = json!({"completeLaunchHook": HOOK});
+        });
+        let out = self.agent(&["init", "--config", &cfg], root.path());
+        assert!(out.status.success(), "{}", stderr(&out));
+        (root, out)
+    }
+
     fn log(&self, name: &str) -> Vec<Value> {
         lines(&self.dir.path().join(name))
     }
@@ -207,13 +227,8 @@ impl World {
 #[ignore = "root and namespaces: make control-plane"]
 fn an_ipv6_only_instance_calls_aws_by_the_dual_stack_names_and_so_does_its_hook() {
     let Some(w) = world() else { return };
-    let (root, cfg) = w.node(|v| {
-        v["tagging"] = json!({"syncBudgetMs": 8000});
-        v["lifecycle"] = json!({"completeLaunchHook": HOOK});
-    });
+    let (root, out) = w.hooked_init();
     let r = root.path();
-    let out = w.agent(&["init", "--config", &cfg], r);
-    assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("hand-off held"), "{}", stdout(&out));
 
     // The Name tag, by EC2's dual-stack name, once.
@@ -231,22 +246,14 @@ fn an_ipv6_only_instance_calls_aws_by_the_dual_stack_names_and_so_does_its_hook(
     let mut old = job.clone();
     old.as_object_mut().unwrap().remove("aws");
     std::fs::write(&path, old.to_string()).unwrap();
-    let bus = "unix:path=/nonexistent/bus";
-    let args = [
-        "complete-hook",
-        "--system-bus-address",
-        bus,
-        "--deadline-sec",
-        "5",
-    ];
-    let out = w.agent(&args, r);
+    let out = w.agent(&COMPLETE_HOOK, r);
     assert!(!out.status.success(), "{}", stderr(&out));
     assert!(w.log("completed.jsonl").is_empty());
 
     // complete-hook, with nothing but its job: the warm pool's launch completed once, by Auto
     // Scaling's dual-stack name, signed with the role's credentials from that IMDS.
     std::fs::write(&path, job.to_string()).unwrap();
-    let out = w.agent(&args, r);
+    let out = w.agent(&COMPLETE_HOOK, r);
     assert!(out.status.success(), "{}", stderr(&out));
     let done = w.log("completed.jsonl");
     assert_eq!(done.len(), 1, "{done:?}");
@@ -287,13 +294,8 @@ fn the_tags_background_continuation_calls_as_the_run_did() {
 #[ignore = "root and namespaces: make control-plane"]
 fn without_the_dual_stack_names_the_usual_ones_are_called() {
     let Some(w) = world_with(USUAL) else { return };
-    let (root, cfg) = w.node(|v| {
-        v["tagging"] = json!({"syncBudgetMs": 8000});
-        v["lifecycle"] = json!({"completeLaunchHook": HOOK});
-    });
+    let (root, out) = w.hooked_init();
     let r = root.path();
-    let out = w.agent(&["init", "--config", &cfg], r);
-    assert!(out.status.success(), "{}", stderr(&out));
     let tag = w.tagged_once();
     assert_eq!(tag["Tags"][0]["Key"], "Name", "{tag}");
     let err = stderr(&out);
@@ -301,14 +303,7 @@ fn without_the_dual_stack_names_the_usual_ones_are_called() {
         err.contains("ec2.us-east-1.api.aws does not resolve"),
         "{err}"
     );
-    let args = [
-        "complete-hook",
-        "--system-bus-address",
-        "unix:path=/nonexistent/bus",
-        "--deadline-sec",
-        "5",
-    ];
-    let out = w.agent(&args, r);
+    let out = w.agent(&COMPLETE_HOOK, r);
     assert!(out.status.success(), "{}", stderr(&out));
     let done = w.log("completed.jsonl");
     assert_eq!(done.len(), 1, "{done:?}");
