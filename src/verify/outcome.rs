@@ -175,10 +175,22 @@ mod tests {
         assert_eq!(joined(JoinVerdict::Mismatch), (true, "NotAsPlanned"));
         assert!(!retires(JoinVerdict::Mismatch, Some(Blame::Node)));
         assert!(waits_to_initialise(JoinVerdict::Mismatch));
-        assert!(watches_late(JoinVerdict::NotReady, Some(Blame::Cluster), true));
-        assert!(!watches_late(JoinVerdict::NotReady, Some(Blame::Node), true));
+        assert!(watches_late(
+            JoinVerdict::NotReady,
+            Some(Blame::Cluster),
+            true
+        ));
+        assert!(!watches_late(
+            JoinVerdict::NotReady,
+            Some(Blame::Node),
+            true
+        ));
         // Blamed, but only reported (`verify.onFailure: report`): it stays, so it is watched.
-        assert!(watches_late(JoinVerdict::Deadline, Some(Blame::Node), false));
+        assert!(watches_late(
+            JoinVerdict::Deadline,
+            Some(Blame::Node),
+            false
+        ));
         assert!(!watches_late(JoinVerdict::Mismatch, None, false));
     }
 

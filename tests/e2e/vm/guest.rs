@@ -164,6 +164,12 @@ fn install_reporter(sc: &Scenario, root: &Path) {
     copy_guest(root, "e2e-report", "usr/local/sbin/e2e-report", 0o755);
     copy_guest(
         root,
+        "e2e-credential-plugin",
+        "usr/local/sbin/e2e-credential-plugin",
+        0o755,
+    );
+    copy_guest(
+        root,
         "e2e-report.service",
         "etc/systemd/system/e2e-report.service",
         0o644,

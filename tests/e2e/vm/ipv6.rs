@@ -121,4 +121,13 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2) {
         ];
         assert_eq!(vars, want, "[{}] {unit}'s environment", sc.name);
     }
+    // The kubelet's credential plugin (a stand-in reading IMDS as botocore does), run with the
+    // environment systemd gives kubelet.service, reaches IMDS where the agent found it.
+    let plugin = run.get(1, "credential-plugin").unwrap_or_default();
+    assert_eq!(
+        plugin.trim_end(),
+        format!("credentials for eks-node-role from http://[{GUEST_HOST6}]"),
+        "[{}] the kubelet's credential plugin",
+        sc.name
+    );
 }
