@@ -23,8 +23,9 @@ pub struct LifecycleSettings {
     /// A taint the Node registers with and that only a controller removes once the node's boot
     /// work is done (docs/lifecycle.md#a-startup-taint): `key[=value]:Effect` with the key
     /// under `readiness.k8s.io/`, as Kubernetes' Node Readiness Controller manages them (its
-    /// `NodeReadinessRule` names the agent's Node conditions). Karpenter's NodePool must list
-    /// it in `startupTaints`. The proof does not expect it on the Node: a rule may remove it.
+    /// shipped `NodeReadinessRule` waits on `eks-nodeinit.io/Joined` and selects the label
+    /// `eks-nodeinit.io/readiness: v2`). Needs `verify.join` on. Karpenter before v1.13 must
+    /// list it in a NodePool's `startupTaints`. The proof does not expect it on the Node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_taint: Option<String>,
 }

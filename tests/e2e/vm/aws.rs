@@ -65,10 +65,12 @@ impl Ec2 {
         }
     }
 
-    /// The EC2 actions moto served so far (from its request recording).
+    /// The EC2 actions moto served so far (from its request recording), dry runs left out.
     pub(super) fn actions(&self) -> Vec<String> {
         recorded_bodies(&self.recording)
             .iter()
+            // A dry run (the fleet guard's check before the hand-off) changes nothing.
+            .filter(|body| !body.split('&').any(|kv| kv == "DryRun=true"))
             .filter_map(|body| {
                 body.split('&')
                     .find_map(|kv| kv.strip_prefix("Action="))

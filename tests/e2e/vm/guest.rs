@@ -138,6 +138,9 @@ pub(super) fn disk(
     if retired::is_retired(sc.name) {
         retired::prepare(&root);
     }
+    if ipv6::is_ipv6(sc.name) {
+        ipv6::prepare(&root);
+    }
     let img = work.join("disk.img");
     sh(Command::new("mkfs.ext4")
         .args(["-q", "-F", "-L", "root", "-d"])

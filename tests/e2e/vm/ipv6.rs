@@ -32,6 +32,18 @@ pub(super) fn is_ipv6(name: &str) -> bool {
     name == "al2023-ipv6-only"
 }
 
+/// The guest's kubelet.service, as an AL2023 AMI has it (not enabled; nodeadm's stand-in here
+/// starts no kubelet): the unit the agent's IMDS drop-in is for, which systemd reads only for a
+/// unit it has.
+pub(super) fn prepare(root: &Path) {
+    let unit = std::fs::read_to_string(e2e_dir().join("guest/kubelet.service")).unwrap();
+    guest::write(
+        &root.join("etc/systemd/system/kubelet.service"),
+        &unit,
+        0o644,
+    );
+}
+
 /// The cluster's values: Parameter Store's name-only ones, with an IPv6 service CIDR.
 pub(super) fn edit(sc: &mut Scenario) {
     if is_ipv6(sc.name) {
@@ -94,6 +106,18 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2) {
     assert_eq!(
         dropin["spec"]["cluster"]["cidr"], SERVICE_CIDR6,
         "{dropin:#}"
+    );
+    // The kubelet's drop-in as the agent wrote it.
+    let kubelet = run.file(
+        1,
+        "/etc/systemd/system/kubelet.service.d/60-eks-nodeinit-imds.conf",
+    );
+    assert!(
+        kubelet.contains(&format!(
+            "Environment=\"AWS_EC2_METADATA_SERVICE_ENDPOINT=http://[{GUEST_HOST6}]\""
+        )),
+        "[{}] {kubelet}",
+        sc.name
     );
     // The agent's drop-in as systemd read it: both nodeadm units and the kubelet (whose
     // credential plugin signs the token it joins with, in the kubelet's environment) run with

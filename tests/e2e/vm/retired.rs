@@ -1,10 +1,12 @@
 //! The scenario of a node that cannot join and retires itself (docs/join.md#fail-fast-without-
 //! a-launch-hook): the shipped `al2023-name-only.mime` with `verify.onFailure: terminate` and a
 //! 10 s `joinDeadline`, run by the packaged units on AL2023, outside any Auto Scaling group, on a
-//! guest with no kubelet (it never becomes active), while another instance of its cluster carries
-//! `eks-nodeinit/joined` (the host tags a second moto instance before the boot).
+//! guest with no kubelet (it never becomes active), while two other instances of its cluster,
+//! launched just before it from the same image into the same subnet, carry `eks-nodeinit/joined`
+//! (the host runs and tags them in moto before the boot).
 //!
-//! The launch-hook unit's proof ends in `deadline`, blamed on the node (the others joined). Before
+//! The launch-hook unit's proof ends in `deadline`, blamed on the node (kubelet never active, a
+//! cause that may be its own, while two like peers joined and no instance retired yet). Before
 //! it retires, its cause is one line on the serial console (what `aws ec2 get-console-output`
 //! keeps) and the instance tag `eks-nodeinit/retired`; then `TerminateInstances` on its own id,
 //! once. moto's termination stops nothing here, so the reporter goes on and reads the verdict.
@@ -31,11 +33,13 @@ pub(super) fn prepare(root: &Path) {
     guest::write(&root.join(MARKER), "", 0o644);
 }
 
-/// Before any scenario's boot: for this one, another instance of the cluster marked joined.
-/// How many requests moto had served then.
+/// Before any scenario's boot: for this one, two other instances of the cluster marked joined
+/// (one like peer is not enough to blame the node). How many requests moto had served then.
 pub(super) fn before_boot(sc: &Scenario, ec2: &Ec2, rt: &tokio::runtime::Runtime) -> usize {
     if is_retired(sc.name) {
-        other_joined(ec2, rt);
+        for _ in 0..2 {
+            other_joined(ec2, rt);
+        }
     }
     common::recorded_bodies(&ec2.recording).len()
 }
