@@ -144,6 +144,8 @@ enum Api {
     Answers(u16),
     /// Serves the node's Node registered and not Ready, its Ready condition's message this.
     NotReady(&'static str),
+    /// Serves the node's Node Ready, joined, another reporter's `gpu.example/Ready` False.
+    ReporterFalse,
 }
 
 /// One failed proof of the world's first instance.
@@ -193,9 +195,10 @@ fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String, String)>)
                 .port();
             (format!("https://127.0.0.1:{port}"), None)
         }
-        Api::Answers(_) | Api::NotReady(_) => {
+        Api::Answers(_) | Api::NotReady(_) | Api::ReporterFalse => {
             answer = match r.api {
                 Api::NotReady(m) => common::tls::answering_with(200, Some(&not_ready(m))),
+                Api::ReporterFalse => common::tls::answering_with(200, Some(&reporter_false())),
                 Api::Answers(s) => common::tls::answering(s),
                 _ => unreachable!(),
             };
@@ -257,6 +260,15 @@ fn not_ready(message: &str) -> String {
     json!({"kind": "Node", "metadata": {"name": "n"}, "spec": {},
         "status": {"conditions": [{"type": "Ready", "status": "False",
             "reason": "KubeletNotReady", "message": message}]}})
+    .to_string()
+}
+
+/// A Node Ready and joined as the agent set it, whose GPU reporter says `False`.
+fn reporter_false() -> String {
+    let c = |t: &str, s: &str| json!({"type": t, "status": s, "reason": "R", "message": "m"});
+    json!({"kind": "Node", "metadata": {"name": "n"}, "spec": {},
+        "status": {"conditions": [c("Ready", "True"), c("eks-nodeinit.io/Joined", "True"),
+            c("gpu.example/Ready", "False")]}})
     .to_string()
 }
 
@@ -627,4 +639,53 @@ fn the_fleet_guard_check_says_whether_the_joined_tag_may_be_written() {
             }
         });
     }
+}
+
+/// The initialisation deadline's verdict: another reporter's condition set `False` on a Node that
+/// joined is the node's own once two like peers initialised (and retires it by its health, the
+/// hook told long before); with none initialised, kept.
+#[test]
+fn a_reporter_false_past_the_deadline_retires_only_when_like_peers_initialised() {
+    let Some(w) = world(true, false, 3) else {
+        return;
+    };
+    let run = || Run {
+        kubelet: "active",
+        api: Api::ReporterFalse,
+        job: |j| {
+            j["initDeadlineSecs"] = json!(2);
+            j["initConditions"] = json!(["gpu.example/Ready"]);
+        },
+        ..Run::default()
+    };
+    let verdict = |root: &Path| {
+        let join = join_of(root);
+        (join["verdict"].clone(), join["blame"].clone())
+    };
+    let (root, units) = failed_proof(&w, run());
+    assert_eq!(
+        verdict(root.path()),
+        (json!("init-deadline"), json!("cluster"))
+    );
+    assert!(!stopped(&units), "{units:?}");
+    let calls = w.calls();
+    assert!(
+        !calls.iter().any(|c| c.0 == "SetInstanceHealth"),
+        "{calls:?}"
+    );
+    w.mark(1..3, "eks-nodeinit/initialised", CLUSTER);
+    let (root, units) = failed_proof(&w, run());
+    assert_eq!(
+        verdict(root.path()),
+        (json!("init-deadline"), json!("node"))
+    );
+    let causes = join_of(root.path())["causes"].to_string();
+    assert!(causes.contains("gpu.example/Ready is False"), "{causes}");
+    assert!(causes.contains("2 like instances of its group"), "{causes}");
+    let calls = w.calls();
+    assert!(
+        calls.contains(&("SetInstanceHealth".into(), w.ids[0].clone())),
+        "{calls:?}"
+    );
+    assert!(stopped(&units), "{units:?}");
 }
