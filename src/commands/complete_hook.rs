@@ -245,7 +245,7 @@ async fn prove_join(
     let ready_as_planned = proof.verdict == JoinVerdict::Joined;
     fold_after(&mut proof, &ran);
     let guard = settle::judge(job, &ctx, &mut proof).await;
-    let set = fit::decided(&proof, ready_as_planned, &ran);
+    let set = fit::decided(&proof, (ready_as_planned, job.hold_mismatch), &ran);
     let failed = own.set_logged(&ctx, &set, None).await;
     let result = launch_result(&proof, ready_as_planned, job.strict);
     record(c, &proof, &ran)?;

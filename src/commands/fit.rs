@@ -50,15 +50,22 @@ pub(super) fn pending(ran: &Ran) -> Vec<Condition> {
 
 /// The conditions after the verdict; none when no Node registered (nothing to set them on).
 /// [`JOINED`] as the outcome table says ([`outcome::joined`]); [`AS_PLANNED`] beside it.
-pub(super) fn decided(p: &Proof, ready_as_planned: bool, ran: &Ran) -> Vec<Condition> {
+/// `hold`: `verify.mismatch: hold`, a mismatch (a failed step after the hand-off among them)
+/// says `Joined=False`.
+pub(super) fn decided(
+    p: &Proof,
+    (ready_as_planned, hold): (bool, bool),
+    ran: &Ran,
+) -> Vec<Condition> {
     if p.registered_at.is_none() {
         return Vec::new();
     }
-    let verdict = match ready_as_planned {
-        true => JoinVerdict::Joined,
-        false => p.verdict,
+    let verdict = match (ready_as_planned, hold && p.verdict == JoinVerdict::Mismatch) {
+        (_, true) => JoinVerdict::Mismatch,
+        (true, false) => JoinVerdict::Joined,
+        (false, false) => p.verdict,
     };
-    let (ok, reason) = outcome::joined(verdict);
+    let (ok, reason) = outcome::joined(verdict, hold);
     let joined = match ok {
         true => Condition::new(JOINED, true, reason, &p.checked.join("; ")),
         false => Condition::new(JOINED, false, reason, &p.causes.join("; ")),
@@ -166,7 +173,7 @@ mod tests {
     #[test]
     fn the_verdict_and_the_steps_become_conditions_with_their_reasons() {
         let ran = Ran::default();
-        let c = decided(&proof(JoinVerdict::Joined, true), true, &ran);
+        let c = decided(&proof(JoinVerdict::Joined, true), (true, false), &ran);
         let got: Vec<_> = c
             .iter()
             .map(|c| (c.kind.as_str(), c.status, c.reason))
@@ -185,7 +192,7 @@ mod tests {
         };
         // A failed step: the Node itself as planned stays Joined; the steps' condition and
         // AsPlanned say it.
-        let c = decided(&proof(JoinVerdict::Mismatch, true), true, &failed);
+        let c = decided(&proof(JoinVerdict::Mismatch, true), (true, false), &failed);
         let got: Vec<_> = c.iter().map(|c| (c.status, c.reason)).collect();
         assert_eq!(
             got,
@@ -196,15 +203,20 @@ mod tests {
             ]
         );
         // A Node not as planned joined all the same: the rule (on Joined) releases it.
-        let c = decided(&proof(JoinVerdict::Mismatch, true), false, &ran);
+        let c = decided(&proof(JoinVerdict::Mismatch, true), (false, false), &ran);
         assert_eq!((c[0].status, c[0].reason), ("True", "NotAsPlanned"));
         assert_eq!((c[1].kind.as_str(), c[1].status), (AS_PLANNED, "False"));
         assert!(c[1].message.contains("planned 29"), "{:?}", c[1]);
-        let c = decided(&proof(JoinVerdict::NotReady, true), false, &ran);
+        let c = decided(&proof(JoinVerdict::NotReady, true), (false, false), &ran);
         assert_eq!((c[0].status, c[0].reason), ("False", "NotReady"));
         assert_eq!(c.len(), 2, "no AsPlanned for a Node not Ready: {c:?}");
-        assert!(decided(&proof(JoinVerdict::Deadline, false), false, &ran).is_empty());
-        let c = decided(&proof(JoinVerdict::JoinedLate, true), false, &ran);
+        assert!(decided(&proof(JoinVerdict::Deadline, false), (false, false), &ran).is_empty());
+        let c = decided(&proof(JoinVerdict::JoinedLate, true), (false, false), &ran);
+        // Held by the config: a mismatch says Joined=False, a failed step's too.
+        let c2 = decided(&proof(JoinVerdict::Mismatch, true), (false, true), &ran);
+        assert_eq!((c2[0].status, c2[0].reason), ("False", "NotAsPlanned"));
+        let c2 = decided(&proof(JoinVerdict::Mismatch, true), (true, true), &failed);
+        assert_eq!((c2[0].status, c2[0].reason), ("False", "NotAsPlanned"));
         assert_eq!((c[0].status, c[0].reason), ("True", "JoinedLate"));
         // The deadline watches Joined and the config's conditions, nothing else.
         let job: JoinJob = serde_json::from_value(serde_json::json!({

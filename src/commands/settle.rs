@@ -127,7 +127,7 @@ pub(super) async fn late_join(
         deadline_secs: job.late_join_secs,
         ..job.clone()
     };
-    let held = fit::decided(p, false, ran);
+    let held = fit::decided(p, (false, false), ran);
     let (seen, mut own) = proof::prove(&late_job, ctx, c.poll, &held).await;
     if !matches!(seen.verdict, JoinVerdict::Joined | JoinVerdict::Mismatch) {
         tracing::warn!("the Node was not Ready within verify.lateJoin either");
@@ -136,7 +136,7 @@ pub(super) async fn late_join(
     let mut late = seen;
     late.verdict = JoinVerdict::JoinedLate;
     late.blame = None;
-    let set = fit::decided(&late, false, ran);
+    let set = fit::decided(&late, (false, false), ran);
     let failed = own.set_logged(ctx, &set, None).await;
     let _ = fleet::mark_joined(ctx, &job.instance_id).await;
     tracing::info!("the node joined late: the Node is Ready");

@@ -60,6 +60,29 @@ pub struct VerifySettings {
     /// `30m`; `0s`: not watched).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_join: Option<String>,
+    /// What a Node Ready but not as planned (`mismatch`) says in `eks-nodeinit.io/Joined`.
+    /// `release` (default): `True` (`NotAsPlanned`): the node joined, the finding is in
+    /// `eks-nodeinit.io/AsPlanned`, and the shipped rule releases a startup taint. `hold`:
+    /// `False` (`NotAsPlanned`): a startup taint stays until the initialisation deadline's
+    /// verdict, and after it (docs/lifecycle.md#every-outcome).
+    #[serde(default, skip_serializing_if = "MismatchMode::is_default")]
+    pub mismatch: MismatchMode,
+}
+
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum MismatchMode {
+    #[default]
+    Release,
+    Hold,
+}
+
+impl MismatchMode {
+    pub fn is_default(&self) -> bool {
+        *self == MismatchMode::Release
+    }
 }
 
 impl VerifySettings {

@@ -33,6 +33,8 @@ pub struct VerifySpec {
     pub init_conditions: Vec<String>,
     /// How long a node kept after a failed join is watched for a late join (zero: not).
     pub late_join: Duration,
+    /// `verify.mismatch: hold`: a mismatch's `Joined` is `False`.
+    pub hold_mismatch: bool,
 }
 
 impl Default for VerifySpec {
@@ -47,6 +49,7 @@ impl Default for VerifySpec {
             init_deadline: None,
             init_conditions: Vec::new(),
             late_join: DEFAULT_LATE_JOIN,
+            hold_mismatch: false,
         }
     }
 }
@@ -121,6 +124,7 @@ pub fn spec(c: &VerifySettings, f: &mut Findings) -> VerifySpec {
         init_deadline,
         init_conditions: init_conditions(&c.init_conditions, f),
         late_join,
+        hold_mismatch: c.mismatch == crate::config::MismatchMode::Hold,
     }
 }
 

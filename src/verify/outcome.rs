@@ -9,12 +9,13 @@ use super::record::JoinVerdict;
 use super::verdict::Blame;
 
 /// `eks-nodeinit.io/Joined` for a verdict: its status and reason. A mismatch is a node that
-/// joined (Ready, and its finding in `eks-nodeinit.io/AsPlanned`), so the rule releases it; only
-/// a Node not Ready holds the taint, and it takes no pods while not Ready anyway.
-pub fn joined(verdict: JoinVerdict) -> (bool, &'static str) {
+/// joined (Ready, and its finding in `eks-nodeinit.io/AsPlanned`), so the rule releases it,
+/// unless the config holds it (`verify.mismatch: hold`); otherwise only a Node not Ready holds
+/// the taint, and it takes no pods while not Ready anyway.
+pub fn joined(verdict: JoinVerdict, hold_mismatch: bool) -> (bool, &'static str) {
     match verdict {
         JoinVerdict::Joined => (true, "JoinedAsPlanned"),
-        JoinVerdict::Mismatch => (true, "NotAsPlanned"),
+        JoinVerdict::Mismatch => (!hold_mismatch, "NotAsPlanned"),
         JoinVerdict::InitDeadline => (true, "JoinedAsPlanned"),
         JoinVerdict::JoinedLate => (true, "JoinedLate"),
         JoinVerdict::NotReady | JoinVerdict::Deadline | JoinVerdict::PreflightFailed => {
@@ -59,7 +60,7 @@ pub struct Row {
 }
 
 fn row(verdict: JoinVerdict, blame: Option<Blame>, bound: &'static str) -> Row {
-    let (ok, reason) = joined(verdict);
+    let (ok, reason) = joined(verdict, false);
     let case = match blame {
         Some(b) => format!("`{}`, blame `{}`", verdict.as_str(), b.as_str()),
         None => format!("`{}`", verdict.as_str()),
@@ -112,6 +113,13 @@ pub fn table() -> Vec<Row> {
             None,
             "the same: the finding is in `AsPlanned`, which the rule does not wait on",
         ),
+        Row {
+            case: "`mismatch`, `verify.mismatch: hold`".into(),
+            joined: format!("False ({})", joined(Mismatch, true).1),
+            rule: "holds it, as the config asks",
+            retires: "never (`ABANDON` under `strict`)",
+            bound: "`verify.initDeadline` (15 minutes by default with a startup taint): `init-deadline`, blame `cluster`, kept",
+        },
         row(PreflightFailed, None, "no hand-off: the unit fails at boot"),
         row(Deadline, node, "`verify.joinDeadline`"),
         row(Deadline, cluster, KEPT),
@@ -172,7 +180,8 @@ mod tests {
             }
         }
         // A mismatch joined: released, never retired.
-        assert_eq!(joined(JoinVerdict::Mismatch), (true, "NotAsPlanned"));
+        assert_eq!(joined(JoinVerdict::Mismatch, false), (true, "NotAsPlanned"));
+        assert_eq!(joined(JoinVerdict::Mismatch, true), (false, "NotAsPlanned"));
         assert!(!retires(JoinVerdict::Mismatch, Some(Blame::Node)));
         assert!(waits_to_initialise(JoinVerdict::Mismatch));
         assert!(watches_late(

@@ -72,6 +72,9 @@ pub struct JoinJob {
     /// `verify.lateJoin` in seconds: how long a node kept after a failed join is watched.
     #[serde(default)]
     pub late_join_secs: u64,
+    /// `verify.mismatch: hold`: a mismatch's `Joined` condition is `False`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold_mismatch: bool,
 }
 
 impl JoinJob {

@@ -117,6 +117,7 @@ pub(super) fn join_job(
         retire: None,
         group_unknown: false,
         late_join_secs: 0,
+        hold_mismatch: false,
     };
     write(root, JOIN_JOB, &job.to_text());
 }

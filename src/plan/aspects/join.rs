@@ -206,6 +206,7 @@ fn job_of(
         retire: retire(spec, facts, warnings),
         group_unknown: in_group(facts) && facts.autoscaling_group().is_none(),
         late_join_secs: spec.verify.late_join.as_secs(),
+        hold_mismatch: spec.verify.hold_mismatch,
     }
 }
 
@@ -427,6 +428,14 @@ mod tests {
         }
         let (job, w) = job_with(&on("terminate"), None);
         assert_eq!((job["retire"].as_str(), w.len()), (Some("terminate"), 0));
+        // The late join's watch by default; a held mismatch only when the config asks.
+        assert_eq!(job["lateJoinSecs"], 1800);
+        assert!(job.get("holdMismatch").is_none(), "{job:#}");
+        let (job, _) = job_with(r#""verify":{"mismatch":"hold","lateJoin":"0s"}"#, None);
+        assert_eq!(
+            (job["holdMismatch"].as_bool(), job["lateJoinSecs"].as_u64()),
+            (Some(true), Some(0))
+        );
         // A group its tags name is a group, whatever IMDS says of its lifecycle; a detached
         // instance is in none, whatever its tags still say.
         let (job, _) = job_in(&on("terminate"), None, Some("asg-a"));
