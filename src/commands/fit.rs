@@ -8,11 +8,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::exec::after::Ran;
+use crate::verify::conditions::Unmet;
 use crate::verify::conditions::{self, Condition, AS_PLANNED, BOOT_STEPS, JOINED};
 use crate::verify::outcome;
 use crate::verify::proof::{JoinJob, OwnNode, Proof};
 use crate::verify::record::JoinVerdict;
-use crate::verify::verdict::Unmet;
 use crate::verify::Context;
 
 /// The steps after the hand-off as conditions: [`BOOT_STEPS`], then each step's own.

@@ -5,6 +5,7 @@ pub mod await_service;
 pub mod bake_images;
 pub mod cli;
 pub mod complete_hook;
+mod completer;
 mod fit;
 pub mod pin_sandbox;
 mod settle;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::complete_hook::{update_join, CompleteError, Completer};
+use super::completer::{update_join, CompleteError, Completer};
 use super::fit;
 use crate::exec::after::Ran;
 use crate::exec::report::now_ms;
@@ -16,7 +16,7 @@ use crate::verify::fleet::{self, Fleet};
 use crate::verify::outcome;
 use crate::verify::proof::{self, JoinJob, OwnNode, Proof};
 use crate::verify::record::JoinVerdict;
-use crate::verify::retire::{self, Retiring, RETIRED_TAG};
+use crate::verify::retire::{self, Retiring};
 use crate::verify::verdict::{blame_in, blame_uninitialised};
 use crate::verify::Context;
 
@@ -53,10 +53,22 @@ pub(super) async fn judge(job: &JoinJob, ctx: &Context, p: &mut Proof) -> Option
     None
 }
 
-/// Before the launch is abandoned: the cause tagged, so that the scope's budget counts it.
-pub(super) async fn abandoning(job: &JoinJob, ctx: &Context, p: &Proof) {
-    let (_, tag) = retire::said(&job.instance_id, p.verdict, &p.causes.join("; "));
-    let _ = fleet::mark(ctx, &job.instance_id, RETIRED_TAG, &tag).await;
+/// Before the launch is abandoned (Auto Scaling terminates the instance): the cause said as a
+/// retiring node says it, on the console and as the tag the scope's budget counts.
+pub(super) async fn abandoning(c: &Completer, job: &JoinJob, ctx: &Context, p: &Proof) {
+    retire::say(&retiring(c, job, ctx), p.verdict, &p.causes.join("; ")).await;
+}
+
+/// Where and as whom this node retires.
+fn retiring<'a>(c: &'a Completer, job: &'a JoinJob, ctx: &'a Context) -> Retiring<'a> {
+    Retiring {
+        root: &c.root,
+        bus_address: &c.bus_address,
+        ctx,
+        instance_id: &job.instance_id,
+        group: job.group.as_deref(),
+        policy: c.policy,
+    }
 }
 
 /// `verify.initDeadline`: every watched condition True in time, recorded as a phase; else the
@@ -163,14 +175,7 @@ pub(super) async fn retire(
     if !outcome::retires(p.verdict, p.blame) {
         return Ok(());
     }
-    let r = Retiring {
-        root: &c.root,
-        bus_address: &c.bus_address,
-        ctx,
-        instance_id: &job.instance_id,
-        group: job.group.as_deref(),
-        policy: c.policy,
-    };
+    let r = retiring(c, job, ctx);
     retire::say(&r, p.verdict, &p.causes.join("; ")).await;
     if let Err(e) = stop_kubelet(&c.bus_address).await {
         tracing::warn!("kubelet.service could not be stopped before retiring: {e}");

@@ -6,7 +6,6 @@
 //! strategic-merge patch keyed by `type` leaves the kubelet's conditions alone.
 
 use super::kube::ApiServer;
-use super::verdict::Unmet;
 use super::Cause;
 use crate::base::text::{escaped, printable};
 
@@ -91,6 +90,29 @@ pub fn find<'a>(node: &'a serde_json::Value, kind: &str) -> Option<&'a serde_jso
         .as_array()?
         .iter()
         .find(|c| c["type"] == kind)
+}
+
+/// The watched conditions not True on the Node by the deadline, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unmet {
+    /// Not on the Node, or `Unknown`.
+    pub unset: Vec<String>,
+    /// The agent's own, set and not True.
+    pub own: Vec<String>,
+    /// Other reporters', set and not True.
+    pub others: Vec<String>,
+}
+
+impl Unmet {
+    /// Every condition not True, as the verdict says it.
+    pub fn lines(&self) -> Vec<String> {
+        let all = [&self.unset, &self.own, &self.others];
+        all.into_iter().flatten().cloned().collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.unset.is_empty() && self.own.is_empty() && self.others.is_empty()
+    }
 }
 
 /// The watched condition types that are not `True` on the Node, each with what it says, by

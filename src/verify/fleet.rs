@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::retire::RETIRED_TAG;
 use super::Context;
 use crate::aws::ec2::{Ec2, Instance};
 use crate::base::retry::RetryPolicy;
@@ -22,6 +21,9 @@ pub const JOINED_TAG: &str = "eks-nodeinit/joined";
 /// The tag on an instance whose Node's watched conditions were all True by the initialisation
 /// deadline; its value is the cluster's name.
 pub const INITIALISED_TAG: &str = "eks-nodeinit/initialised";
+/// The tag the cause is written to before an instance retires (or its launch is abandoned);
+/// the scope's retirement budget counts the instances that carry it.
+pub const RETIRED_TAG: &str = "eks-nodeinit/retired";
 /// The tags Auto Scaling and EC2 Fleet put on an instance launched from a launch template.
 const TEMPLATE_TAGS: [&str; 2] = ["aws:ec2launchtemplate:id", "aws:ec2launchtemplate:version"];
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use super::fleet::RETIRED_TAG;
 use super::record::JoinVerdict;
 use super::Context;
 use crate::aws::autoscaling::AutoScaling;
@@ -19,8 +20,6 @@ use crate::aws::CallError;
 use crate::base::retry::RetryPolicy;
 use crate::base::text::escaped;
 
-/// The tag the cause is written to before the instance is retired.
-pub const RETIRED_TAG: &str = "eks-nodeinit/retired";
 /// The console the line goes to (the kernel's last `console=`: the serial port on EC2).
 pub const CONSOLE: &str = "/dev/console";
 /// EC2's longest tag value.
@@ -38,8 +37,6 @@ pub enum Retire {
     /// instance's shutdown behaviour is `terminate`.
     Terminate,
 }
-
-pub use super::outcome::retires;
 
 /// Where and as whom the node retires.
 pub struct Retiring<'a> {

@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::conditions::Unmet;
 use super::fleet::{Fleet, BUDGET, PEERS};
 use super::Cause;
 use crate::aws::autoscaling::HookResult;
@@ -190,29 +191,6 @@ pub fn blame_uninitialised(
         "initialised",
         scope,
     )
-}
-
-/// The watched conditions not True on the Node by the deadline, by kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Unmet {
-    /// Not on the Node, or `Unknown`.
-    pub unset: Vec<String>,
-    /// The agent's own, set and not True.
-    pub own: Vec<String>,
-    /// Other reporters', set and not True.
-    pub others: Vec<String>,
-}
-
-impl Unmet {
-    /// Every condition not True, as the verdict says it.
-    pub fn lines(&self) -> Vec<String> {
-        let all = [&self.unset, &self.own, &self.others];
-        all.into_iter().flatten().cloned().collect()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.unset.is_empty() && self.own.is_empty() && self.others.is_empty()
-    }
 }
 
 fn plural(n: usize) -> &'static str {
