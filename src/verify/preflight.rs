@@ -218,6 +218,11 @@ impl Probe for FleetGuard {
     fn fields(&self) -> serde_json::Value {
         json!({ "instanceId": self.instance_id })
     }
+    /// Never stops the hand-off, in `fail` mode either: a denied permission is the role's, and
+    /// every node of the fleet shares it; the node itself joins all the same.
+    fn blocks(&self, _: &str) -> bool {
+        false
+    }
     fn run<'a>(&'a self, env: &'a Env) -> Outcome<'a> {
         Box::pin(async move {
             let t = self.ctx.transport();

@@ -617,6 +617,8 @@ fn the_fleet_guard_check_says_whether_the_joined_tag_may_be_written() {
             false => assert_eq!(r["result"], "passed", "{r:#}"),
             true => {
                 assert_eq!(r["result"], "failed", "{r:#}");
+                // Said, never a reason to withhold the node (`verify.preflight: fail` too).
+                assert_eq!(r["advisory"], true, "{r:#}");
                 let text = r.to_string();
                 assert!(
                     text.contains("fleet-guard") && text.contains("ec2:CreateTags"),

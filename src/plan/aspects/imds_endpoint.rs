@@ -5,7 +5,8 @@
 //! kubelet's credential plugin, which signs the token the kubelet joins with (`aws eks
 //! get-token` on AL2023: botocore's `IMDSFetcher`, 169.254.169.254 unless its environment
 //! says; aws-iam-authenticator on AL2: the Go SDK's `LoadDefaultConfig`, the same), inherits
-//! kubelet.service's environment. Where the boot found IMDS elsewhere on such an instance,
+//! kubelet.service's environment (client-go v0.37.0 `plugin/pkg/client/auth/exec/exec.go`: the
+//! plugin's `cmd.Env` is `os.Environ()` and the kubeconfig's `env`). Where the boot found IMDS elsewhere on such an instance,
 //! `nodeadm-config.service`, `nodeadm-run.service` (AL2023) and `kubelet.service` (both
 //! families) get a drop-in naming that endpoint, then systemd reloads its units before they
 //! start. (AL2's bootstrap.sh is told in its environment too: handoff/al2.rs.)
