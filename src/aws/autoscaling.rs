@@ -63,8 +63,7 @@ impl AutoScaling {
     /// `transport` when there is one.
     pub async fn new(region: &str, transport: Option<&aws::Transport>) -> AutoScaling {
         let conf = aws::sdk_config(region, transport).await;
-        let proxied = transport.is_some_and(|t| t.proxy.is_some());
-        let conf = aws::for_service(&conf, "AUTO_SCALING", None, proxied).await;
+        let conf = aws::for_service(&conf, "AUTO_SCALING", None, transport).await;
         AutoScaling {
             client: aws_sdk_autoscaling::Client::new(&conf),
             calls: Calls::default(),

@@ -84,6 +84,16 @@ impl Instance {
     }
 }
 
+/// [`Ec2::marked`]'s answer.
+#[derive(Debug, Clone, Default)]
+pub struct Marked {
+    /// The instance itself, unless EC2 does not list it.
+    pub own: Option<Instance>,
+    pub others: Vec<Instance>,
+    /// The others are all EC2 has (one page held them).
+    pub whole: bool,
+}
+
 pub struct Ec2 {
     client: aws_sdk_ec2::Client,
     pub calls: Calls,
@@ -109,9 +119,8 @@ async fn sdk_config(
     endpoint: Option<&str>,
     transport: Option<&aws::Transport>,
 ) -> aws_config::SdkConfig {
-    let proxied = transport.is_some_and(|t| t.proxy.is_some());
     let conf = aws::sdk_config(region, transport).await;
-    aws::for_service(&conf, "EC2", endpoint, proxied).await
+    aws::for_service(&conf, "EC2", endpoint, transport).await
 }
 
 impl Ec2 {
@@ -281,14 +290,15 @@ impl Ec2 {
 
     /// The instances the agent marked (any of `keys` as a tag key), in `group` when given, in
     /// every state (a retired instance stays listed about an hour after it terminated), and
-    /// the instance `own` itself: DescribeInstances twice, each its first page.
+    /// the instance `own` itself: DescribeInstances twice, each its first page (`Marked::whole`
+    /// says whether EC2 had more).
     pub async fn marked(
         &mut self,
         keys: &[&str],
         group: Option<&str>,
         own: &str,
         (policy, deadline): (RetryPolicy, Instant),
-    ) -> Result<(Option<Instance>, Vec<Instance>), TagError> {
+    ) -> Result<Marked, TagError> {
         let op = aws::Op {
             name: "DescribeInstances",
             action: "ec2:DescribeInstances",
@@ -327,9 +337,11 @@ impl Ec2 {
                 .collect();
             list
         };
-        let mine = all(&mine).into_iter().find(|i| i.id == own);
-        let others = all(&others).into_iter().filter(|i| i.id != own).collect();
-        Ok((mine, others))
+        Ok(Marked {
+            own: all(&mine).into_iter().find(|i| i.id == own),
+            whole: others.next_token().map_or(true, str::is_empty),
+            others: all(&others).into_iter().filter(|i| i.id != own).collect(),
+        })
     }
 
     /// Whether CreateTags of `key` = `value` on the instance would be allowed: the call with

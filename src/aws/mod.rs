@@ -75,14 +75,15 @@ fn endpoint_in(
 /// `conf` for one service's client: at its [`custom_endpoint`], without the dual-stack names
 /// there (the SDK refuses both); with the dual-stack names on, by the usual name when the
 /// service's dual-stack name does not resolve (not every service has one in every Region: a
-/// subnet with DNS64 and NAT64 reaches the usual names); else as it is. `proxied`: a proxy
-/// resolves the names, so they are not looked up here.
+/// subnet with DNS64 and NAT64 reaches the usual names); else as it is. Through a proxy
+/// (`transport`'s) the proxy resolves the names, so they are not looked up here.
 pub(crate) async fn for_service(
     conf: &aws_config::SdkConfig,
     service: &str,
     configured: Option<&str>,
-    proxied: bool,
+    transport: Option<&Transport>,
 ) -> aws_config::SdkConfig {
+    let proxied = transport.is_some_and(|t| t.proxy.is_some());
     if let Some(ep) = custom_endpoint(service, configured) {
         let b = conf.clone().into_builder().endpoint_url(ep);
         return b.use_dual_stack(false).build();

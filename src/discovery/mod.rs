@@ -355,10 +355,9 @@ struct Clients {
 impl Clients {
     async fn new(region: &str, d: &DiscoverySpec, transport: Option<&aws::Transport>) -> Clients {
         let conf = aws::sdk_config(region, transport).await;
-        let proxied = transport.is_some_and(|t| t.proxy.is_some());
         let (ssm, eks) = tokio::join!(
-            aws::for_service(&conf, "SSM", d.ssm_endpoint.as_deref(), proxied),
-            aws::for_service(&conf, "EKS", d.eks_endpoint.as_deref(), proxied)
+            aws::for_service(&conf, "SSM", d.ssm_endpoint.as_deref(), transport),
+            aws::for_service(&conf, "EKS", d.eks_endpoint.as_deref(), transport)
         );
         Clients {
             ssm: aws_sdk_ssm::Client::new(&ssm),

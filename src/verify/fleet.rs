@@ -106,10 +106,14 @@ pub async fn read(ctx: &Context, instance_id: &str, group: Option<&str>) -> Resu
     let keys = [JOINED_TAG, INITIALISED_TAG, RETIRED_TAG];
     let r = ec2.marked(&keys, group, instance_id, (policy(), deadline));
     match tokio::time::timeout_at(deadline + Duration::from_secs(1), r).await {
-        Ok(Ok((Some(own), others))) => Ok(tally(&own, &others, &ctx.cluster)),
-        Ok(Ok((None, _))) => Err(format!(
-            "DescribeInstances does not list this instance ({instance_id})"
-        )),
+        // A second page unread could hold retired instances: the budget is not counted short.
+        Ok(Ok(m)) if !m.whole => Err("DescribeInstances answered more than one page of marked instances, so the retirement budget cannot be counted whole".into()),
+        Ok(Ok(m)) => match m.own {
+            Some(own) => Ok(tally(&own, &m.others, &ctx.cluster)),
+            None => Err(format!(
+                "DescribeInstances does not list this instance ({instance_id})"
+            )),
+        },
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("DescribeInstances did not answer within {CALL:?}")),
     }
