@@ -4,6 +4,14 @@
 
 use crate::base::text::printable;
 
+/// The prefix of every Node condition type the agent sets.
+pub const OWN_CONDITION_PREFIX: &str = "eks-nodeinit.io/";
+
+/// Whether `t` is a condition type the agent sets itself.
+pub fn is_own_condition(t: &str) -> bool {
+    t.starts_with(OWN_CONDITION_PREFIX)
+}
+
 /// kubelet's kubeletLabels: the well-known keys a kubelet may set on itself
 /// (kubernetes staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go).
 pub(crate) const KUBELET_ALLOWED_LABELS: [&str; 11] = [

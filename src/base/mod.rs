@@ -5,6 +5,7 @@
 //! reads the world or imports anything above it.
 
 pub mod bootstrap_sh;
+pub(crate) mod cidr;
 pub mod duration;
 pub mod ecr;
 pub mod findings;

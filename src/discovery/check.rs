@@ -52,7 +52,7 @@ pub(crate) fn check_value(v: Value, f: &Found) -> Result<(), SourceError> {
 }
 
 pub(crate) fn parse_cidr(s: &str) -> Option<Cidr> {
-    cluster::parse_cidr(s).map(|(ip, _)| Cidr {
+    crate::base::cidr::parse_cidr(s).map(|(ip, _)| Cidr {
         text: s.to_string(),
         ipv6: ip.is_ipv6(),
     })

@@ -64,7 +64,7 @@ pub fn spec(k: &Cluster, f: &mut Findings) -> ClusterSpec {
         ok
     });
     let cidr = k.cidr.as_ref().and_then(|cidr| {
-        let parsed = parse_cidr(cidr).map(|(ip, _)| Cidr {
+        let parsed = crate::base::cidr::parse_cidr(cidr).map(|(ip, _)| Cidr {
             text: cidr.clone(),
             ipv6: ip.is_ipv6(),
         });
@@ -154,28 +154,13 @@ pub(crate) fn is_endpoint(ep: &str) -> bool {
             (host.split('.').all(label_ok), port)
         }
     };
-    let port_ok = port.map_or(true, |p| decimal::<u16>(p).is_some_and(|n| n > 0));
+    let port_ok = port.map_or(true, |p| {
+        crate::base::cidr::decimal::<u16>(p).is_some_and(|n| n > 0)
+    });
     let path_ok = path
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '/'));
     host_ok && port_ok && path_ok
-}
-
-/// A number written in decimal digits alone: Rust's integer parse also takes a leading `+`,
-/// which Go's parsers (bootstrap.sh's, kubelet's and nodeadm's consumers) refuse.
-fn decimal<T: std::str::FromStr>(s: &str) -> Option<T> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-pub(crate) fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
-    let (ip, len) = s.split_once('/')?;
-    let ip: std::net::IpAddr = ip.parse().ok()?;
-    let len: u8 = decimal(len)?;
-    let max = if ip.is_ipv4() { 32 } else { 128 };
-    (len <= max).then_some((ip, len))
 }
 
 #[cfg(test)]
@@ -207,15 +192,15 @@ mod tests {
     fn a_prefix_length_or_port_is_decimal_digits_only() {
         // Rust's integer parse takes a leading `+`; Go's ParseCIDR and url.Parse (what
         // bootstrap.sh, kubelet and nodeadm hand these to) do not.
-        assert!(parse_cidr("10.100.0.0/16").is_some());
-        assert!(parse_cidr("fd00:10:96::/108").is_some());
+        assert!(crate::base::cidr::parse_cidr("10.100.0.0/16").is_some());
+        assert!(crate::base::cidr::parse_cidr("fd00:10:96::/108").is_some());
         for bad in [
             "10.100.0.0/+16",
             "fd00::/+64",
             "10.100.0.0/",
             "10.100.0.0/ 16",
         ] {
-            assert!(parse_cidr(bad).is_none(), "{bad}");
+            assert!(crate::base::cidr::parse_cidr(bad).is_none(), "{bad}");
         }
         assert!(is_endpoint("https://x.example.com:443"));
         assert!(!is_endpoint("https://x.example.com:+443"));

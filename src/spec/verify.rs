@@ -135,7 +135,7 @@ fn init_conditions(types: &[String], f: &mut Findings) -> Vec<String> {
     for (i, t) in types.iter().enumerate() {
         let field = format!("verify.initConditions[{i}]");
         let r = crate::base::k8s::check_qualified_name(t).and_then(|()| {
-            match crate::verify::conditions::is_own(t) || out.contains(t) {
+            match crate::base::k8s::is_own_condition(t) || out.contains(t) {
                 true => Err(format!("`{}` is listed twice or is one of the agent's own conditions, which the deadline waits for anyway", printable(t))),
                 false => Ok(()),
             }

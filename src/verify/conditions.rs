@@ -16,13 +16,7 @@ pub const BOOT_STEPS: &str = "eks-nodeinit.io/BootStepsDone";
 /// Whether the Node is as planned (labels, taints, allocatable, the steps after the hand-off):
 /// the finding of a `mismatch`, which the shipped rule does not wait on.
 pub const AS_PLANNED: &str = "eks-nodeinit.io/AsPlanned";
-/// The prefix of every condition type the agent sets.
-pub const PREFIX: &str = "eks-nodeinit.io/";
-
-/// Whether `t` is a condition type the agent sets itself.
-pub fn is_own(t: &str) -> bool {
-    t.starts_with(PREFIX)
-}
+pub use crate::base::k8s::{is_own_condition as is_own, OWN_CONDITION_PREFIX as PREFIX};
 
 /// One condition as the agent sets it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -111,7 +111,7 @@ pub fn no_proxy_matches(no_proxy: &str, host: &str, port: u16) -> bool {
 
 /// Whether `ip` is in the block `cidr` (`a.b.c.d/n` or IPv6, as the spec reads blocks).
 pub fn in_cidr(ip: IpAddr, cidr: &str) -> bool {
-    let Some((net, bits)) = crate::spec::cluster::parse_cidr(cidr) else {
+    let Some((net, bits)) = crate::base::cidr::parse_cidr(cidr) else {
         return false;
     };
     match (ip, net) {

@@ -21,6 +21,7 @@ mod instance_types;
 mod join_proof;
 mod kernel_modules;
 mod launch_hook;
+mod layers;
 mod logging;
 mod logind_dbus;
 mod moto;

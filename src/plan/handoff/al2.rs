@@ -642,4 +642,18 @@ mod tests {
         assert_eq!(dns_ip("fd00:10:20::/108"), "fd00:10:20::a");
         assert_eq!(dns_ip("fd00:1::10/124"), "fd00:1::10a");
     }
+
+    #[test]
+    fn an_ipv6_dns_address_is_in_its_block_only_when_the_block_ends_in_a_zero_group() {
+        // The peers' `<address>a` is in a /108 that ends in `::`; appended to a block written
+        // with a last group, it leaves the block, or is no address at all.
+        use crate::verify::cidr::cluster_dns;
+        assert!(cluster_dns(&dns_ip("fd00:10:20::/108"), "fd00:10:20::/108").is_ok());
+        for block in ["fd00:1::10/124", "fd00:1:2:3:4:5:6:1234/112"] {
+            assert_eq!(
+                cluster_dns(&dns_ip(block), block).unwrap_err().code,
+                "cluster-dns"
+            );
+        }
+    }
 }
