@@ -12,6 +12,19 @@ pub fn is_own_condition(t: &str) -> bool {
     t.starts_with(OWN_CONDITION_PREFIX)
 }
 
+/// What the kubelet demands with `protectKernelDefaults` (its `setupKernelTunables`, k8s
+/// v1.36, pkg/kubelet/cm; component-helpers/node/util/sysctl): read from /proc/sys as
+/// integers, each equal, else it exits at start. The sysctls setting and the hardened-AMI
+/// check both read this table.
+pub const KUBELET_KERNEL_DEFAULTS: [(&str, i64); 6] = [
+    ("vm.overcommit_memory", 1),
+    ("vm.panic_on_oom", 0),
+    ("kernel.panic", 10),
+    ("kernel.panic_on_oops", 1),
+    ("kernel.keys.root_maxkeys", 1_000_000),
+    ("kernel.keys.root_maxbytes", 25_000_000),
+];
+
 /// kubelet's kubeletLabels: the well-known keys a kubelet may set on itself
 /// (kubernetes staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go).
 pub(crate) const KUBELET_ALLOWED_LABELS: [&str; 11] = [

@@ -264,6 +264,10 @@ pub fn status(a: &crate::commands::cli::StatusArgs) -> Result<()> {
         ),
     };
     let join: crate::verify::record::JoinRecord = report.property("join").unwrap_or_default();
+    let checks: std::collections::BTreeMap<String, crate::verify::CheckResult> = report
+        .property(crate::exec::checks::CHECKS)
+        .unwrap_or_default();
+    let join = join.with_checks(checks.into_values());
     match a.output {
         Output::Text => {
             println!("instance: {}", report.instance_id);

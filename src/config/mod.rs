@@ -56,7 +56,7 @@ pub use registries::{MirrorDetail, RegistrySettings};
 pub use sysctls::SysctlValue;
 pub use tagging::TaggingSettings;
 pub use trust::TrustSettings;
-pub use verify::{JoinMode, MismatchMode, OnFailure, PreflightMode, VerifySettings};
+pub use verify::{CheckMode, JoinMode, MismatchMode, OnFailure, VerifySettings};
 
 /// Where the agent reads its configuration when `--config` is not given.
 pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/eks-nodeinit/config.json";

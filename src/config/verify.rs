@@ -10,7 +10,7 @@ pub struct VerifySettings {
     /// error priority, recorded in the report, and the hand-off goes on. `fail`: no hand-off,
     /// the launch hook (if any) is completed with `ABANDON`, exit status 1. `off`: no checks.
     #[serde(default)]
-    pub preflight: PreflightMode,
+    pub preflight: CheckMode,
     /// How long all the checks may take together (a Go duration, default `2s`, from 100ms to
     /// 30s). They run beside the run's own work; a check not done by then fails as timed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -20,7 +20,7 @@ pub struct VerifySettings {
     /// without the container policy, FIPS mode without FIPS endpoints. `warn` (default),
     /// `fail` and `off` as for `preflight`, under the same budget.
     #[serde(default)]
-    pub hardening: PreflightMode,
+    pub hardening: CheckMode,
     /// The proof after the hand-off: `on` (default) has eks-nodeinit-launch-hook.service wait
     /// for the Node to be Ready with the node's own identity and compare it with the plan
     /// before it completes the launch hook: `ABANDON` only for a cause of the node's own (a
@@ -96,7 +96,7 @@ impl VerifySettings {
     Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
-pub enum PreflightMode {
+pub enum CheckMode {
     #[default]
     Warn,
     Fail,

@@ -131,16 +131,10 @@ mod tests {
     use crate::plan::step::{IfFailed, Run, When};
 
     fn step(purpose: &str, argv: &[&str], skip: Option<&str>) -> After {
-        After::Run(Run {
-            purpose: purpose.into(),
-            argv: argv.iter().map(|a| a.to_string()).collect(),
-            timeout_secs: 10,
-            check: None,
-            skip: skip.map(String::from),
-            if_failed: IfFailed::new(format!("{purpose} did not happen"), "look"),
-            when: When::After,
-            condition: None,
-        })
+        let argv = argv.iter().map(|a| a.to_string()).collect();
+        let failed = IfFailed::new(format!("{purpose} did not happen"), "look");
+        let run = Run::new(purpose, argv, 10, failed).when(When::After);
+        After::Run(run.skip(skip.map(String::from)))
     }
 
     #[tokio::test]
@@ -216,13 +210,11 @@ mod tests {
     }
 
     fn check(path: &'static str) -> After {
-        After::Check(crate::plan::step::CheckStep {
-            check: crate::verify::Check::new(Present(path)),
-            when: When::After,
-            budget_ms: 1000,
-            record: None,
-            condition: None,
-        })
+        After::Check(crate::plan::step::CheckStep::new(
+            crate::verify::Check::new(Present(path)),
+            When::After,
+            std::time::Duration::from_millis(1000),
+        ))
     }
 
     #[tokio::test]
@@ -241,7 +233,7 @@ mod tests {
             ran.outcomes(),
             [
                 "after the hand-off: check here present: done: here is there",
-                "after the hand-off: check gone present: failed: gone present (absent): no gone; see docs/join.md",
+                "after the hand-off: check gone present: failed: gone present (absent): no gone; see `eks-nodeinit status` and the docs of the setting that planned the check",
                 "after the hand-off: after: skipped: a step before it after the hand-off failed",
             ]
         );

@@ -109,12 +109,13 @@ mod tests {
 
     #[test]
     fn each_phase_adds_its_results_to_the_key_its_checks_name() {
-        let step = |when| CheckStep {
-            check: crate::verify::Check::new(crate::verify::check::Passing),
-            when,
-            budget_ms: 1000,
-            record: Some(("join".into(), "preflight".into())),
-            condition: None,
+        let step = |when| {
+            CheckStep::new(
+                crate::verify::Check::new(crate::verify::check::Passing),
+                when,
+                std::time::Duration::from_millis(1000),
+            )
+            .recorded_at("join", "preflight")
         };
         let (first, beside) = (step(When::First), step(When::Beside));
         let mut report = Report::default();

@@ -5,7 +5,7 @@
 
 pub mod after;
 mod call;
-mod checks;
+pub mod checks;
 pub mod report;
 pub mod tagging;
 

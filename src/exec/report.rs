@@ -244,13 +244,13 @@ mod tests {
             ..Default::default()
         };
         r.set_property("logindInhibitDelayMaxUsec", &90_000_000u64);
-        r.record("join", "verdict", serde_json::json!("preflight-failed"));
+        r.record("join", "verdict", serde_json::json!("checks-failed"));
         let timelines = ["join".to_string()];
         r.stamp(&timelines, "agent started", 5);
         r.stamp(&timelines, "planned", 7);
         let v: serde_json::Value = serde_json::to_value(&r).unwrap();
         assert_eq!(v["logindInhibitDelayMaxUsec"], 90_000_000);
-        assert_eq!(v["join"]["verdict"], "preflight-failed");
+        assert_eq!(v["join"]["verdict"], "checks-failed");
         assert_eq!(v["join"]["phases"][1]["phase"], "planned");
         assert_eq!(v["join"]["phases"][1]["atUnixMs"], 7);
         let back: Report = serde_json::from_value(v).unwrap();
@@ -258,7 +258,7 @@ mod tests {
         assert_eq!(join.phases.len(), 2);
         assert_eq!(
             join.verdict,
-            Some(crate::verify::record::JoinVerdict::PreflightFailed)
+            Some(crate::verify::record::JoinVerdict::ChecksFailed)
         );
         assert_eq!(
             back.property::<u64>("logindInhibitDelayMaxUsec"),

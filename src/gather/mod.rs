@@ -166,7 +166,7 @@ async fn from_imds(
     let ask = imds::Ask {
         user_data,
         vpc_cidr_blocks: spec.proxy.is_some()
-            || spec.verify.preflight != crate::config::PreflightMode::Off,
+            || spec.verify.preflight != crate::config::CheckMode::Off,
     };
     // Discovery's calls wait for the region and, unless the config chose, whether the instance
     // has IPv4: without it, they take the dual-stack names.

@@ -108,16 +108,8 @@ mod tests {
     use crate::plan::step::{Handoff, IfFailed, Run};
 
     fn after(purpose: &str) -> Step {
-        Step::Run(Run {
-            purpose: purpose.into(),
-            argv: vec!["/usr/bin/true".into()],
-            timeout_secs: 5,
-            check: None,
-            skip: None,
-            if_failed: IfFailed::new(format!("{purpose} failed"), "look"),
-            when: When::After,
-            condition: None,
-        })
+        let failed = IfFailed::new(format!("{purpose} failed"), "look");
+        Step::Run(Run::new(purpose, vec!["/usr/bin/true".into()], 5, failed).when(When::After))
     }
 
     fn exec() -> Step {
@@ -198,13 +190,11 @@ mod tests {
 
     #[test]
     fn a_check_no_job_can_hold_is_a_finding_not_a_silent_drop() {
-        let check = Step::Check(crate::plan::step::CheckStep {
-            check: crate::verify::Check::new(crate::verify::check::Passing),
-            when: When::After,
-            budget_ms: 1000,
-            record: None,
-            condition: None,
-        });
+        let check = Step::Check(crate::plan::step::CheckStep::new(
+            crate::verify::Check::new(crate::verify::check::Passing),
+            When::After,
+            std::time::Duration::from_millis(1000),
+        ));
         let mut findings = Findings::default();
         let (now, after) = split(vec![check, exec()], &mut findings);
         assert_eq!((now.len(), after.len()), (1, 1));
@@ -242,13 +232,8 @@ mod tests {
     fn every_probe_a_job_can_hold_reads_back_as_a_step_after_the_hand_off() {
         use crate::verify::hardening::{Exec, Fips, KernelDefaults, Selinux};
         let step = |check| {
-            After::Check(crate::plan::step::CheckStep {
-                check,
-                when: When::After,
-                budget_ms: 2000,
-                record: None,
-                condition: None,
-            })
+            let d = std::time::Duration::from_secs(2);
+            After::Check(crate::plan::step::CheckStep::new(check, When::After, d))
         };
         let job = AfterJob {
             steps: vec![

@@ -3,7 +3,6 @@
 //! record, and the packaged unit that runs the work after the hand-off. They sit here, below
 //! the settings, so that no setting imports another for them.
 
-use crate::config::PreflightMode;
 use crate::facts::{Facts, Family};
 use crate::instance::metadata::Metadata;
 use crate::instance::userdata::UserDataFact;
@@ -18,26 +17,11 @@ pub const RECORD: &str = "join";
 /// The join record's key for the results of the checks that the join needs.
 pub const PREFLIGHT: &str = "preflight";
 
-/// The phase a check mode runs checks in: `fail` before any change, `warn` beside the changes,
-/// `off` none (`verify.preflight`, `verify.hardening`).
-pub fn phase(mode: PreflightMode) -> Option<When> {
-    match mode {
-        PreflightMode::Off => None,
-        PreflightMode::Fail => Some(When::First),
-        PreflightMode::Warn => Some(When::Beside),
-    }
-}
-
 /// A check the join needs, run in `when` under the checks' budget, its result in the join
 /// record's `preflight`.
 pub fn check_step(check: crate::verify::Check, when: When, spec: &Spec) -> Step {
-    Step::Check(CheckStep {
-        check,
-        when,
-        budget_ms: u64::try_from(spec.verify.budget.as_millis()).unwrap_or(u64::MAX),
-        record: Some((RECORD.into(), PREFLIGHT.into())),
-        condition: None,
-    })
+    let step = CheckStep::new(check, when, spec.verify.budget);
+    Step::Check(step.recorded_at(RECORD, PREFLIGHT))
 }
 
 /// `key` = `value` in the join record as the plan knows it before the run.

@@ -83,6 +83,16 @@ pub enum When {
 }
 
 impl When {
+    /// The phase a check mode runs its checks in: `fail` before any change, `warn` beside the
+    /// changes, `off` none.
+    pub fn of_checks(mode: crate::config::CheckMode) -> Option<When> {
+        match mode {
+            crate::config::CheckMode::Off => None,
+            crate::config::CheckMode::Fail => Some(When::First),
+            crate::config::CheckMode::Warn => Some(When::Beside),
+        }
+    }
+
     /// The default phase, left out of the plan's JSON.
     pub fn is_apply(&self) -> bool {
         *self == When::Apply
@@ -109,6 +119,36 @@ pub struct CheckStep {
     /// ([`crate::verify::conditions`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
+}
+
+impl CheckStep {
+    /// `check` run in phase `when` under `budget` (the checks of a phase share the largest),
+    /// its result in the report's `checks` only.
+    pub fn new(check: crate::verify::Check, when: When, budget: std::time::Duration) -> CheckStep {
+        CheckStep {
+            check,
+            when,
+            budget_ms: u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
+            record: None,
+            condition: None,
+        }
+    }
+
+    /// Its result also under the report's `property`.`key`, with its phase's other results.
+    pub fn recorded_at(self, property: &str, key: &str) -> CheckStep {
+        CheckStep {
+            record: Some((property.into(), key.into())),
+            ..self
+        }
+    }
+
+    /// Its result is the Node condition `condition`, whichever phase it ran in.
+    pub fn condition(self, condition: impl Into<String>) -> CheckStep {
+        CheckStep {
+            condition: Some(condition.into()),
+            ..self
+        }
+    }
 }
 
 /// A step after the hand-off, as the plan keeps it and this boot's job holds it: a program
@@ -297,6 +337,53 @@ pub struct Run {
     /// ([`crate::verify::conditions`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
+}
+
+impl Run {
+    /// A program run in the plan's order, with no check, skip or condition.
+    pub fn new(
+        purpose: impl Into<String>,
+        argv: Vec<String>,
+        timeout_secs: u64,
+        if_failed: IfFailed,
+    ) -> Run {
+        Run {
+            purpose: purpose.into(),
+            argv,
+            timeout_secs,
+            check: None,
+            skip: None,
+            if_failed,
+            when: When::Apply,
+            condition: None,
+        }
+    }
+
+    /// Run in phase `when`.
+    pub fn when(self, when: When) -> Run {
+        Run { when, ..self }
+    }
+
+    /// Not run here, because `why` (`None`: run).
+    pub fn skip(self, why: Option<String>) -> Run {
+        Run { skip: why, ..self }
+    }
+
+    /// With the check program that fails where it would, run before any change.
+    pub fn checked_by(self, argv: Vec<String>) -> Run {
+        Run {
+            check: Some(argv),
+            ..self
+        }
+    }
+
+    /// Its outcome is the Node condition `condition`.
+    pub fn condition(self, condition: impl Into<String>) -> Run {
+        Run {
+            condition: Some(condition.into()),
+            ..self
+        }
+    }
 }
 
 /// A job for systemd's manager.

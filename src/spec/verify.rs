@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::base::findings::Findings;
 use crate::base::text::printable;
-use crate::config::{JoinMode, OnFailure, PreflightMode, VerifySettings};
+use crate::config::{CheckMode, JoinMode, OnFailure, VerifySettings};
 
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(2);
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
@@ -16,9 +16,9 @@ pub const STARTUP_INIT_DEADLINE: Duration = Duration::from_secs(900);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifySpec {
-    pub preflight: PreflightMode,
+    pub preflight: CheckMode,
     /// The hardened-AMI checks' mode.
-    pub hardening: PreflightMode,
+    pub hardening: CheckMode,
     /// All the checks together.
     pub budget: Duration,
     /// The proof after the hand-off: `None` when off.
@@ -40,8 +40,8 @@ pub struct VerifySpec {
 impl Default for VerifySpec {
     fn default() -> Self {
         VerifySpec {
-            preflight: PreflightMode::Warn,
-            hardening: PreflightMode::Warn,
+            preflight: CheckMode::Warn,
+            hardening: CheckMode::Warn,
             budget: DEFAULT_BUDGET,
             join_deadline: Some(DEFAULT_DEADLINE),
             join_strict: false,

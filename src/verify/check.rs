@@ -64,6 +64,10 @@ pub trait Probe: std::fmt::Debug + Send + Sync {
     fn blocks(&self, _code: &str) -> bool {
         true
     }
+    /// What to do about a failure with `code` whose cause does not say it itself.
+    fn advice(&self, _code: &str) -> Option<&'static str> {
+        None
+    }
     /// Run it: what it reads of the node is under `env.root`.
     fn run<'a>(&'a self, env: &'a Env) -> Outcome<'a>;
 }

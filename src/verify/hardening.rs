@@ -18,16 +18,7 @@ use super::Cause;
 use crate::base::text::printable;
 use crate::os::fsutil::under;
 
-/// What the kubelet demands with `protectKernelDefaults` (its `setupKernelTunables`, k8s
-/// v1.36: read from /proc/sys as integers, each equal, else it exits at start).
-pub const KERNEL_DEFAULTS: [(&str, i64); 6] = [
-    ("vm.overcommit_memory", 1),
-    ("vm.panic_on_oom", 0),
-    ("kernel.panic", 10),
-    ("kernel.panic_on_oops", 1),
-    ("kernel.keys.root_maxkeys", 1_000_000),
-    ("kernel.keys.root_maxbytes", 25_000_000),
-];
+pub use crate::base::k8s::KUBELET_KERNEL_DEFAULTS as KERNEL_DEFAULTS;
 
 /// The loaders of this module's probes, for a job after the hand-off.
 pub const LOADERS: [(&str, super::check::Loader); 4] = [

@@ -18,7 +18,7 @@ pub fn joined(verdict: JoinVerdict, hold_mismatch: bool) -> (bool, &'static str)
         JoinVerdict::Mismatch => (!hold_mismatch, "NotAsPlanned"),
         JoinVerdict::InitDeadline => (true, "JoinedAsPlanned"),
         JoinVerdict::JoinedLate => (true, "JoinedLate"),
-        JoinVerdict::NotReady | JoinVerdict::Deadline | JoinVerdict::PreflightFailed => {
+        JoinVerdict::NotReady | JoinVerdict::Deadline | JoinVerdict::ChecksFailed => {
             (false, "NotReady")
         }
     }
@@ -66,7 +66,7 @@ fn row(verdict: JoinVerdict, blame: Option<Blame>, bound: &'static str) -> Row {
         None => format!("`{}`", verdict.as_str()),
     };
     let (joined, rule) = match (verdict, ok) {
-        (JoinVerdict::Deadline | JoinVerdict::PreflightFailed, _) => {
+        (JoinVerdict::Deadline | JoinVerdict::ChecksFailed, _) => {
             ("none (no Node)".to_string(), "nothing to release")
         }
         (_, true) => (format!("True ({reason})"), "releases the taint"),
@@ -120,7 +120,7 @@ pub fn table() -> Vec<Row> {
             retires: "never (`ABANDON` under `strict`)",
             bound: "`verify.initDeadline` (15 minutes by default with a startup taint): `init-deadline`, blame `cluster`, kept",
         },
-        row(PreflightFailed, None, "no hand-off: the unit fails at boot"),
+        row(ChecksFailed, None, "no hand-off: the unit fails at boot"),
         row(Deadline, node, "`verify.joinDeadline`"),
         row(Deadline, cluster, KEPT),
         row(NotReady, node, "`verify.joinDeadline`"),
@@ -211,7 +211,7 @@ mod tests {
             assert!(!retires(v, Some(Blame::Cluster)), "{v:?}");
             assert!(!retires(v, None), "{v:?}");
         }
-        for v in [Joined, Mismatch, PreflightFailed, JoinedLate] {
+        for v in [Joined, Mismatch, ChecksFailed, JoinedLate] {
             assert!(!retires(v, Some(Blame::Node)), "{v:?}");
         }
     }

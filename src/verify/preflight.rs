@@ -27,6 +27,10 @@ pub struct Credentials {
 }
 
 impl Probe for Credentials {
+    fn advice(&self, code: &str) -> Option<&'static str> {
+        join_advice(code)
+    }
+
     fn kind(&self) -> &'static str {
         CREDENTIALS
     }
@@ -54,6 +58,10 @@ pub struct ApiServerReady {
 }
 
 impl Probe for ApiServerReady {
+    fn advice(&self, code: &str) -> Option<&'static str> {
+        join_advice(code)
+    }
+
     fn kind(&self) -> &'static str {
         API_SERVER
     }
@@ -83,6 +91,10 @@ pub struct Identity {
 }
 
 impl Probe for Identity {
+    fn advice(&self, code: &str) -> Option<&'static str> {
+        join_advice(code)
+    }
+
     fn kind(&self) -> &'static str {
         "identity"
     }
@@ -111,6 +123,10 @@ pub struct AwsEndpoint {
 }
 
 impl Probe for AwsEndpoint {
+    fn advice(&self, code: &str) -> Option<&'static str> {
+        join_advice(code)
+    }
+
     fn kind(&self) -> &'static str {
         "awsEndpoint"
     }
@@ -136,6 +152,10 @@ pub struct ServiceCidr {
 }
 
 impl Probe for ServiceCidr {
+    fn advice(&self, code: &str) -> Option<&'static str> {
+        join_advice(code)
+    }
+
     fn kind(&self) -> &'static str {
         "serviceCidr"
     }
@@ -158,6 +178,10 @@ pub struct ClusterDns {
 }
 
 impl Probe for ClusterDns {
+    fn advice(&self, code: &str) -> Option<&'static str> {
+        join_advice(code)
+    }
+
     fn kind(&self) -> &'static str {
         "clusterDns"
     }
@@ -206,6 +230,10 @@ pub struct FleetGuard {
 }
 
 impl Probe for FleetGuard {
+    fn advice(&self, code: &str) -> Option<&'static str> {
+        join_advice(code)
+    }
+
     fn kind(&self) -> &'static str {
         "fleetGuard"
     }
@@ -309,4 +337,35 @@ async fn reach(ctx: &Context, url: &str) -> Result<String, Cause> {
             .map_err(unreachable)?;
     }
     Ok(format!("{} reached {how}", u.authority()))
+}
+
+/// What to do for each cause of the join's checks and proof (docs/join.md says the same at
+/// more length).
+pub fn join_advice(code: &str) -> Option<&'static str> {
+    Some(
+    match code {
+        "credentials" => "the instance needs an instance profile whose role EKS maps to system:nodes; check the launch template's IAM instance profile",
+        "dns" => "the endpoint must resolve from the node: check cluster.apiServerEndpoint, the VPC's DNS settings (enableDnsSupport, enableDnsHostnames) and, for a private endpoint, that the node is in the cluster's VPC",
+        "tcp" | "timeout" => "no route to the endpoint on its port: check the cluster security group allows 443 from the node, the subnet's routes, and for a public endpoint its allowed CIDRs or a NAT gateway",
+        "proxy" => "the proxy refused or could not be reached: check proxy.https, its allow list for this host, or add the host to proxy.noProxy",
+        "tls-untrusted" => "the endpoint's certificate is not signed by cluster.certificateAuthority: the CA or the endpoint belongs to another cluster; take both from the same `aws eks describe-cluster`",
+        "tls-name" => "the endpoint's certificate does not name this host: use the endpoint exactly as `aws eks describe-cluster` gives it",
+        "tls" | "http" => "the endpoint does not speak HTTPS as an API server does: check cluster.apiServerEndpoint",
+        "readyz" => "the API server says it is not ready: wait for the cluster to be ACTIVE, or check the endpoint is this cluster's",
+        "unauthenticated" => "the API server does not accept the node's role: create an access entry of type EC2_LINUX for the role (`aws eks create-access-entry --type EC2_LINUX`) or add its mapRoles line to the aws-auth ConfigMap with groups system:bootstrappers and system:nodes; map the role's ARN without its path (`arn:aws:iam::<account>:role/<name>`), not the instance profile's; check cluster.name is the cluster's own, and that the account's STS endpoint for the Region is active (IAM account settings)",
+        "clock-skew" => "the node's clock is far from the API server's, so its token is refused: check chronyd and the Amazon Time Sync Service (169.254.169.123) on the node",
+        "unavailable" => "the API server answered 5xx or 429: the control plane is busy, scaling or being upgraded; kubelet keeps trying, so this alone does not stop the join",
+        "name-unknown" => "the Node's name is EC2's PrivateDnsName, read with ec2:DescribeInstances, which failed: give the node's role that permission and let the node reach EC2 (the proof reads the Node after the hand-off either way)",
+        "no-review" => "the cluster's Kubernetes is older than 1.28: the identity is proven after the hand-off, when the Node is read",
+        "wrong-identity" => "the role is mapped, but not as this node: the access entry must be of type EC2_LINUX, or the aws-auth mapRoles username must be system:node:{{EC2PrivateDNSName}}",
+        "not-node" => "the role is mapped without the group system:nodes: use an access entry of type EC2_LINUX, or add system:nodes to its aws-auth mapRoles groups",
+        "token" => "the node cannot sign its token: check the instance's clock and its role's credentials",
+        "service-cidr" => "the service CIDR overlaps the VPC: Services would shadow addresses of the VPC; the cluster's service CIDR is fixed at creation, so cluster.cidr must be the cluster's own (`aws eks describe-cluster --query cluster.kubernetesNetworkConfig`)",
+        "cluster-dns" => "the DNS address the hand-off derives (the CIDR's .10) is outside the service CIDR: pods would get a resolver nothing serves; check cluster.cidr",
+        "unreachable" => "the node cannot reach this AWS endpoint: in a private subnet it needs a VPC endpoint (interface endpoints for STS, EC2, ECR api and dkr) or a NAT gateway, or the proxy must allow it",
+        "deadline" => "kubelet did not register a Ready Node in time: see `journalctl -u kubelet` on the node",
+        "mismatch" => "the Node differs from the plan: another drop-in or the hand-off changed kubelet's settings; see the differences listed",
+        "fleet-guard" => "allow the node role ec2:CreateTags of the key eks-nodeinit/joined on its own instance (docs/iam-policy.json): other nodes count the instances that carry it before a failure of theirs retires them",
+        _ => return None,
+    })
 }

@@ -76,6 +76,18 @@ impl JoinRecord {
         }
     }
 
+    /// With the boot's other checks before and beside the changes (any setting's: the
+    /// report's `checks` has every check by its name) after the join's own.
+    pub fn with_checks(mut self, all: impl IntoIterator<Item = CheckResult>) -> JoinRecord {
+        for r in all {
+            let known = self.preflight.iter().any(|p| p.check == r.check);
+            if !known && r.phase.as_deref() != Some("after") {
+                self.preflight.push(r);
+            }
+        }
+        self
+    }
+
     /// Every cause, the one that decided first: the failures of the checks before the changes
     /// that count (they stop the run), the proof's causes, the failures beside the changes that
     /// count, then those that do not count.
@@ -272,7 +284,7 @@ mod tests {
             phase: Some("first".into()),
         };
         let rec = JoinRecord {
-            verdict: Some(JoinVerdict::PreflightFailed),
+            verdict: Some(JoinVerdict::ChecksFailed),
             preflight: vec![
                 failed("STS reachable", "unreachable", true),
                 failed(
@@ -316,7 +328,7 @@ mod tests {
             phase: Some("first".into()),
         };
         let rec = JoinRecord {
-            verdict: Some(JoinVerdict::PreflightFailed),
+            verdict: Some(JoinVerdict::ChecksFailed),
             preflight: vec![failed],
             causes: vec!["the proof's".into()],
             ..JoinRecord::default()

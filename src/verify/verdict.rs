@@ -60,7 +60,12 @@ impl Seen {
     }
 
     pub fn failed(&mut self, c: Cause) {
-        self.last = format!("({}) {}; {}", c.code, c.detail, c.todo());
+        self.last = format!(
+            "({}) {}; {}",
+            c.code,
+            c.detail,
+            c.todo(super::preflight::join_advice(c.code))
+        );
         self.cause = Some(c);
     }
 
@@ -228,8 +233,10 @@ pub fn hook_result(verdict: JoinVerdict, blame: Option<Blame>, strict: bool) -> 
 pub enum JoinVerdict {
     /// The Node is Ready with the plan's labels, taints and allocatable.
     Joined,
-    /// A check failed in `fail` mode: no hand-off.
-    PreflightFailed,
+    /// A check before the changes failed (a `fail` mode's, of any setting): no hand-off.
+    /// Read back from an older record's `preflight-failed` too.
+    #[serde(alias = "preflight-failed")]
+    ChecksFailed,
     /// No Node registered by this instance by the deadline.
     Deadline,
     /// The Node registered, and not Ready by the deadline.
@@ -247,7 +254,7 @@ impl JoinVerdict {
     pub fn as_str(self) -> &'static str {
         match self {
             JoinVerdict::Joined => "joined",
-            JoinVerdict::PreflightFailed => "preflight-failed",
+            JoinVerdict::ChecksFailed => "checks-failed",
             JoinVerdict::Deadline => "deadline",
             JoinVerdict::NotReady => "not-ready",
             JoinVerdict::Mismatch => "mismatch",

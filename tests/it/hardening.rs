@@ -47,9 +47,9 @@ fn report(root: &Path) -> Value {
 
 const DROPIN: &str = "etc/eks/nodeadm.d/10-eks-nodeinit.json";
 
-/// `field` of each of the join record's check results that `keep` keeps.
+/// `field` of each of the report's check results (by name) that `keep` keeps.
 fn results<'a>(rep: &'a Value, keep: impl Fn(&Value) -> bool, field: &str) -> Vec<&'a str> {
-    let all = rep["join"]["preflight"].as_array().unwrap().iter();
+    let all = rep["checks"].as_object().unwrap().values();
     all.filter(|c| keep(c))
         .map(|c| c[field].as_str().unwrap())
         .collect()
@@ -78,7 +78,7 @@ fn a_hardened_ami_stops_before_any_change_naming_each_cause_and_hands_off_once_f
     }
     assert!(!r.join(DROPIN).exists(), "no hand-off");
     let rep = report(r);
-    assert_eq!(rep["join"]["verdict"], "preflight-failed", "{rep:#}");
+    assert_eq!(rep["join"]["verdict"], "checks-failed", "{rep:#}");
     let failed = results(&rep, |c| c["result"] == "failed", "cause");
     assert_eq!(failed, ["kernel-defaults", "noexec"], "{rep:#}");
     assert_eq!(
@@ -90,7 +90,7 @@ fn a_hardened_ami_stops_before_any_change_naming_each_cause_and_hands_off_once_f
     let text = stdout(&status);
     assert!(!status.status.success());
     assert!(
-        text.contains("verdict: preflight-failed\ncause: kernel settings"),
+        text.contains("verdict: checks-failed\ncause: kernel settings"),
         "{text}"
     );
     assert_eq!(text.matches("mount it without noexec").count(), 1, "{text}");
@@ -140,13 +140,11 @@ fn a_check_after_the_hand_off_runs_in_the_units_job_and_its_failure_fails_the_un
         programs: Default::default(),
     };
     let job = AfterJob {
-        steps: vec![After::Check(CheckStep {
-            check: Check::new(check),
-            when: When::After,
-            budget_ms: 2000,
-            record: None,
-            condition: None,
-        })],
+        steps: vec![After::Check(CheckStep::new(
+            Check::new(check),
+            When::After,
+            std::time::Duration::from_millis(2000),
+        ))],
     };
     let path = r.join(&AFTER_JOB[1..]);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -2,13 +2,13 @@
 //! CIS- or STIG-hardened custom AMI changes that would stop the kubelet, containerd or nodeadm,
 //! one check each ([`crate::verify::hardening`]), in `fail` mode before any change (a failure
 //! stops the run: no hand-off, the launch hook abandoned), in `warn` mode beside the changes.
-//! Their results go into the join's record with the join's own checks.
+//! Their results are the report's `checks`, which `status` shows beside the join's own.
 
 use std::collections::BTreeMap;
 
-use crate::config::PreflightMode;
+use crate::config::CheckMode;
 use crate::facts::Family;
-use crate::plan::join;
+use crate::plan::step::{CheckStep, Step, When};
 use crate::spec::Spec;
 use crate::verify::hardening::{Exec, Fips, KernelDefaults, Selinux, KERNEL_DEFAULTS};
 use crate::verify::Check;
@@ -37,7 +37,7 @@ const CREDENTIAL_PROVIDERS: &str = "/etc/eks/image-credential-provider";
 
 fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     // Whether the AL2 kubelet config turns protectKernelDefaults on.
-    if spec.verify.hardening != PreflightMode::Off && family == Some(Family::Al2) {
+    if spec.verify.hardening != CheckMode::Off && family == Some(Family::Al2) {
         r.file(spec.kubelet.config_path.clone());
     }
 }
@@ -62,7 +62,7 @@ fn programs(spec: &Spec, family: Family) -> BTreeMap<String, String> {
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
-    let Some(when) = join::phase(spec.verify.hardening) else {
+    let Some(when) = When::of_checks(spec.verify.hardening) else {
         return;
     };
     let Some(family) = facts.family() else {
@@ -87,7 +87,8 @@ fn plan(i: &Input, out: &mut Out) {
     checks.push(Check::new(Selinux {}));
     checks.push(Check::new(Fips {}));
     for check in checks {
-        out.steps.push(join::check_step(check, when, spec));
+        let step = CheckStep::new(check, when, spec.verify.budget);
+        out.steps.push(Step::Check(step));
     }
 }
 

@@ -222,7 +222,7 @@ fn plan(i: &Input, out: &mut Out) {
         out.on_failure.push(Step::Record(Record {
             property: join::RECORD.into(),
             key: "verdict".into(),
-            value: serde_json::json!(JoinVerdict::PreflightFailed.as_str()),
+            value: serde_json::json!(JoinVerdict::ChecksFailed.as_str()),
         }));
     }
     if spec.verify.join_deadline.is_none() && facts.family().is_some() && i.handoff.hold.is_none() {

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::facts::{Facts, Family};
-use crate::plan::step::{IfFailed, Mode, Run, Step, When};
+use crate::plan::step::{IfFailed, Mode, Run, Step};
 use crate::spec::kernel::normalized;
 use crate::spec::Spec;
 
@@ -94,19 +94,21 @@ fn plan(i: &Input, out: &mut Out) {
     let names = missing.iter().map(|m| m.to_string());
     let mut check = base.clone();
     check.insert(1, "--dry-run".into());
-    out.steps.push(Step::Run(Run {
-        purpose: "load kernel modules".into(),
-        argv: base.into_iter().chain(names.clone()).collect(),
-        timeout_secs: 60,
-        check: Some(check.into_iter().chain(names).collect()),
-        skip: (!here).then(|| format!("--root is {}, not /: modules load only into the running kernel; on the node they do", facts.root.display())),
-        if_failed: IfFailed::new(
-            "kernel modules not loaded",
-            "install the package that ships them (on Amazon Linux, kernel-modules-extra for many), or remove them from kernel.modules",
-        ),
-        when: When::Apply,
-        condition: None,
-    }));
+    let failed = IfFailed::new(
+        "kernel modules not loaded",
+        "install the package that ships them (on Amazon Linux, kernel-modules-extra for many), or remove them from kernel.modules",
+    );
+    let argv = base.into_iter().chain(names.clone()).collect();
+    let skip = (!here).then(|| {
+        format!(
+            "--root is {}, not /: modules load only into the running kernel; on the node they do",
+            facts.root.display()
+        )
+    });
+    let run = Run::new("load kernel modules", argv, 60, failed).skip(skip);
+    out.steps.push(Step::Run(
+        run.checked_by(check.into_iter().chain(names).collect()),
+    ));
 }
 
 /// modprobe as it runs here: the node's own, or, under another root, that root's module tree

@@ -10,6 +10,7 @@ use base64::Engine;
 use crate::facts::{Facts, Family, Reach};
 use crate::instance::metadata::Metadata;
 use crate::plan::join;
+use crate::plan::step::When;
 use crate::spec::Spec;
 use crate::verify::preflight as probes;
 use crate::verify::{Check, Context};
@@ -131,7 +132,7 @@ fn cidr_checks(facts: &Facts, md: &Metadata) -> Vec<Check> {
 
 fn plan(i: &Input, out: &mut Out) {
     let (spec, facts) = (i.spec, i.facts);
-    let Some(when) = join::phase(spec.verify.preflight) else {
+    let Some(when) = When::of_checks(spec.verify.preflight) else {
         return;
     };
     let (Some(md), Some(reach)) = (&facts.instance, &facts.reach) else {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::base::node::{mem_total_kib, MEMINFO};
 use crate::facts::{Facts, Family};
-use crate::plan::step::{IfFailed, Mode, Remove, Run, Step, When};
+use crate::plan::step::{IfFailed, Mode, Remove, Run, Step};
 use crate::spec::host::{SwapSize, SwapSpec};
 use crate::spec::Spec;
 
@@ -128,16 +128,8 @@ fn operand(facts: &Facts, p: &Path) -> String {
 }
 
 fn run(purpose: String, argv: Vec<String>, skip: Option<String>, todo: &str) -> Step {
-    Step::Run(Run {
-        purpose,
-        argv,
-        timeout_secs: 600,
-        check: None,
-        skip,
-        if_failed: IfFailed::new("the swap file is not ready", todo),
-        when: When::Apply,
-        condition: None,
-    })
+    let failed = IfFailed::new("the swap file is not ready", todo);
+    Step::Run(Run::new(purpose, argv, 600, failed).skip(skip))
 }
 
 /// `fallocate` (the blocks reserved, no data written), then mode 0600 before anything is

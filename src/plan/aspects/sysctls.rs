@@ -26,17 +26,6 @@ pub(crate) const ASPECT: Aspect = Aspect {
 /// does not silently undo the agent's values.
 pub const PERSIST_PATH: &str = "/etc/sysctl.d/99-zz-eks-nodeinit.conf";
 
-/// Sysctls kubelet checks when `protectKernelDefaults` is on, with the value it requires
-/// (kubernetes pkg/kubelet/cm: setupKernelTunables; component-helpers/node/util/sysctl).
-pub(crate) const PROTECTED_KERNEL_DEFAULTS: [(&str, &str); 6] = [
-    ("vm.overcommit_memory", "1"),
-    ("vm.panic_on_oom", "0"),
-    ("kernel.panic", "10"),
-    ("kernel.panic_on_oops", "1"),
-    ("kernel.keys.root_maxkeys", "1000000"),
-    ("kernel.keys.root_maxbytes", "25000000"),
-];
-
 fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     r.extend(spec.sysctls.keys().map(|k| Read::Sysctl(k.clone())));
     r.file(PERSIST_PATH);
@@ -49,8 +38,9 @@ fn plan(i: &Input, out: &mut Out) {
     for (k, v) in &spec.sysctls {
         let field = format!("sysctls[\"{}\"]", printable(k));
         if let Some(protector) = &protector {
-            if let Some((_, need)) = PROTECTED_KERNEL_DEFAULTS.iter().find(|(pk, _)| pk == k) {
-                if v != need {
+            let defaults = crate::base::k8s::KUBELET_KERNEL_DEFAULTS;
+            if let Some((_, need)) = defaults.iter().find(|(pk, _)| pk == k) {
+                if *v != need.to_string() {
                     out.findings.push(field, format!(
                         "{v} contradicts kubelet's protectKernelDefaults (on in {protector}), which requires {k} = {need}: kubelet would refuse to start; remove it or use {need}"
                     ));

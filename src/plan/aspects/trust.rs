@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::facts::Family;
-use crate::plan::step::{File, IfFailed, Mode, Remove, Run, Step, When};
+use crate::plan::step::{File, IfFailed, Mode, Remove, Run, Step};
 use crate::spec::Spec;
 
 use super::{Aspect, Input, Out, Reads};
@@ -98,19 +98,11 @@ fn rebuild(store: Store, root: &Path) -> Run {
             argv.push(under(dir));
         }
     }
-    Run {
-        purpose: "rebuild the trust store".into(),
-        argv,
-        timeout_secs: 60,
-        check: None,
-        skip,
-        if_failed: IfFailed::new(
-            "the CA trust store was not rebuilt",
-            "the CA files are in place: run it by hand, then restart containerd",
-        ),
-        when: When::Apply,
-        condition: None,
-    }
+    let failed = IfFailed::new(
+        "the CA trust store was not rebuilt",
+        "the CA files are in place: run it by hand, then restart containerd",
+    );
+    Run::new("rebuild the trust store", argv, 60, failed).skip(skip)
 }
 
 fn plan(i: &Input, out: &mut Out) {

@@ -90,7 +90,7 @@ pub(super) fn check(sc: &Scenario, run: &Run, ec2: &Ec2, console: &str) {
 }
 
 /// The first boot: the hardening in force, both causes in the report with their fixes, the
-/// verdict `preflight-failed`, no hand-off, the unit failed; `status` leads with a cause.
+/// verdict `checks-failed`, no hand-off, the unit failed; `status` leads with a cause.
 fn check_stopped(sc: &Scenario, run: &Run) {
     let name = sc.name;
     let between = run.must(1, "between-boots");
@@ -112,7 +112,7 @@ fn check_stopped(sc: &Scenario, run: &Run) {
     );
     let r = report(run, 1);
     let join = &r["join"];
-    assert_eq!(join["verdict"], "preflight-failed", "[{name}] {r:#}");
+    assert_eq!(join["verdict"], "checks-failed", "[{name}] {r:#}");
     assert_eq!(r["handoff"], "", "[{name}] no hand-off: {r:#}");
     let checks = join["preflight"].as_array().unwrap();
     // Only the checks before the changes ran: the join's own (beside the changes) never did.
@@ -146,7 +146,7 @@ fn check_stopped(sc: &Scenario, run: &Run) {
     assert_eq!(u1["ExecMainStatus"], "1", "[{name}] {u1:?}");
     let cause = between.lines().find(|l| l.starts_with("cause: "));
     assert!(
-        between.contains("\nverdict: preflight-failed\n")
+        between.contains("\nverdict: checks-failed\n")
             && cause.is_some_and(|l| l.starts_with("cause: kernel settings")),
         "[{name}] `eks-nodeinit status` leads with the cause:\n{between}"
     );

@@ -383,7 +383,7 @@ fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_cha
         "{id:#}"
     );
     assert!(id["todo"].as_str().unwrap().contains("EC2_LINUX"), "{id:#}");
-    assert_eq!(rep["join"]["verdict"], "preflight-failed");
+    assert_eq!(rep["join"]["verdict"], "checks-failed");
     assert_eq!(told(&cp, &j), ["ABANDON"]);
     assert!(
         !j.root
@@ -410,14 +410,14 @@ fn an_unmapped_role_fails_the_preflight_and_the_hook_is_abandoned_before_any_cha
     let status = run(agent(&cp, &j, &["status", "--root"]).arg(j.root.path()));
     assert_eq!(status.status.code(), Some(1));
     let text = stdout(&status);
-    assert!(text.contains("verdict: preflight-failed"), "{text}");
+    assert!(text.contains("verdict: checks-failed"), "{text}");
     assert!(
         text.contains(&format!("launch hook: ABANDON ({HOOK})")),
         "{text}"
     );
     let json = run(agent(&cp, &j, &["status", "--output", "json", "--root"]).arg(j.root.path()));
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(v["verdict"], "preflight-failed");
+    assert_eq!(v["verdict"], "checks-failed");
 }
 
 /// A warn-mode scenario's instance and the check that failed.

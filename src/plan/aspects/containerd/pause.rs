@@ -121,19 +121,14 @@ fn checked_after(root: &std::path::Path) -> Run {
     if root != std::path::Path::new("/") {
         argv.extend(["--root".into(), root.display().to_string()]);
     }
-    Run {
-        purpose: "the sandbox image in containerd's store, pinned".into(),
-        argv,
-        timeout_secs: 120,
-        check: None,
-        skip: None,
-        if_failed: IfFailed::new(
-            "the sandbox image is not in containerd's store, pinned",
-            "no new pod starts without it: see `journalctl -u sandbox-image` and bootstrap.sh's --pause-container-account",
-        ),
-        when: When::After,
-        condition: Some(PAUSE_CONDITION.into()),
-    }
+    let failed = IfFailed::new(
+        "the sandbox image is not in containerd's store, pinned",
+        "no new pod starts without it: see `journalctl -u sandbox-image` and bootstrap.sh's --pause-container-account",
+    );
+    let purpose = "the sandbox image in containerd's store, pinned";
+    Run::new(purpose, argv, 120, failed)
+        .when(When::After)
+        .condition(PAUSE_CONDITION)
 }
 
 /// The Node condition that says the pause image is in the store and pinned (AL2, where it
