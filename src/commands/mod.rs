@@ -1,14 +1,11 @@
 //! The commands: `init` (config → spec → facts → plan → executor), `validate`, and the
 //! background `tag-continue`. No command runs a step itself.
 
+pub mod after;
 pub mod await_service;
 pub mod bake_images;
 pub mod cli;
-pub mod complete_hook;
-mod completer;
-mod fit;
 pub mod pin_sandbox;
-mod settle;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -229,7 +226,7 @@ pub async fn await_service(a: &crate::commands::cli::AwaitServiceArgs) -> Result
 
 /// `complete-hook`: complete this boot's launch lifecycle hook once the node is ready.
 pub async fn complete_hook(a: &crate::commands::cli::CompleteHookArgs) -> Result<()> {
-    let c = crate::commands::complete_hook::Completer {
+    let c = crate::commands::after::Completer {
         root: a.root.clone(),
         bus_address: a
             .system_bus_address
@@ -243,7 +240,7 @@ pub async fn complete_hook(a: &crate::commands::cli::CompleteHookArgs) -> Result
         retire_attempts: a.retire_attempts,
         retire_retry: Duration::from_millis(a.retire_retry_ms),
     };
-    Ok(crate::commands::complete_hook::run(&c).await?)
+    Ok(crate::commands::after::run(&c).await?)
 }
 
 /// `status`: the report's `join` section, for a person or (`--output json`) for tools. Exit 0

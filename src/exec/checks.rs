@@ -47,6 +47,9 @@ pub(crate) fn record(
     report.steps.splice(0..0, outcomes);
     results.iter().for_each(log);
     let mut by_record: BTreeMap<&(String, String), Vec<&CheckResult>> = BTreeMap::new();
+    for (step, r) in steps.iter().zip(results.iter_mut()) {
+        r.condition.clone_from(&step.condition);
+    }
     for (step, r) in steps.iter().zip(&results) {
         let v = serde_json::to_value(r).unwrap_or_default();
         report.record(CHECKS, &r.check, v);
@@ -104,6 +107,7 @@ mod tests {
             ms: 1,
             advisory: false,
             phase: None,
+            condition: None,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod after;
 mod call;
 pub mod checks;
 pub mod report;
+pub mod retire;
 pub mod tagging;
 
 use std::collections::BTreeMap;

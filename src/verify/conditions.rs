@@ -41,6 +41,34 @@ impl Condition {
     }
 }
 
+/// The conditions the boot's checks of the phases before the hand-off name, one per type in
+/// the order first named: `True` when every check naming it passed (a skipped one is not
+/// needed here), else `False` with the first failure, or `NotRun` when one was not run.
+pub fn of_checks(results: &[super::CheckResult]) -> Vec<Condition> {
+    use super::Verdict;
+    let mut out: Vec<Condition> = Vec::new();
+    for r in results {
+        let Some(kind) = r.condition.as_deref() else {
+            continue;
+        };
+        let c = match r.result {
+            Verdict::Passed => Condition::new(kind, true, "CheckPassed", &r.detail),
+            Verdict::Skipped => Condition::new(kind, true, "NotNeeded", &r.detail),
+            Verdict::Failed => Condition::new(kind, false, "CheckFailed", &r.line()),
+            Verdict::NotRun => Condition::new(kind, false, "NotRun", &r.detail),
+        };
+        match out.iter_mut().find(|o| o.kind == kind) {
+            Some(o) if o.status == "True" && c.status == "False" => *o = c,
+            Some(o) if o.status == "True" => {
+                o.message = escaped(&format!("{}; {}", o.message, c.message));
+            }
+            Some(_) => {}
+            None => out.push(c),
+        }
+    }
+    out
+}
+
 impl std::fmt::Display for Condition {
     /// `type=status (reason)`, as the log and the report say it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -185,6 +213,45 @@ pub async fn set(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn checks_that_name_one_condition_make_it_false_at_their_first_failure() {
+        let r = |check: &str, result: super::super::Verdict, condition: Option<&str>| {
+            super::super::CheckResult {
+                check: check.into(),
+                result,
+                cause: None,
+                detail: format!("{check} seen"),
+                todo: None,
+                ms: 1,
+                advisory: false,
+                phase: Some("beside".into()),
+                condition: condition.map(String::from),
+            }
+        };
+        use super::super::Verdict::{Failed, NotRun, Passed, Skipped};
+        let (a, b) = (Some("x.io/A"), Some("x.io/B"));
+        let results = [
+            r("one", Passed, a),
+            r("none", Failed, None),
+            r("two", Skipped, a),
+            r("three", Failed, b),
+            r("four", NotRun, b),
+        ];
+        let set = of_checks(&results);
+        let said: Vec<String> = set.iter().map(Condition::to_string).collect();
+        assert_eq!(
+            said,
+            ["x.io/A=True (CheckPassed)", "x.io/B=False (CheckFailed)"]
+        );
+        assert_eq!(set[0].message, "one seen; two seen");
+        assert!(
+            set[1].message.starts_with("three: three seen"),
+            "{}",
+            set[1].message
+        );
+        assert!(of_checks(&results[1..2]).is_empty());
+    }
 
     #[test]
     fn times_are_rfc3339_in_utc() {

@@ -203,6 +203,10 @@ pub struct CheckResult {
     /// The phase it ran in (`first`, `beside`, `after`), as the executor records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// The Node condition its setting names for it, whichever phase it ran in: the work after
+    /// the hand-off sets it once the Node exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -236,6 +240,7 @@ impl CheckResult {
             ms,
             advisory,
             phase: None,
+            condition: None,
         }
     }
 
@@ -249,6 +254,7 @@ impl CheckResult {
             ms: 0,
             advisory: false,
             phase: None,
+            condition: None,
         }
     }
 

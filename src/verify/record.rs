@@ -282,6 +282,7 @@ mod tests {
             ms: 3,
             advisory,
             phase: Some("first".into()),
+            condition: None,
         };
         let rec = JoinRecord {
             verdict: Some(JoinVerdict::ChecksFailed),
@@ -326,6 +327,7 @@ mod tests {
             ms: 3,
             advisory: false,
             phase: Some("first".into()),
+            condition: None,
         };
         let rec = JoinRecord {
             verdict: Some(JoinVerdict::ChecksFailed),

@@ -32,6 +32,10 @@ const DIRS: [(&str, &str); 3] = [
     (CREDENTIAL_PROVIDERS, "the kubelet runs the ECR credential provider from it to pull private images"),
 ];
 
+/// The Node condition the checks share, whichever phase they ran in: `True` once every one
+/// passed, else `False` with the first failure (docs/hardening.md).
+pub const CONDITION: &str = "eks-nodeinit.io/HardeningFit";
+
 /// Where both AMIs keep the kubelet's image credential providers.
 const CREDENTIAL_PROVIDERS: &str = "/etc/eks/image-credential-provider";
 
@@ -87,7 +91,7 @@ fn plan(i: &Input, out: &mut Out) {
     checks.push(Check::new(Selinux {}));
     checks.push(Check::new(Fips {}));
     for check in checks {
-        let step = CheckStep::new(check, when, spec.verify.budget);
+        let step = CheckStep::new(check, when, spec.verify.budget).condition(CONDITION);
         out.steps.push(Step::Check(step));
     }
 }

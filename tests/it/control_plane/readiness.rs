@@ -25,6 +25,7 @@ use common::*;
 const TAINT: &str = "readiness.k8s.io/eks-nodeinit";
 const JOINED: &str = "eks-nodeinit.io/Joined";
 const BOOT_STEPS: &str = "eks-nodeinit.io/BootStepsDone";
+const HARDENING: &str = "eks-nodeinit.io/HardeningFit";
 
 /// The suite's control plane and instance `tag` with the startup taint, its label for the
 /// rule's selector, and `verify` as given.
@@ -180,6 +181,38 @@ fn assert_conditions(cp: &ControlPlane, j: &Joining) -> Value {
     );
     let steps = condition(&node, BOOT_STEPS).unwrap();
     assert_eq!(steps["status"], "True", "{steps}");
+    // A condition of checks that ran beside the changes, before the hand-off (the hardened-AMI
+    // checks, `warn` by default), set once the Node existed, as their results say.
+    let rep = report(j);
+    let checks = rep["checks"].as_object().unwrap();
+    let hardening: Vec<&Value> = checks
+        .values()
+        .filter(|c| c["condition"] == HARDENING)
+        .collect();
+    assert!(hardening.len() >= 3, "{checks:?}");
+    assert!(
+        hardening.iter().all(|c| c["phase"] == "beside"),
+        "{hardening:?}"
+    );
+    // The first that did not pass decides (the root holds no live kernel, so the kernel
+    // settings' check is not run here).
+    let first = hardening
+        .iter()
+        .map(|c| c["result"].as_str().unwrap())
+        .find(|r| !matches!(*r, "passed" | "skipped"));
+    let fit = condition(&node, HARDENING).unwrap_or_else(|| panic!("{}", node["status"]));
+    assert_eq!(
+        (
+            fit["status"].as_str().unwrap(),
+            fit["reason"].as_str().unwrap()
+        ),
+        match first {
+            None => ("True", "CheckPassed"),
+            Some("failed") => ("False", "CheckFailed"),
+            Some(_) => ("False", "NotRun"),
+        },
+        "{fit} {hardening:?}"
+    );
     // The kubelet's own conditions are still there beside them.
     assert_eq!(condition(&node, "Ready").unwrap()["status"], "True");
     let rep = report(j);
@@ -224,7 +257,8 @@ fn assert_node_may_not_untaint(cp: &ControlPlane, j: &Joining, kubelet: &Kubelet
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn a_node_registers_tainted_and_serves_only_once_its_conditions_hold() {
-    let Some((cp, j)) = joining("ready", json!({"initDeadline": "60s"})) else {
+    let verify = json!({"initDeadline": "60s", "hardening": "warn"});
+    let Some((cp, j)) = joining("ready", verify) else {
         return;
     };
     let (out, _) = init(&cp, &j);

@@ -10,13 +10,13 @@ use super::completer::{update_join, CompleteError, Completer};
 use super::fit;
 use crate::exec::after::Ran;
 use crate::exec::report::now_ms;
+use crate::exec::retire::{self, Retiring};
 use crate::os::systemd;
 use crate::verify::conditions::Condition;
 use crate::verify::fleet::{self, Fleet};
 use crate::verify::outcome;
 use crate::verify::proof::{self, JoinJob, OwnNode, Proof};
 use crate::verify::record::JoinVerdict;
-use crate::verify::retire::{self, Retiring};
 use crate::verify::verdict::{blame_in, blame_uninitialised};
 use crate::verify::Context;
 
