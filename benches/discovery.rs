@@ -72,7 +72,10 @@ async fn run(n: usize, spread_sec: f64, tps: f64, ca: &str) -> Row {
         let (spec, root) = (spec.clone(), root.clone());
         tasks.push(tokio::spawn(async move {
             let t0 = Instant::now();
-            let fact = gather(&spec, root.path(), async { Ok("eu-west-1".to_string()) }).await;
+            let fact = gather(&spec, root.path(), async {
+                Ok(("eu-west-1".to_string(), Default::default()))
+            })
+            .await;
             let ok = matches!(fact.outcome, Outcome::Found { .. });
             if let Outcome::Failed { reasons, .. } = &fact.outcome {
                 eprintln!("agent failed: {reasons:?}");

@@ -75,7 +75,6 @@ async fn run(n: usize, spread_sec: u64) -> Row {
                 known: InstanceTags::Known(BTreeMap::new()),
                 policy: policy(),
                 transport: None,
-                aws: Default::default(),
             };
             let delay = draw_spread(Duration::from_secs(spread_sec));
             // As `init`: the whole foreground part, client included, is bounded by the budget.

@@ -85,6 +85,7 @@ fn main() -> ExitCode {
             Command::MarkDone(a) => commands::mark_done(&a.root),
             Command::AwaitService(a) => commands::await_service(a).await,
             Command::CompleteHook(a) => commands::complete_hook(a).await,
+            Command::Gate(a) => commands::gate(&a.root).await,
             Command::Status(a) => commands::status(a),
             Command::PinSandboxImage(a) => commands::pin_sandbox_image(a).await,
             Command::BakeImages(a) => commands::bake_images(a).await,

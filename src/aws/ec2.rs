@@ -257,14 +257,14 @@ impl Ec2 {
         Ok(info)
     }
 
-    /// The instance's `PrivateDnsName` (DescribeInstances), the name bootstrap.sh and nodeadm
-    /// give the Node; `None` when EC2 gives none.
-    pub async fn private_dns_name(
+    /// The instance as EC2 describes it (DescribeInstances): what the node cannot read of
+    /// itself.
+    pub async fn describe_self(
         &mut self,
         instance_id: &str,
         policy: RetryPolicy,
         deadline: Instant,
-    ) -> Result<Option<String>, TagError> {
+    ) -> Result<Described, TagError> {
         let op = aws::Op {
             name: "DescribeInstances",
             action: "ec2:DescribeInstances",
@@ -277,15 +277,23 @@ impl Ec2 {
                 client.describe_instances().instance_ids(instance_id).send()
             })
             .await?;
-        let name = out
+        let own = out
             .reservations()
             .iter()
             .flat_map(|r| r.instances())
-            .find(|i| i.instance_id() == Some(instance_id))
-            .and_then(|i| i.private_dns_name())
-            .filter(|n| !n.is_empty())
-            .map(String::from);
-        Ok(name)
+            .find(|i| i.instance_id() == Some(instance_id));
+        let Some(i) = own else {
+            return Ok(Described::default());
+        };
+        let types = i.network_interfaces().iter();
+        let types = types.map(|n| n.interface_type().unwrap_or("interface").to_string());
+        Ok(Described {
+            private_dns_name: i
+                .private_dns_name()
+                .filter(|n| !n.is_empty())
+                .map(String::from),
+            interface_types: types.collect(),
+        })
     }
 
     /// The instances the agent marked (any of `keys` as a tag key), in `group` when given, in
@@ -515,4 +523,15 @@ impl TaggingRecord {
             finished_at_unix_ms: None,
         }
     }
+}
+
+/// What EC2 says of the instance that the node cannot read of itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Described {
+    /// Its `PrivateDnsName`, the name bootstrap.sh and nodeadm give the Node (`None`: EC2
+    /// gives none).
+    pub private_dns_name: Option<String>,
+    /// Each attached network interface's `InterfaceType` (`interface`, `efa`, `efa-only`,
+    /// `trunk`), in EC2's order.
+    pub interface_types: Vec<String>,
 }

@@ -53,13 +53,34 @@ impl Proxy {
 }
 
 /// What the agent's AWS clients use beyond the SDK's defaults: a proxy, CA bundles (PEM) to trust
-/// beside the platform's roots.
+/// beside the platform's roots, and where the boot found IMDS and whether it takes the services'
+/// dual-stack names ([`super::Endpoints`]). A client is given it as an argument: no process-wide
+/// choice.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Transport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<Proxy>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ca_bundles: Vec<String>,
+    #[serde(default, skip_serializing_if = "super::Endpoints::is_default")]
+    pub endpoints: super::Endpoints,
+}
+
+impl Transport {
+    /// `t` (none: the SDK's defaults) going where `endpoints` say; `None` when it is all the
+    /// SDK's defaults.
+    pub fn with_endpoints(t: Option<Transport>, endpoints: super::Endpoints) -> Option<Transport> {
+        let t = Transport {
+            endpoints,
+            ..t.unwrap_or_default()
+        };
+        (t != Transport::default()).then_some(t)
+    }
+
+    /// Whether calls need a client of the agent's own (a proxy, CA bundles).
+    pub(crate) fn needs_client(&self) -> bool {
+        self.proxy.is_some() || !self.ca_bundles.is_empty()
+    }
 }
 
 /// The SDK HTTP client for `t`.

@@ -15,31 +15,6 @@ use tokio::time::Instant;
 pub use crate::aws::http::{Proxy, Transport};
 use crate::base::retry::{self, Failure, RetryPolicy, Verdict};
 
-/// Where this process found IMDS (set once, by the run that read the instance, or by a unit
-/// from its job): the SDK's credential chain reads the role's credentials there.
-static IMDS_ENDPOINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Take the role's credentials from IMDS at `endpoint` in every SDK call of this process (the
-/// first endpoint set stays).
-pub fn use_imds_endpoint(endpoint: &str) {
-    let _ = IMDS_ENDPOINT.set(endpoint.trim_end_matches('/').to_string());
-}
-
-/// The IMDS endpoint this process found, if it was set.
-pub fn imds_endpoint() -> Option<String> {
-    IMDS_ENDPOINT.get().cloned()
-}
-
-/// Whether this process's SDK calls take the services' dual-stack names (set once, as the IMDS
-/// endpoint is); unset, the SDK's own choice (`AWS_USE_DUALSTACK_ENDPOINT`).
-static DUAL_STACK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-
-/// Take the dual-stack names (`ec2.<region>.api.aws`) in every SDK call of this process, or
-/// not (the first choice set stays).
-pub fn use_dual_stack(on: bool) {
-    let _ = DUAL_STACK.set(on);
-}
-
 /// Whether the agent's AWS calls take the dual-stack names: as `aws.dualStack` says, else on an
 /// instance without a private IPv4 address (an IPv6-only subnet, where the IPv4-only names are
 /// reached only through DNS64 and NAT64 or a VPC endpoint), else `None`: the SDK's own choice.
@@ -147,24 +122,6 @@ impl Endpoints {
     pub fn is_default(&self) -> bool {
         *self == Endpoints::default()
     }
-
-    /// What this process chose.
-    pub fn of_process() -> Endpoints {
-        Endpoints {
-            imds: imds_endpoint(),
-            dual_stack: DUAL_STACK.get().copied(),
-        }
-    }
-
-    /// Make this process's SDK calls go where these say.
-    pub fn apply(&self) {
-        if let Some(e) = &self.imds {
-            use_imds_endpoint(e);
-        }
-        if let Some(d) = self.dual_stack {
-            use_dual_stack(d);
-        }
-    }
 }
 
 /// The default credential chain with its IMDS client at `endpoint` (else the chain's own
@@ -187,8 +144,9 @@ async fn credentials_at(
 
 /// The SDK config for `region`: the default credential chain (the instance role on a node), the
 /// SDK's own retries off, 2 s to connect and 5 s per attempt, through `transport` (a proxy, CA
-/// bundles) when there is one, the dual-stack names when this process chose them. A client's
-/// own endpoint (`tagging.ec2Endpoint`, `AWS_ENDPOINT_URL_EC2`) wins over both names.
+/// bundles) when it has them, the role's credentials from IMDS where it says the boot found it,
+/// the dual-stack names as it says. A client's own endpoint (`tagging.ec2Endpoint`,
+/// `AWS_ENDPOINT_URL_EC2`) wins over both names.
 pub(crate) async fn sdk_config(
     region: &str,
     transport: Option<&Transport>,
@@ -202,13 +160,17 @@ pub(crate) async fn sdk_config(
                 .operation_attempt_timeout(Duration::from_secs(5))
                 .build(),
         );
-    if let Some(t) = transport {
+    let Some(t) = transport else {
+        return loader.load().await;
+    };
+    if t.needs_client() {
         loader = loader.http_client(crate::aws::http::client(t));
     }
-    if let Some(on) = DUAL_STACK.get() {
-        loader = loader.use_dual_stack(*on);
+    if let Some(on) = t.endpoints.dual_stack {
+        loader = loader.use_dual_stack(on);
     }
-    if let Some(endpoint) = IMDS_ENDPOINT.get() {
+    if let Some(endpoint) = &t.endpoints.imds {
+        let endpoint = endpoint.trim_end_matches('/');
         if let Some(chain) = credentials_at(region, endpoint).await {
             loader = loader.credentials_provider(chain);
         }
@@ -450,6 +412,40 @@ mod tests {
 
     /// The name looked up before a client takes the dual-stack names is the one each SDK
     /// resolves for its service.
+    #[tokio::test]
+    async fn each_client_goes_where_its_own_transport_says_in_one_process() {
+        // Two clients of one process, built one after the other with opposite choices: each
+        // takes its own (a process-wide "first set stays" would give the second the first's).
+        let t = |on: bool| Transport {
+            endpoints: Endpoints {
+                imds: Some("http://[fd00:ec2::254]".into()),
+                dual_stack: Some(on),
+            },
+            ..Transport::default()
+        };
+        let (on, off) = (t(true), t(false));
+        assert_eq!(
+            sdk_config("eu-west-1", Some(&on)).await.use_dual_stack(),
+            Some(true)
+        );
+        assert_eq!(
+            sdk_config("eu-west-1", Some(&off)).await.use_dual_stack(),
+            Some(false)
+        );
+        assert_eq!(
+            sdk_config("eu-west-1", Some(&on)).await.use_dual_stack(),
+            Some(true)
+        );
+        assert_eq!(sdk_config("eu-west-1", None).await.use_dual_stack(), None);
+        // A transport of endpoints alone builds no HTTP client of the agent's own.
+        assert!(!on.needs_client());
+        assert_eq!(Transport::with_endpoints(None, Endpoints::default()), None);
+        assert_eq!(
+            Transport::with_endpoints(None, on.endpoints.clone()),
+            Some(on)
+        );
+    }
+
     #[tokio::test]
     async fn the_dual_stack_name_looked_up_is_the_sdks_own_for_each_service() {
         macro_rules! sdk_url {

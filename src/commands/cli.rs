@@ -60,6 +60,12 @@ pub enum Command {
     /// /run/eks-nodeinit/launch-hook.json).
     #[command(hide = true)]
     CompleteHook(CompleteHookArgs),
+    /// Run this boot's checks before the kubelet starts (the packaged eks-nodeinit-gate.service,
+    /// after the agent's unit and the drivers' units, before nodeadm-run): their results and
+    /// the Node conditions they name go into the report; a failed check stops nothing. Returns
+    /// at once when the run left no job (/run/eks-nodeinit/gate.json).
+    #[command(hide = true)]
+    Gate(GateArgs),
     /// How this node's boot went: the join's phases, the preflight's checks, the verdict and its
     /// causes with what to do (from /var/lib/eks-nodeinit/report.json).
     Status(StatusArgs),
@@ -301,6 +307,13 @@ pub struct BakeImagesArgs {
     /// Pull over plain HTTP (a registry on loopback or a local mirror).
     #[arg(long)]
     pub plain_http: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GateArgs {
+    /// Root of the node's filesystem.
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

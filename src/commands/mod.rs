@@ -5,6 +5,7 @@ pub mod after;
 pub mod await_service;
 pub mod bake_images;
 pub mod cli;
+pub mod gate;
 pub mod pin_sandbox;
 
 use std::io::Read;
@@ -164,7 +165,7 @@ fn ready_ec2(spec: &Spec, instance: &gather::Instance, apply: bool) -> Option<Re
         ReadyClient::start(
             region,
             spec.tagging.ec2_endpoint.as_deref(),
-            spec.agent_transport(region),
+            spec.agent_transport(region, &instance.endpoints),
         )
     })
 }
@@ -178,8 +179,7 @@ pub async fn tag_continue(root: &Path) -> Result<()> {
         .context("reading the tagging job from standard input")?;
     let c: Continuation =
         serde_json::from_str(&input).context("the tagging job on standard input")?;
-    // The calls go as the run's did: credentials where it found IMDS, its names.
-    c.job.aws.apply();
+    // The calls go as the run's did: the job's transport says where it found IMDS, its names.
     let (r, calls) = tagging::background(
         &c.job,
         Duration::from_millis(c.initial_delay_ms),
@@ -320,6 +320,12 @@ pub async fn pin_sandbox_image(a: &crate::commands::cli::PinSandboxArgs) -> Resu
     Ok(())
 }
 
+/// `gate`: this boot's checks before the kubelet starts; failed checks stop nothing.
+pub async fn gate(root: &Path) -> Result<()> {
+    crate::commands::gate::run(root).await?;
+    Ok(())
+}
+
 /// `bake-images`: pull images into containerd's store and record them for every boot's check.
 pub async fn bake_images(a: &crate::commands::cli::BakeImagesArgs) -> Result<()> {
     let b = crate::commands::bake_images::Bake {
@@ -420,6 +426,7 @@ mod tests {
             tags: InstanceTags::Unknown,
             cluster: crate::discovery::ClusterFact::from_spec(&spec.cluster),
             source: gather::MetadataSource::Imds,
+            endpoints: Default::default(),
         };
         for apply in [false, true] {
             let ready = ready_ec2(&spec, &instance, apply);

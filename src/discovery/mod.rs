@@ -229,7 +229,7 @@ pub(crate) enum SourceError {
 /// hit makes none); `root` is where the cache is read.
 pub async fn gather<R>(spec: &spec::Spec, root: &Path, region: R) -> ClusterFact
 where
-    R: Future<Output = Result<String, String>>,
+    R: Future<Output = Result<(String, aws::Endpoints), String>>,
 {
     let mut fact = ClusterFact::from_spec(&spec.cluster);
     let Some(d) = &spec.cluster.discovery else {
@@ -290,11 +290,11 @@ async fn lookup<R>(
     region: R,
 ) -> Result<(Answer, Calls), Outcome>
 where
-    R: Future<Output = Result<String, String>>,
+    R: Future<Output = Result<(String, aws::Endpoints), String>>,
 {
     let deadline = Instant::now() + d.deadline;
     let mut calls = Calls::default();
-    let region = region.await.map_err(|e| Outcome::Failed {
+    let (region, endpoints) = region.await.map_err(|e| Outcome::Failed {
         reasons: vec![SourceError::Region(e).to_string()],
         calls,
     })?;
@@ -304,7 +304,12 @@ where
         tracing::info!(?wait, "spreading the first discovery call");
         tokio::time::sleep(wait).await;
     }
-    let clients = Clients::new(&region, d, spec.agent_transport(&region).as_ref()).await;
+    let clients = Clients::new(
+        &region,
+        d,
+        spec.agent_transport(&region, &endpoints).as_ref(),
+    )
+    .await;
     let cluster = spec.cluster.name.as_str();
     let mut reasons = Vec::new();
     for source in &d.sources {

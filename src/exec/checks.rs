@@ -108,6 +108,7 @@ mod tests {
             advisory: false,
             phase: None,
             condition: None,
+            own_fault: false,
         }
     }
 

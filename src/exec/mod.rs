@@ -109,6 +109,11 @@ pub(crate) async fn execute(
         Some(t) => t.finish(root, &mut report).await,
         None => None,
     };
+    // The checks before the kubelet that the plan leaves here (bootstrap.sh starts it): they
+    // stop nothing, their results go with the report.
+    let gate = checks_of(plan, When::Gate);
+    let results = checks::run(&gate, root).await;
+    checks::record(&gate, When::Gate, results, &mut report);
     if tag_failure.is_none() {
         report.handoff = plan.handoff().unwrap_or_default();
     }

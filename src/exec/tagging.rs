@@ -39,10 +39,6 @@ pub struct Job {
     /// arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::aws::Transport>,
-    /// Where the run found IMDS and whether it took the dual-stack names: the background
-    /// continuation calls as the run did.
-    #[serde(default, skip_serializing_if = "crate::aws::Endpoints::is_default")]
-    pub aws: crate::aws::Endpoints,
 }
 
 /// An EC2 client being made ready beside the rest of the run (its config loaded and the role's
@@ -312,7 +308,6 @@ impl Session {
                     known: how.known.clone(),
                     policy: Default::default(),
                     transport: how.transport.as_deref().cloned(),
-                    aws: crate::aws::Endpoints::of_process(),
                 },
                 how.policy.clone(),
             )),

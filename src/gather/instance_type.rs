@@ -26,6 +26,7 @@ pub(super) async fn type_fact(
     md: &Metadata,
     metadata_file: Option<&Path>,
     cache: Option<&FileFact>,
+    endpoints: &crate::aws::Endpoints,
 ) -> Option<TypeFact> {
     let max_pods = spec.kubelet.pod_capacity.max_pods?;
     let t = &md.instance_type;
@@ -38,7 +39,7 @@ pub(super) async fn type_fact(
     }
     Some(match (max_pods, in_table(t)) {
         (MaxPodsSpec::Computed(_), TypeFact::Unknown(why)) => {
-            beyond_table(&TypeLookup::of(spec, md), t, cache, &why).await
+            beyond_table(&TypeLookup::of(spec, md, endpoints), t, cache, &why).await
         }
         (_, fact) => fact,
     })
@@ -63,12 +64,12 @@ pub struct TypeLookup {
 impl TypeLookup {
     /// For this instance: its region, the SDK's endpoint, [`TYPE_LOOKUP_DEADLINE`], the
     /// config's transport.
-    pub fn of(spec: &Spec, md: &Metadata) -> TypeLookup {
+    pub fn of(spec: &Spec, md: &Metadata, endpoints: &crate::aws::Endpoints) -> TypeLookup {
         TypeLookup {
             region: md.region.clone(),
             endpoint: None,
             deadline: TYPE_LOOKUP_DEADLINE,
-            transport: spec.agent_transport(&md.region),
+            transport: spec.agent_transport(&md.region, endpoints),
         }
     }
 }
@@ -159,7 +160,7 @@ mod tests {
             region: "eu-west-1".into(),
             ..Metadata::default()
         };
-        let how = TypeLookup::of(&spec, &md);
+        let how = TypeLookup::of(&spec, &md, &crate::aws::Endpoints::default());
         assert_eq!(
             how.endpoint, None,
             "the SDK's: AWS_ENDPOINT_URL_EC2, else EC2's"
@@ -178,7 +179,9 @@ mod tests {
             region: "eu-west-1".into(),
             ..Metadata::default()
         };
-        let Some(TypeFact::Unknown(why)) = type_fact(&spec, &md, None, None).await else {
+        let Some(TypeFact::Unknown(why)) =
+            type_fact(&spec, &md, None, None, &Default::default()).await
+        else {
             panic!("a type")
         };
         let want = "IMDS /latest/meta-data/instance-type is `m6i.large\\u{1b}[2J`, which no EC2";

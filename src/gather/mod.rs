@@ -29,6 +29,7 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
         tags,
         cluster,
         source,
+        endpoints,
     } = instance;
     let file = match source {
         MetadataSource::File(f) => Some(f),
@@ -37,20 +38,17 @@ pub async fn facts(spec: &Spec, root: &Path, instance: Instance) -> Facts {
     let mut facts = NodeRead::of(root, spec).facts(Some(metadata), tags, cluster, None);
     if let Some(md) = &facts.instance {
         let cache = facts.file(podcap::cache::CACHE);
-        let fact = instance_type::type_fact(spec, md, file.as_deref(), cache).await;
+        let fact = instance_type::type_fact(spec, md, file.as_deref(), cache, &endpoints).await;
         facts.type_info = fact;
     }
-    let imds = match &file {
-        Some(_) => imds::resolve_endpoint(spec.imds.endpoint.as_deref()),
-        None => crate::aws::imds_endpoint()
-            .unwrap_or_else(|| imds::resolve_endpoint(spec.imds.endpoint.as_deref())),
-    };
+    let imds = endpoints
+        .imds
+        .clone()
+        .unwrap_or_else(|| imds::resolve_endpoint(spec.imds.endpoint.as_deref()));
     // The EC2 endpoint the agent's calls are given is the one its check reaches.
     let ec2 = spec.tagging.ec2_endpoint.as_deref();
     let mut reach = crate::facts::Reach::from_env(imds, file, ec2);
-    if let Some(md) = &facts.instance {
-        reach.dual_stack = crate::aws::dual_stack_for(spec.dual_stack, md.private_ipv4.is_some());
-    }
+    reach.dual_stack = endpoints.dual_stack;
     facts.reach = Some(reach);
     facts
 }
@@ -89,6 +87,9 @@ pub struct Instance {
     pub tags: InstanceTags,
     pub cluster: ClusterFact,
     pub source: MetadataSource,
+    /// Where IMDS answered and whether the AWS calls take the dual-stack names: every AWS
+    /// client of the run is given them.
+    pub endpoints: crate::aws::Endpoints,
 }
 
 /// Where the instance's metadata was read, for a message naming one of its fields.
@@ -110,27 +111,35 @@ pub async fn instance(
     root: &Path,
     read: Prefetched,
 ) -> anyhow::Result<Instance> {
-    let (md, cluster, source) = match metadata_file {
+    let (md, cluster, source, endpoints) = match metadata_file {
         Some(f) => {
             let md = match read.metadata {
                 Some(md) => md,
                 None => metadata::load_file(f)?,
             };
-            let region = md.region.clone();
-            dual_stack(spec, md.private_ipv4.is_some());
+            let endpoints = crate::aws::Endpoints {
+                imds: None,
+                dual_stack: crate::aws::dual_stack_for(spec.dual_stack, md.private_ipv4.is_some()),
+            };
+            let region = (md.region.clone(), endpoints.clone());
             let cluster = discovery::gather(spec, root, async { Ok(region) }).await;
-            (md, cluster, MetadataSource::File(f.to_path_buf()))
+            (
+                md,
+                cluster,
+                MetadataSource::File(f.to_path_buf()),
+                endpoints,
+            )
         }
         None => {
-            let (md, cluster) = from_imds(spec, root, read.imds).await?;
-            (md, cluster, MetadataSource::Imds)
+            let (md, cluster, endpoints) = from_imds(spec, root, read.imds).await?;
+            (md, cluster, MetadataSource::Imds, endpoints)
         }
     };
     tracing::debug!(instance_id = %md.instance_id, region = %md.region, "instance metadata read");
     let tags = match md.tags.clone() {
         Some(t) => InstanceTags::Known(t),
         None if source == MetadataSource::Imds && spec.tagging.enabled => {
-            let proxy = spec.agent_transport(&md.region);
+            let proxy = spec.agent_transport(&md.region, &endpoints);
             describe_tags(&md, spec, proxy.as_ref()).await
         }
         None => InstanceTags::Unknown,
@@ -140,6 +149,7 @@ pub async fn instance(
         tags,
         cluster,
         source,
+        endpoints,
     })
 }
 
@@ -149,7 +159,7 @@ async fn from_imds(
     spec: &Spec,
     root: &Path,
     read: Option<ImdsRead>,
-) -> anyhow::Result<(Metadata, ClusterFact)> {
+) -> anyhow::Result<(Metadata, ClusterFact, crate::aws::Endpoints)> {
     let endpoints = imds::candidates(spec.imds.endpoint.as_deref());
     // The client that read the user data (with the config in it) goes on, token and all,
     // when it is at an endpoint the config allows.
@@ -162,7 +172,7 @@ async fn from_imds(
         }
     };
     // Every AWS call of this run takes the role's credentials where the instance's metadata was.
-    crate::aws::use_imds_endpoint(client.endpoint());
+    let found = client.endpoint().trim_end_matches('/').to_string();
     let ask = imds::Ask {
         user_data,
         vpc_cidr_blocks: spec.proxy.is_some()
@@ -174,26 +184,22 @@ async fn from_imds(
         let deadline = spec.imds.deadline;
         let v4 = async { spec.dual_stack.is_some() || imds::has_ipv4(&client, deadline).await };
         let (region, v4) = tokio::join!(imds::region(&client, deadline), v4);
-        dual_stack(spec, v4);
-        region
+        let endpoints = crate::aws::Endpoints {
+            imds: Some(found.clone()),
+            dual_stack: crate::aws::dual_stack_for(spec.dual_stack, v4),
+        };
+        region.map(|r| (r, endpoints))
     };
     let (md, cluster) = tokio::join!(
         imds::fetch(&client, spec.imds.deadline, ask),
         discovery::gather(spec, root, region),
     );
     let md = md?;
-    dual_stack(spec, md.private_ipv4.is_some());
-    Ok((md, cluster))
-}
-
-/// Whether this run's AWS calls take the dual-stack names, chosen once for the process
-/// ([`crate::aws::dual_stack_for`]); `None` leaves the SDK's choice.
-fn dual_stack(spec: &Spec, has_ipv4: bool) -> Option<bool> {
-    let d = crate::aws::dual_stack_for(spec.dual_stack, has_ipv4);
-    if let Some(on) = d {
-        crate::aws::use_dual_stack(on);
-    }
-    d
+    let endpoints = crate::aws::Endpoints {
+        imds: Some(found),
+        dual_stack: crate::aws::dual_stack_for(spec.dual_stack, md.private_ipv4.is_some()),
+    };
+    Ok((md, cluster, endpoints))
 }
 
 async fn describe_tags(md: &Metadata, spec: &Spec, transport: Option<&Transport>) -> InstanceTags {
@@ -237,11 +243,16 @@ mod tests {
             tags: InstanceTags::Unknown,
             cluster: ClusterFact::from_spec(&spec.cluster),
             source: MetadataSource::File("/md.json".into()),
+            // No private IPv4: the dual-stack names, as `instance` chose them.
+            endpoints: crate::aws::Endpoints {
+                imds: None,
+                dual_stack: crate::aws::dual_stack_for(None, false),
+            },
         };
         let f = facts(&spec, root.path(), instance).await;
         let reach = f.reach.unwrap();
         assert_eq!(reach.overrides["EC2"], "https://vpce.example");
-        // No private IPv4: the dual-stack names, as the process takes them.
+        // The facts say what the run's clients are given.
         assert_eq!(reach.dual_stack, Some(true));
     }
 }

@@ -105,7 +105,11 @@ pub fn node_transport(spec: &Spec, facts: &Facts, md: &Metadata) -> Option<crate
             })
             .join(","),
     });
-    let ca_bundles = spec.ca_bundles();
-    (proxy.is_some() || !ca_bundles.is_empty())
-        .then_some(crate::aws::Transport { proxy, ca_bundles })
+    let t = crate::aws::Transport {
+        proxy,
+        ca_bundles: spec.ca_bundles(),
+        ..Default::default()
+    };
+    let endpoints = facts.reach.as_ref().map(crate::facts::Reach::endpoints);
+    crate::aws::Transport::with_endpoints(Some(t), endpoints.unwrap_or_default())
 }

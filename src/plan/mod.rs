@@ -4,6 +4,7 @@
 
 pub mod after;
 pub mod aspects;
+pub mod gate;
 pub mod handoff;
 pub mod join;
 pub mod kubelet;
@@ -115,9 +116,13 @@ pub(crate) fn hands_off(steps: &[Step]) -> bool {
 /// or held for a warm pool).
 fn order(facts: &Facts, out: &mut Out) -> Vec<step::After> {
     let (steps, after) = after::split(std::mem::take(&mut out.steps), &mut out.findings);
+    let (steps, gate) = gate::split(steps, &mut out.findings);
     out.steps = steps;
     let after = match hands_off(&out.steps) {
         true => {
+            if let Some(gate) = &gate {
+                gate::plan(facts, gate, out);
+            }
             after::plan(facts, &after, out);
             after
         }
@@ -137,6 +142,7 @@ pub(crate) fn reads(spec: &Spec, family: Option<Family>, r: &mut crate::facts::R
         (a.reads)(spec, family, r);
     }
     r.file(after::AFTER_JOB);
+    r.file(gate::GATE_JOB);
 }
 
 /// Every finding for this spec on this node, each aspect's in registry order.
@@ -428,13 +434,14 @@ const AFTER: &str = "after the hand-off (eks-nodeinit-launch-hook.service runs t
 /// How the plan's checks run: together, under one budget, before the changes or beside them;
 /// and, once, each reason some are not run here.
 fn render_checks(o: &mut String, checks: Vec<&step::CheckStep>) {
-    for when in [step::When::First, step::When::Beside] {
+    for when in [step::When::First, step::When::Beside, step::When::Gate] {
         let of: Vec<_> = checks.iter().filter(|c| c.when == when).collect();
         let Some(budget) = of.iter().map(|c| c.budget_ms).max() else {
             continue;
         };
         let how = match when {
             step::When::First => "before any change; a failed check that counts stops the run, no hand-off",
+            step::When::Gate => "before the kubelet starts, right before bootstrap.sh; a failed check stops nothing, the Node's conditions say it",
             _ => "beside the changes; a failed check is logged at error priority and the hand-off goes on",
         };
         let _ = writeln!(

@@ -80,6 +80,11 @@ pub enum When {
     /// runs once kubelet is active, before the proof. A failure is named in the join's verdict.
     /// Programs (`Run`) and checks (`Check`) carry it.
     After,
+    /// Checks only: before the kubelet starts, once the hand-off's files are in place
+    /// ([`crate::plan::gate`]: nodeadm's hand-off leaves them to the gate unit, bootstrap.sh's
+    /// has the executor run them right before it). A failure stops nothing; the work after the
+    /// hand-off sets the conditions they name and judges it.
+    Gate,
 }
 
 impl When {

@@ -82,14 +82,21 @@ impl Spec {
             .unwrap_or_default()
     }
 
-    /// How the agent's own AWS calls in `region` reach AWS: the config's proxy and CA bundles;
-    /// `None` with neither (the SDK's defaults).
-    pub fn agent_transport(&self, region: &str) -> Option<crate::aws::http::Transport> {
+    /// How the agent's own AWS calls in `region` reach AWS: the config's proxy and CA bundles,
+    /// and the `endpoints` the boot found; `None` with none of them (the SDK's defaults).
+    pub fn agent_transport(
+        &self,
+        region: &str,
+        endpoints: &crate::aws::Endpoints,
+    ) -> Option<crate::aws::http::Transport> {
         let cidr = self.cluster.cidr.as_ref().map(|c| c.text.as_str());
         let proxy = self.proxy.as_ref().map(|p| p.for_agent(region, cidr));
-        let ca_bundles = self.ca_bundles();
-        (proxy.is_some() || !ca_bundles.is_empty())
-            .then_some(crate::aws::http::Transport { proxy, ca_bundles })
+        let t = crate::aws::http::Transport {
+            proxy,
+            ca_bundles: self.ca_bundles(),
+            endpoints: endpoints.clone(),
+        };
+        (t != crate::aws::http::Transport::default()).then_some(t)
     }
 }
 

@@ -64,6 +64,13 @@ pub trait Probe: std::fmt::Debug + Send + Sync {
     fn blocks(&self, _code: &str) -> bool {
         true
     }
+    /// Whether a failure with `code` is a fault of this instance's own (its hardware: a device
+    /// missing or unbound), which a replacement does not meet; otherwise it is the image's, the
+    /// config's or the fleet's. Only a check before the kubelet's own fault can retire a node
+    /// (`unfit`, with the fleet's guard: like peers that joined, the budget).
+    fn own_fault(&self, _code: &str) -> bool {
+        false
+    }
     /// What to do about a failure with `code` whose cause does not say it itself.
     fn advice(&self, _code: &str) -> Option<&'static str> {
         None

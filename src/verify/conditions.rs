@@ -227,6 +227,7 @@ mod tests {
                 advisory: false,
                 phase: Some("beside".into()),
                 condition: condition.map(String::from),
+                own_fault: false,
             }
         };
         use super::super::Verdict::{Failed, NotRun, Passed, Skipped};

@@ -41,6 +41,8 @@ pub struct Context {
     /// The name the hand-off gives the Node (`None`: any `system:node:` identity is taken).
     pub node: Option<name::NodeName>,
     pub imds_endpoint: String,
+    /// Whether the AWS calls take the services' dual-stack names (`None`: the SDK's choice).
+    pub dual_stack: Option<bool>,
     /// `imds.allowV1Fallback`: IMDSv1 where the instance refuses IMDSv2's token.
     pub imds_v1_fallback: bool,
     /// The proxy kubelet and the agent use (`None`: direct).
@@ -93,10 +95,16 @@ impl Context {
 
     /// How the node's AWS calls go: the same proxy and CA bundles as the checks'.
     pub fn transport(&self) -> Option<crate::aws::Transport> {
-        (self.proxy.is_some() || !self.ca_bundles.is_empty()).then(|| crate::aws::Transport {
+        let t = crate::aws::Transport {
             proxy: self.proxy.clone(),
             ca_bundles: self.ca_bundles.clone(),
-        })
+            ..Default::default()
+        };
+        let endpoints = crate::aws::Endpoints {
+            imds: Some(self.imds_endpoint.clone()).filter(|e| !e.is_empty()),
+            dual_stack: self.dual_stack,
+        };
+        crate::aws::Transport::with_endpoints(Some(t), endpoints)
     }
 
     /// The CA bundles trusted beside the platform's roots, as `&str`s.
@@ -207,6 +215,9 @@ pub struct CheckResult {
     /// the hand-off sets it once the Node exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<String>,
+    /// Failed for a fault of the instance's own ([`check::Probe::own_fault`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_fault: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -222,6 +233,7 @@ pub enum Verdict {
 impl CheckResult {
     pub fn of(probe: &dyn check::Probe, r: Result<String, Cause>, ms: u64) -> CheckResult {
         let advisory = r.as_ref().err().is_some_and(|c| !probe.blocks(c.code));
+        let own_fault = r.as_ref().err().is_some_and(|c| probe.own_fault(c.code));
         let (result, cause, detail, todo) = match r {
             Ok(detail) => (Verdict::Passed, None, detail, None),
             Err(c) => (
@@ -241,6 +253,7 @@ impl CheckResult {
             advisory,
             phase: None,
             condition: None,
+            own_fault,
         }
     }
 
@@ -255,6 +268,7 @@ impl CheckResult {
             advisory: false,
             phase: None,
             condition: None,
+            own_fault: false,
         }
     }
 

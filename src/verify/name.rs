@@ -66,9 +66,12 @@ impl NodeName {
             base: Duration::from_millis(300),
             ..RetryPolicy::default()
         };
-        match ec2.private_dns_name(instance_id, policy, deadline).await {
-            Ok(Some(n)) => Ok(n),
-            Ok(None) => Err(format!(
+        match ec2.describe_self(instance_id, policy, deadline).await {
+            Ok(crate::aws::ec2::Described {
+                private_dns_name: Some(n),
+                ..
+            }) => Ok(n),
+            Ok(_) => Err(format!(
                 "EC2 gives {} no PrivateDnsName",
                 printable(instance_id)
             )),

@@ -18,6 +18,7 @@ pub fn joined(verdict: JoinVerdict, hold_mismatch: bool) -> (bool, &'static str)
         JoinVerdict::Mismatch => (!hold_mismatch, "NotAsPlanned"),
         JoinVerdict::InitDeadline => (true, "JoinedAsPlanned"),
         JoinVerdict::JoinedLate => (true, "JoinedLate"),
+        JoinVerdict::Unfit => (false, "Unfit"),
         JoinVerdict::NotReady | JoinVerdict::Deadline | JoinVerdict::ChecksFailed => {
             (false, "NotReady")
         }
@@ -31,7 +32,10 @@ pub fn joined(verdict: JoinVerdict, hold_mismatch: bool) -> (bool, &'static str)
 pub fn retires(verdict: JoinVerdict, blame: Option<Blame>) -> bool {
     let failed = matches!(
         verdict,
-        JoinVerdict::Deadline | JoinVerdict::NotReady | JoinVerdict::InitDeadline
+        JoinVerdict::Deadline
+            | JoinVerdict::NotReady
+            | JoinVerdict::InitDeadline
+            | JoinVerdict::Unfit
     );
     failed && blame == Some(Blame::Node)
 }
@@ -70,6 +74,10 @@ fn row(verdict: JoinVerdict, blame: Option<Blame>, bound: &'static str) -> Row {
             ("none (no Node)".to_string(), "nothing to release")
         }
         (_, true) => (format!("True ({reason})"), "releases the taint"),
+        (JoinVerdict::Unfit, false) => (
+            format!("False ({reason})"),
+            "holds it: the Node is Ready, and takes no pods",
+        ),
         (_, false) => (
             format!("False ({reason})"),
             "holds it; the Node is not Ready anyway",
@@ -126,6 +134,18 @@ pub fn table() -> Vec<Row> {
         row(NotReady, node, "`verify.joinDeadline`"),
         row(NotReady, cluster, KEPT),
         row(JoinedLate, None, "the rule releases it once Ready"),
+        row(
+            Unfit,
+            node,
+            "`verify.joinDeadline` at most: the verdict comes with the proof, then the node leaves",
+        ),
+        Row {
+            case: "`unfit`, like peers failing alike or the budget spent".into(),
+            joined: format!("True ({})", joined(Mismatch, false).1),
+            rule: "releases the taint: a `mismatch`, the check's own condition `False`",
+            retires: "never (`ABANDON` under `strict`)",
+            bound: "as `mismatch`: the fault is the image's or the expectation's, which a replacement meets too",
+        },
         row(InitDeadline, node, "`verify.initDeadline`"),
         row(
             InitDeadline,

@@ -126,6 +126,7 @@ impl JoinJob {
             ca_pem: String::from_utf8_lossy(&ca).into_owned(),
             node: Some(self.node.clone()),
             imds_endpoint: self.imds_endpoint.clone(),
+            dual_stack: self.dual_stack,
             imds_v1_fallback: self.imds_v1_fallback,
             proxy: t.proxy,
             ca_bundles: t.ca_bundles,

@@ -283,6 +283,7 @@ mod tests {
             advisory,
             phase: Some("first".into()),
             condition: None,
+            own_fault: false,
         };
         let rec = JoinRecord {
             verdict: Some(JoinVerdict::ChecksFailed),
@@ -328,6 +329,7 @@ mod tests {
             advisory: false,
             phase: Some("first".into()),
             condition: None,
+            own_fault: false,
         };
         let rec = JoinRecord {
             verdict: Some(JoinVerdict::ChecksFailed),

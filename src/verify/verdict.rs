@@ -198,6 +198,14 @@ pub fn blame_uninitialised(
     )
 }
 
+/// Whose fault a check before the kubelet found of the instance's own (`what`) is: its own
+/// only when [`PEERS`] like peers of `scope` joined (they passed it: a joined node passed its
+/// checks) and the budget allows, so that a wrong expectation, which every instance meets,
+/// never retires a fleet; in doubt, kept.
+pub fn blame_unfit(what: &str, fleet: Result<&Fleet, &str>, scope: &str) -> (Blame, String) {
+    judged(what, fleet.map(|f| (f.joined, f.retired)), "joined", scope)
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -248,6 +256,9 @@ pub enum JoinVerdict {
     /// Not Ready by the deadline, kept for a cause the fleet shares, and Ready within
     /// `verify.lateJoin` after it.
     JoinedLate,
+    /// Ready, but a check before the kubelet found a fault of the instance's own (a GPU
+    /// missing or unbound), while like peers passed: held back and retired.
+    Unfit,
 }
 
 impl JoinVerdict {
@@ -260,6 +271,7 @@ impl JoinVerdict {
             JoinVerdict::Mismatch => "mismatch",
             JoinVerdict::InitDeadline => "init-deadline",
             JoinVerdict::JoinedLate => "joined-late",
+            JoinVerdict::Unfit => "unfit",
         }
     }
 }

@@ -110,6 +110,7 @@ pub(super) fn join_job(
                 no_proxy: String::new(),
             }),
             ca_bundles: Vec::new(),
+            endpoints: Default::default(),
         }),
         expect: Expect::default(),
         init_deadline_secs: None,

@@ -56,7 +56,6 @@ fn job(s: &Ec2Server) -> eks_nodeinit::exec::tagging::Job {
         known: InstanceTags::Known(BTreeMap::new()),
         policy: fast(),
         transport: None,
-        aws: Default::default(),
     }
 }
 

@@ -61,6 +61,7 @@ pub(super) fn decided(
         return Vec::new();
     }
     let verdict = match (ready_as_planned, hold && p.verdict == JoinVerdict::Mismatch) {
+        _ if p.verdict == JoinVerdict::Unfit => JoinVerdict::Unfit,
         (_, true) => JoinVerdict::Mismatch,
         (true, false) => JoinVerdict::Joined,
         (false, false) => p.verdict,
@@ -77,7 +78,7 @@ pub(super) fn decided(
             "AsPlanned",
             &p.checked.join("; "),
         )),
-        JoinVerdict::Mismatch => Some(Condition::new(
+        JoinVerdict::Mismatch | JoinVerdict::Unfit => Some(Condition::new(
             AS_PLANNED,
             false,
             "NotAsPlanned",

@@ -17,7 +17,7 @@ use crate::verify::verdict::hook_result;
 /// every instance (a pause image the AMI does not keep), which a replacement meets again; the
 /// failure stays in the verdict and the unit's exit status.
 pub(super) fn launch_result(p: &Proof, ready_as_planned: bool, strict: bool) -> HookResult {
-    if ready_as_planned {
+    if ready_as_planned && p.verdict != crate::verify::record::JoinVerdict::Unfit {
         return HookResult::Continue;
     }
     hook_result(p.verdict, p.blame, strict)
@@ -92,14 +92,15 @@ pub(super) async fn complete(
     Ok(outcome)
 }
 
-/// The proxy the unit's environment gives (the agent's drop-in), for a job that names no
-/// transport: the hook without the proof, or a job of an older run.
-pub(super) fn from_env() -> Option<crate::aws::Transport> {
-    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok())?;
-    Some(crate::aws::Transport {
-        proxy: Some(proxy),
-        ca_bundles: Vec::new(),
-    })
+/// How the hook's calls go without the proof's job: the proxy the unit's environment gives
+/// (the agent's drop-in), to where the hook's job says the boot found IMDS and with its names.
+pub(super) fn hook_transport(h: &LaunchHookJob) -> Option<crate::aws::Transport> {
+    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
+    let t = proxy.map(|p| crate::aws::Transport {
+        proxy: Some(p),
+        ..Default::default()
+    });
+    crate::aws::Transport::with_endpoints(t, h.aws.clone())
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@ pub(super) struct Boot {
     pub done: PathBuf,
     pub join: Option<JoinJob>,
     pub after: Option<AfterJob>,
-    /// This boot's checks before the steps after the hand-off that name a Node condition.
+    /// This boot's checks before the kubelet (every one) and the others before the steps after
+    /// the hand-off that name a Node condition.
     pub earlier: Vec<CheckResult>,
 }
 
@@ -83,6 +84,10 @@ fn earlier(c: &Completer) -> Vec<CheckResult> {
     let all: std::collections::BTreeMap<String, CheckResult> =
         report.property(CHECKS).unwrap_or_default();
     all.into_values()
-        .filter(|r| r.condition.is_some() && r.phase.as_deref() != Some("after"))
+        .filter(|r| match r.phase.as_deref() {
+            Some("gate") => true,
+            Some("after") => false,
+            _ => r.condition.is_some(),
+        })
         .collect()
 }

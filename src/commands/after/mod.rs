@@ -39,24 +39,20 @@ use crate::verify::Context;
 
 use completer::{update, update_join};
 pub use completer::{CompleteError, Completer};
-use hook::{complete, from_env, launch_result, tell};
-use prove::{context, fold_after, in_hooks_group, prove, record, verdict};
+use hook::{complete, hook_transport, launch_result, tell};
+use prove::{context, fold_after, fold_gate, in_hooks_group, prove, record, verdict};
 
 /// Run this boot's work after the hand-off: whichever of the steps, the proof and the launch
 /// hook the run asked for.
 pub async fn run(c: &Completer) -> Result<(), CompleteError> {
     let boot = job::Boot::read(c)?;
-    // The hook's calls go as the boot's did (the proof's job says the same where there is one).
-    if let Some((h, _)) = &boot.hook {
-        h.aws.apply();
-    }
     // A warm pool's launch: the node was prepared, and does not join now.
     if let Some((job, text)) = boot
         .hook
         .as_ref()
         .filter(|(j, _)| j.after == CompleteAfter::Prep)
     {
-        complete(c, job, HookResult::Continue, from_env().as_ref()).await?;
+        complete(c, job, HookResult::Continue, hook_transport(job).as_ref()).await?;
         return Ok(fsutil::write_atomic(&boot.done, text.as_bytes(), 0o644)?);
     }
     if boot.is_empty() {
@@ -87,7 +83,7 @@ async fn unproven(c: &Completer, boot: &job::Boot) -> Result<(), CompleteError> 
         update(c, |report| ran.record(report))?;
     }
     if let Some((job, text)) = &boot.hook {
-        complete(c, job, HookResult::Continue, from_env().as_ref()).await?;
+        complete(c, job, HookResult::Continue, hook_transport(job).as_ref()).await?;
         fsutil::write_atomic(&boot.done, text.as_bytes(), 0o644)?;
     }
     match ran.failures.is_empty() {
@@ -127,12 +123,11 @@ async fn prove_join(c: &Completer, job: &JoinJob, boot: &job::Boot) -> Result<()
     let hook = boot.hook.as_ref();
     let job = &in_hooks_group(job, hook);
     let ctx = context(job);
-    // The SDK's calls (the fleet, the hook, retiring) take credentials where the boot found IMDS.
-    job.endpoints().apply();
     let (mut proof, ran, mut own, active_at) = proving(c, job, &ctx, boot).await;
     let ready_as_planned = proof.verdict == JoinVerdict::Joined;
     fold_after(&mut proof, &ran);
-    let guard = settle::judge(job, &ctx, &mut proof).await;
+    let gated = fold_gate(&mut proof, &boot.earlier);
+    let guard = settle::judge(job, &ctx, &mut proof, gated).await;
     let set = fit::decided(&proof, (ready_as_planned, job.hold_mismatch), &ran);
     let failed = own.set_logged(&ctx, &set, None).await;
     let result = launch_result(&proof, ready_as_planned, job.strict);

@@ -61,6 +61,31 @@ pub(super) async fn prove(
 
 /// Steps after the hand-off that failed: a Node Ready is not as planned, and each failure is a
 /// cause.
+/// This boot's checks before the kubelet that failed (that count): a Node Ready is not as
+/// planned, and each is a cause; one that failed for a fault of the instance's own makes it
+/// `unfit` (judged then with the fleet's guard). Whether any failed.
+pub(super) fn fold_gate(p: &mut Proof, earlier: &[CheckResult]) -> bool {
+    let failed: Vec<&CheckResult> = earlier
+        .iter()
+        .filter(|r| r.phase.as_deref() == Some("gate"))
+        .filter(|r| r.result == crate::verify::Verdict::Failed && !r.advisory)
+        .collect();
+    if failed.is_empty() {
+        return false;
+    }
+    if matches!(p.verdict, JoinVerdict::Joined | JoinVerdict::Mismatch) {
+        p.verdict = match failed.iter().any(|r| r.own_fault) {
+            true => JoinVerdict::Unfit,
+            false => JoinVerdict::Mismatch,
+        };
+    }
+    let causes = failed
+        .iter()
+        .map(|r| format!("before the kubelet, {}", r.line()));
+    p.causes.extend(causes);
+    true
+}
+
 pub(super) fn fold_after(p: &mut Proof, ran: &Ran) {
     if ran.failures.is_empty() {
         return;

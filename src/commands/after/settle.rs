@@ -17,7 +17,7 @@ use crate::verify::fleet::{self, Fleet};
 use crate::verify::outcome;
 use crate::verify::proof::{self, JoinJob, OwnNode, Proof};
 use crate::verify::record::JoinVerdict;
-use crate::verify::verdict::{blame_in, blame_uninitialised};
+use crate::verify::verdict::{blame_in, blame_unfit, blame_uninitialised};
 use crate::verify::Context;
 
 /// Whom a node's failure is counted against: its group, else its cluster.
@@ -37,9 +37,30 @@ async fn peers(job: &JoinJob, ctx: &Context) -> Result<Fleet, String> {
 }
 
 /// A Ready Node marks the instance joined for other nodes' verdicts (what failed, if that did:
-/// the guard cannot open on this node's account); a failure gets its blame from its cause and
-/// the like peers of its scope.
-pub(super) async fn judge(job: &JoinJob, ctx: &Context, p: &mut Proof) -> Option<String> {
+/// the guard cannot open on this node's account), unless a check before the kubelet failed
+/// (`gated`: a joined peer is one that passed them); a failure gets its blame from its cause and
+/// the like peers of its scope. An `unfit` node whose like peers do not show the fault its own
+/// (too few joined, the budget spent, peers not told) is kept as a `mismatch`.
+pub(super) async fn judge(
+    job: &JoinJob,
+    ctx: &Context,
+    p: &mut Proof,
+    gated: bool,
+) -> Option<String> {
+    if p.verdict == JoinVerdict::Unfit {
+        let fleet = peers(job, ctx).await;
+        let what = "a check before the kubelet found a fault of this instance's own";
+        let (blame, why) = blame_unfit(what, fleet.as_ref().map_err(String::as_str), scope(job));
+        if blame == crate::verify::verdict::Blame::Cluster {
+            p.verdict = JoinVerdict::Mismatch;
+        }
+        p.blame = Some(blame);
+        p.causes.push(why);
+        return None;
+    }
+    if matches!(p.verdict, JoinVerdict::Joined | JoinVerdict::Mismatch) && gated {
+        return None;
+    }
     if matches!(p.verdict, JoinVerdict::Joined | JoinVerdict::Mismatch) {
         let marked = fleet::mark_joined(ctx, &job.instance_id).await;
         return marked.err().map(|e| {

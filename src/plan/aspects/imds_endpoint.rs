@@ -57,30 +57,6 @@ fn reads(_: &Spec, family: Option<Family>, r: &mut Reads) {
     }
 }
 
-/// The endpoint a hand-off must be told (nodeadm's units here, bootstrap.sh's environment on
-/// AL2): the one the boot found, on an instance without IPv4, where it is not IPv4's.
-pub(crate) fn untold(facts: &crate::facts::Facts) -> Option<String> {
-    let (md, reach) = (facts.instance.as_ref()?, facts.reach.as_ref()?);
-    let found = reach.imds_endpoint.trim_end_matches('/');
-    (md.private_ipv4.is_none() && found != crate::instance::imds::DEFAULT_ENDPOINT)
-        .then(|| found.to_string())
-}
-
-/// What the AWS SDKs of a hand-off (nodeadm's, bootstrap.sh's AWS CLI) read to call as the
-/// boot did on an instance without IPv4: where IMDS is (`AWS_EC2_METADATA_SERVICE_ENDPOINT`:
-/// the role's credentials, and nodeadm's own IMDS reads), and the services' dual-stack names
-/// when the boot took them (`AWS_USE_DUALSTACK_ENDPOINT`: nodeadm's DescribeInstances).
-pub(crate) fn sdk_env(facts: &crate::facts::Facts) -> BTreeMap<String, String> {
-    let Some(endpoint) = untold(facts) else {
-        return BTreeMap::new();
-    };
-    let mut env = BTreeMap::from([("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_string(), endpoint)]);
-    if facts.reach.as_ref().and_then(|r| r.dual_stack) == Some(true) {
-        env.insert("AWS_USE_DUALSTACK_ENDPOINT".into(), "true".into());
-    }
-    env
-}
-
 /// The drop-in: each variable quoted, `%` doubled (systemd's specifiers).
 fn render(env: &BTreeMap<String, String>) -> String {
     let mut s = String::from(
@@ -99,7 +75,7 @@ fn plan(i: &Input, out: &mut Out) {
     let Some(family) = i.facts.family() else {
         return;
     };
-    let env = sdk_env(i.facts);
+    let env = crate::plan::handoff::sdk_env(i.facts);
     let mut changed = false;
     for unit in units(family) {
         let path = dropin(unit);

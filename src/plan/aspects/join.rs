@@ -199,7 +199,9 @@ fn job_of(
         imds_v1_fallback: spec.imds.allow_v1_fallback,
         deadline_secs,
         strict: spec.verify.join_strict,
-        transport: join::node_transport(spec, facts, md),
+        // The job names the endpoints itself (`imdsEndpoint`, `dualStack`).
+        transport: join::node_transport(spec, facts, md)
+            .and_then(|t| crate::aws::Transport::with_endpoints(Some(t), Default::default())),
         expect: expect_on(&i.handoff.kubelet, facts, spec),
         init_deadline_secs: init_deadline(spec).map(|d| d.as_secs()),
         init_conditions: spec.verify.init_conditions.clone(),

@@ -58,6 +58,7 @@ fn context(spec: &Spec, facts: &Facts, md: &Metadata, reach: &Reach) -> Option<C
         ca_pem: String::from_utf8_lossy(&ca).into_owned(),
         node: Some(join::node_name(spec, facts, md)),
         imds_endpoint: reach.imds_endpoint.clone(),
+        dual_stack: reach.dual_stack,
         imds_v1_fallback: spec.imds.allow_v1_fallback,
         proxy: t.proxy,
         ca_bundles: t.ca_bundles,

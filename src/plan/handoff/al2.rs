@@ -20,7 +20,6 @@ use crate::discovery::ClusterFact;
 use crate::facts::{ExecLimits, Facts, Family};
 use crate::os::fsutil::under;
 use crate::os::marker::HandoffState;
-use crate::plan::aspects::imds_endpoint;
 use crate::plan::step::{Handoff, Step};
 use crate::spec::Spec;
 
@@ -69,9 +68,9 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
 /// What bootstrap.sh is told beside the agent's environment on an instance without IPv4:
 /// its IMDS helper (`/etc/eks/bin/imds`) calls `http://$IMDS_ENDPOINT/`, by default
 /// 169.254.169.254, so the host (and port) where the boot found IMDS; its AWS CLI
-/// (`private-dns-name`'s DescribeInstances) what the SDKs read ([`imds_endpoint::sdk_env`]).
+/// (`private-dns-name`'s DescribeInstances) what the SDKs read ([`super::sdk_env`]).
 fn handoff_env(facts: &Facts) -> BTreeMap<String, String> {
-    let mut env = imds_endpoint::sdk_env(facts);
+    let mut env = super::sdk_env(facts);
     let host = env
         .get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
         .and_then(|e| e.strip_prefix("http://"))

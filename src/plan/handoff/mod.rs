@@ -8,6 +8,8 @@
 //! cannot do. Nothing here imports a setting's module (`plan::aspects` imports this room); the
 //! CRI pull settings' type comes from containerd's TOML grammar (`aspects::containerd::pull`).
 
+use std::collections::BTreeMap;
+
 use crate::config::LocalStorageSettings;
 use crate::discovery::ClusterFact;
 use crate::facts::Facts;
@@ -18,6 +20,30 @@ use crate::spec::Spec;
 
 pub mod al2;
 pub mod al2023;
+
+/// The endpoint a hand-off must be told (nodeadm's units here, bootstrap.sh's environment on
+/// AL2): the one the boot found, on an instance without IPv4, where it is not IPv4's.
+fn untold(facts: &crate::facts::Facts) -> Option<String> {
+    let (md, reach) = (facts.instance.as_ref()?, facts.reach.as_ref()?);
+    let found = reach.imds_endpoint.trim_end_matches('/');
+    (md.private_ipv4.is_none() && found != crate::instance::imds::DEFAULT_ENDPOINT)
+        .then(|| found.to_string())
+}
+
+/// What the AWS SDKs of a hand-off (nodeadm's, bootstrap.sh's AWS CLI) read to call as the
+/// boot did on an instance without IPv4: where IMDS is (`AWS_EC2_METADATA_SERVICE_ENDPOINT`:
+/// the role's credentials, and nodeadm's own IMDS reads), and the services' dual-stack names
+/// when the boot took them (`AWS_USE_DUALSTACK_ENDPOINT`: nodeadm's DescribeInstances).
+pub(crate) fn sdk_env(facts: &crate::facts::Facts) -> BTreeMap<String, String> {
+    let Some(endpoint) = untold(facts) else {
+        return BTreeMap::new();
+    };
+    let mut env = BTreeMap::from([("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_string(), endpoint)]);
+    if facts.reach.as_ref().and_then(|r| r.dual_stack) == Some(true) {
+        env.insert("AWS_USE_DUALSTACK_ENDPOINT".into(), "true".into());
+    }
+    env
+}
 
 /// What the agent hands the node's bootstrapper.
 #[derive(Debug, Clone, PartialEq)]

@@ -361,6 +361,7 @@ fn an_ipv6_cluster_registers_on_an_ipv6_control_plane_on_both_families() {
         ca_pem: std::fs::read_to_string(cp.ca()).unwrap(),
         node: None,
         imds_endpoint: String::new(),
+        dual_stack: None,
         imds_v1_fallback: false,
         proxy: None,
         ca_bundles: vec![],
