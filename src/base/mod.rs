@@ -4,6 +4,7 @@
 //! instance-type table with the pod-capacity arithmetic. Nothing here
 //! reads the world or imports anything above it.
 
+pub mod accelerators;
 pub mod bootstrap_sh;
 pub(crate) mod cidr;
 pub mod duration;
