@@ -82,6 +82,15 @@ pub trait Probe: std::fmt::Debug + Send + Sync {
 /// Reads a probe of one kind back from its fields (a job after the hand-off).
 pub type Loader = fn(&serde_json::Value) -> Result<Arc<dyn Probe>, String>;
 
+/// The [`Loader`] of a serde-readable probe type.
+pub fn load_as<P: Probe + serde::de::DeserializeOwned + 'static>(
+    v: &serde_json::Value,
+) -> Result<Arc<dyn Probe>, String> {
+    serde_json::from_value::<P>(v.clone())
+        .map(|p| Arc::new(p) as Arc<dyn Probe>)
+        .map_err(|e| crate::base::text::serde_message(&e))
+}
+
 /// A check as the plan holds it: the probe, and why it is not run here, if it is not.
 #[derive(Debug, Clone)]
 pub struct Check {
@@ -139,7 +148,10 @@ impl<'de> Deserialize<'de> for Check {
 
 /// The probe of `kind` read back from its fields.
 pub fn load(kind: &str, fields: &serde_json::Value) -> Result<Arc<dyn Probe>, String> {
-    let loader = super::LOADERS.iter().find(|(k, _)| *k == kind);
+    let loader = super::LOADERS
+        .iter()
+        .flat_map(|l| l.iter())
+        .find(|(k, _)| *k == kind);
     match loader {
         Some((_, load)) => load(fields),
         None => Err(format!(

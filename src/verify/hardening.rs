@@ -9,11 +9,10 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::check::{Env, Outcome, Probe, Stop};
+use super::check::{load_as, Env, Outcome, Probe, Stop};
 use super::Cause;
 use crate::base::text::printable;
 use crate::os::fsutil::under;
@@ -22,19 +21,11 @@ pub use crate::base::k8s::KUBELET_KERNEL_DEFAULTS as KERNEL_DEFAULTS;
 
 /// The loaders of this module's probes, for a job after the hand-off.
 pub const LOADERS: [(&str, super::check::Loader); 4] = [
-    (KernelDefaults::KIND, |v| load::<KernelDefaults>(v)),
-    (Exec::KIND, |v| load::<Exec>(v)),
-    (Selinux::KIND, |v| load::<Selinux>(v)),
-    (Fips::KIND, |v| load::<Fips>(v)),
+    (KernelDefaults::KIND, |v| load_as::<KernelDefaults>(v)),
+    (Exec::KIND, |v| load_as::<Exec>(v)),
+    (Selinux::KIND, |v| load_as::<Selinux>(v)),
+    (Fips::KIND, |v| load_as::<Fips>(v)),
 ];
-
-fn load<P: Probe + serde::de::DeserializeOwned + 'static>(
-    v: &serde_json::Value,
-) -> Result<Arc<dyn Probe>, String> {
-    serde_json::from_value::<P>(v.clone())
-        .map(|p| Arc::new(p) as Arc<dyn Probe>)
-        .map_err(|e| crate::base::text::serde_message(&e))
-}
 
 fn fields(v: &impl Serialize) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or_default()

@@ -125,9 +125,10 @@ pub fn launch_of(
     }
 }
 
-/// The probes a job after the hand-off may hold, by kind: a check planned after the hand-off
-/// is read back through this list (a kind not in it is refused when the plan is built).
-pub const LOADERS: &[(&str, check::Loader)] = &hardening::LOADERS;
+/// The probes a job (after the hand-off, before the kubelet) may hold, by kind, a list per
+/// module: a check planned for a job is read back through them (a kind in none is refused when
+/// the plan is built).
+pub const LOADERS: &[&[(&str, check::Loader)]] = &[&hardening::LOADERS];
 
 /// Why a check failed: a code (`status` and docs/join.md name them), what was seen, what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
