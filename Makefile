@@ -81,7 +81,7 @@ peers-k8s:
 # root). Cargo builds the tests after the peers, never beside them: one big build at a time on 2
 # cores.
 control-plane: peers peers-k8s
-	$(CARGO) test --locked --test it -- --ignored --test-threads=1 control_plane::
+	$(CARGO) test --locked --test it -- --ignored --test-threads=1 control_plane:: accelerators::
 
 # The first boot in a Debian VM under QEMU (root; tests/e2e/vm/README.md): the DEB installed in
 # the guest, real systemd, logind, cloud-init and kernel, IMDS and moto forwarded from this host.

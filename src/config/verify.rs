@@ -67,6 +67,85 @@ pub struct VerifySettings {
     /// verdict, and after it (docs/lifecycle.md#every-outcome).
     #[serde(default, skip_serializing_if = "MismatchMode::is_default")]
     pub mismatch: MismatchMode,
+    /// The GPU and EFA checks before the kubelet starts (docs/accelerators.md), on instance
+    /// types with NVIDIA GPUs or EFA.
+    #[serde(default, skip_serializing_if = "AcceleratorSettings::is_default")]
+    pub accelerators: AcceleratorSettings,
+}
+
+/// `verify.accelerators`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AcceleratorSettings {
+    /// `auto` (default): checked on a type the embedded table lists with NVIDIA GPUs or EFA;
+    /// `off`: not.
+    #[serde(default)]
+    pub check: AcceleratorCheck,
+    /// Who manages the GPU driver. `host` (default): the image (its kernel module, nvidia-smi,
+    /// persistence, Fabric Manager, a container runtime for GPUs: all checked). `operator`:
+    /// the GPU operator's driver container, which runs after the kubelet: only the GPUs on PCI
+    /// and EFA are checked.
+    #[serde(default)]
+    pub driver: DriverManager,
+    /// How long the devices may take to be ready before the kubelet starts (a Go duration,
+    /// default `5m`, from 10s to 30m): then the check fails with what was last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<String>,
+    /// The MIG mode every GPU must have (`enabled` or `disabled`); absent: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<MigMode>,
+    /// The EFA devices the instance must show; absent: as many as the EFA interfaces
+    /// DescribeInstances says are attached (on a type that takes EFA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efa: Option<u32>,
+}
+
+impl AcceleratorSettings {
+    pub fn is_default(&self) -> bool {
+        self == &AcceleratorSettings::default()
+    }
+
+    /// `check: auto`.
+    pub fn is_on(&self) -> bool {
+        self.check == AcceleratorCheck::Auto
+    }
+
+    /// `driver: operator`.
+    pub fn operator_driver(&self) -> bool {
+        self.driver == DriverManager::Operator
+    }
+
+    /// `mig`, as whether it is enabled.
+    pub fn mig_enabled(&self) -> Option<bool> {
+        self.mig.map(|m| m == MigMode::Enabled)
+    }
+}
+
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AcceleratorCheck {
+    #[default]
+    Auto,
+    Off,
+}
+
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DriverManager {
+    #[default]
+    Host,
+    Operator,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MigMode {
+    Enabled,
+    Disabled,
 }
 
 #[derive(

@@ -35,6 +35,52 @@ pub struct VerifySpec {
     pub late_join: Duration,
     /// `verify.mismatch: hold`: a mismatch's `Joined` is `False`.
     pub hold_mismatch: bool,
+    /// `verify.accelerators`.
+    pub accelerators: AcceleratorSpec,
+}
+
+/// The accelerator checks as the config asks them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcceleratorSpec {
+    pub on: bool,
+    /// The GPU operator's driver container manages the driver.
+    pub operator_driver: bool,
+    pub wait: Duration,
+    pub mig: Option<bool>,
+    pub efa: Option<u32>,
+}
+
+/// How long the devices may take by default.
+pub const DEFAULT_ACCELERATOR_WAIT: Duration = Duration::from_secs(300);
+
+impl Default for AcceleratorSpec {
+    fn default() -> Self {
+        AcceleratorSpec {
+            on: true,
+            operator_driver: false,
+            wait: DEFAULT_ACCELERATOR_WAIT,
+            mig: None,
+            efa: None,
+        }
+    }
+}
+
+fn accelerators(c: &VerifySettings, f: &mut Findings) -> AcceleratorSpec {
+    let c = &c.accelerators;
+    let wait = bounded(
+        "verify.accelerators.wait",
+        c.wait.as_deref(),
+        DEFAULT_ACCELERATOR_WAIT,
+        (Duration::from_secs(10), Duration::from_secs(1800)),
+        f,
+    );
+    AcceleratorSpec {
+        on: c.is_on(),
+        operator_driver: c.operator_driver(),
+        wait,
+        mig: c.mig_enabled(),
+        efa: c.efa,
+    }
 }
 
 impl Default for VerifySpec {
@@ -50,6 +96,7 @@ impl Default for VerifySpec {
             init_conditions: Vec::new(),
             late_join: DEFAULT_LATE_JOIN,
             hold_mismatch: false,
+            accelerators: AcceleratorSpec::default(),
         }
     }
 }
@@ -125,6 +172,7 @@ pub fn spec(c: &VerifySettings, f: &mut Findings) -> VerifySpec {
         init_conditions: init_conditions(&c.init_conditions, f),
         late_join,
         hold_mismatch: c.mismatch == crate::config::MismatchMode::Hold,
+        accelerators: accelerators(c, f),
     }
 }
 

@@ -5,6 +5,7 @@
 //! Every failure is a [`Cause`]: a code, what was checked (never the CA, never the token) and
 //! what to do.
 
+pub mod accelerators;
 pub mod check;
 pub mod cidr;
 pub mod conditions;
@@ -128,7 +129,7 @@ pub fn launch_of(
 /// The probes a job (after the hand-off, before the kubelet) may hold, by kind, a list per
 /// module: a check planned for a job is read back through them (a kind in none is refused when
 /// the plan is built).
-pub const LOADERS: &[&[(&str, check::Loader)]] = &[&hardening::LOADERS];
+pub const LOADERS: &[&[(&str, check::Loader)]] = &[&hardening::LOADERS, &accelerators::LOADERS];
 
 /// Why a check failed: a code (`status` and docs/join.md name them), what was seen, what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

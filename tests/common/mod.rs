@@ -13,6 +13,7 @@
 //! * the oracles and masks of some suites: bootstrap.sh's argv grammar (`bootstrap_sh`), the
 //!   node states the fault suites compare (`faults`).
 
+pub mod accel;
 pub mod agent;
 pub mod bootstrap_sh;
 pub mod containerd;

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod accelerators;
 mod al2_containerd;
 mod concurrency;
 mod control_plane;
@@ -36,6 +37,7 @@ mod retire;
 mod same_output;
 mod tagging;
 mod trust;
+mod unfit;
 mod user_data_config;
 mod validation;
 mod warm_pool;

@@ -27,20 +27,20 @@ const CLUSTER: &str = "prod";
 
 /// moto logging the calls, its instances: `n` in group `asg-nodes` (with a hook named
 /// `other` the node completes only when its job says so), or `n` outside any group.
-struct World {
-    moto: common::Moto,
-    ids: Vec<String>,
-    calls: PathBuf,
-    _dir: tempfile::TempDir,
+pub(crate) struct World {
+    pub(crate) moto: common::Moto,
+    pub(crate) ids: Vec<String>,
+    pub(crate) calls: PathBuf,
+    pub(crate) _dir: tempfile::TempDir,
 }
 
-fn world(in_group: bool, deny_terminate: bool, n: i32) -> Option<World> {
+pub(crate) fn world(in_group: bool, deny_terminate: bool, n: i32) -> Option<World> {
     let deny = if deny_terminate { "1" } else { "0" };
     world_with(in_group, &[("MOTO_DENY_TERMINATE", deny)], n)
 }
 
 /// [`world`] with moto's environment `env` beside its logs.
-fn world_with(in_group: bool, env: &[(&str, &str)], n: i32) -> Option<World> {
+pub(crate) fn world_with(in_group: bool, env: &[(&str, &str)], n: i32) -> Option<World> {
     let dir = tempfile::tempdir().unwrap();
     let calls = dir.path().join("calls.jsonl");
     let script = common::manifest_dir().join("tests/moto/lifecycle_actions.py");
@@ -99,7 +99,7 @@ impl World {
     }
 
     /// `n` peers (after the node's own instance) joined.
-    fn joined(&self, n: usize) {
+    pub(crate) fn joined(&self, n: usize) {
         self.mark(1..1 + n, "eks-nodeinit/joined", CLUSTER);
     }
 
@@ -116,7 +116,7 @@ impl World {
     }
 
     /// The node's calls, as moto logged them: (action, instance) each.
-    fn calls(&self) -> Vec<(String, String)> {
+    pub(crate) fn calls(&self) -> Vec<(String, String)> {
         lines(&self.calls)
             .iter()
             .map(|c| {
@@ -135,7 +135,7 @@ impl World {
 }
 
 /// What the API server does while the proof reads it.
-enum Api {
+pub(crate) enum Api {
     /// Accepts and never answers.
     Stalls,
     /// Refuses every connection (nothing listens).
@@ -149,16 +149,18 @@ enum Api {
 }
 
 /// One failed proof of the world's first instance.
-struct Run<'a> {
-    group: Option<&'a str>,
-    retire: &'a str,
+pub(crate) struct Run<'a> {
+    pub(crate) group: Option<&'a str>,
+    pub(crate) retire: &'a str,
     /// kubelet.service's state: `active`, or `failed` (never starts).
-    kubelet: &'a str,
-    api: Api,
+    pub(crate) kubelet: &'a str,
+    pub(crate) api: Api,
     /// The launch hook `other` of the group waits.
-    hook: bool,
-    job: fn(&mut Value),
-    extra: &'a [&'a str],
+    pub(crate) hook: bool,
+    pub(crate) job: fn(&mut Value),
+    pub(crate) extra: &'a [&'a str],
+    /// What the node's root holds before the proof (the run's report).
+    pub(crate) prep: fn(&Path),
 }
 
 impl Default for Run<'_> {
@@ -171,12 +173,13 @@ impl Default for Run<'_> {
             hook: false,
             job: |_| {},
             extra: &[],
+            prep: |_| {},
         }
     }
 }
 
 /// The proof as `r` says: the run's root and the unit calls made over D-Bus.
-fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String, String)>) {
+pub(crate) fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String, String)>) {
     let bus = start_bus().unwrap();
     let cell = std::sync::Arc::new(std::sync::Mutex::new(r.kubelet.to_string()));
     let units = serve_unit_states(&bus.address, &[("kubelet.service", cell)]);
@@ -226,6 +229,7 @@ fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String, String)>)
     }
     (r.job)(&mut job);
     write(root.path(), JOIN_JOB, &job.to_string());
+    (r.prep)(root.path());
     if r.hook {
         let job = LaunchHookJob {
             hook: "other".into(),
@@ -272,11 +276,11 @@ fn reporter_false() -> String {
     .to_string()
 }
 
-fn console(root: &Path) -> String {
+pub(crate) fn console(root: &Path) -> String {
     std::fs::read_to_string(root.join("dev/console")).unwrap_or_default()
 }
 
-fn join_of(root: &Path) -> Value {
+pub(crate) fn join_of(root: &Path) -> Value {
     report(root)["join"].clone()
 }
 
@@ -300,7 +304,7 @@ fn assert_tagged_first(w: &World, calls: &[(String, String)]) {
 
 const KUBELET_STOPPED: (&str, &str) = ("StopUnit", "kubelet.service");
 
-fn stopped(units: &[(String, String)]) -> bool {
+pub(crate) fn stopped(units: &[(String, String)]) -> bool {
     units
         .iter()
         .any(|(m, u)| (m.as_str(), u.as_str()) == KUBELET_STOPPED)
@@ -453,7 +457,7 @@ fn a_refused_termination_is_tried_again_and_powers_off_only_where_that_terminate
 }
 
 /// Nothing retired, tagged or stopped; the verdict's blame `cluster` and its cause saying why.
-fn assert_kept(w: &World, root: &Path, units: &[(String, String)], says: &str) {
+pub(crate) fn assert_kept(w: &World, root: &Path, units: &[(String, String)], says: &str) {
     assert!(w.calls().is_empty(), "{:?}", w.calls());
     assert!(!stopped(units), "{units:?}");
     assert!(console(root).is_empty());

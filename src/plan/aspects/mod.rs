@@ -13,6 +13,7 @@ use crate::plan::kubelet::KubeletIntent;
 pub(crate) use crate::plan::out::Out;
 use crate::spec::Spec;
 
+pub mod accelerators;
 pub mod cluster;
 pub mod containerd;
 pub mod credential_providers;
@@ -111,6 +112,7 @@ pub(crate) const CONTAINERD_HANDOFF: Aspect = Aspect {
 pub(crate) const REGISTRY: &[Aspect] = &[
     preflight::ASPECT,
     hardening::ASPECT,
+    accelerators::ASPECT,
     cluster::ASPECT,
     image_gc::ASPECT,
     shutdown::ASPECT,
