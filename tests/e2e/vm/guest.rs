@@ -17,6 +17,14 @@ pub(super) fn utc_in(hours: u32) -> String {
     .to_string()
 }
 
+/// What IMDS says the instance is: a type with a GPU for the scenario that has none.
+fn instance_type(sc: &Scenario) -> &'static str {
+    match unfit::is_unfit(sc.name) {
+        true => unfit::INSTANCE_TYPE,
+        false => "m6i.large",
+    }
+}
+
 /// IMDS for the instance moto launched: the paths the agent reads, what cloud-init's Ec2
 /// datasource crawls (listings, the identity document), the instance role's credentials (the
 /// SDK's default chain finds them here) and the scenario's user data.
@@ -34,7 +42,7 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
     for (k, v) in [
         ("ami-id", "ami-0e2e0e2e0e2e0e2e0".to_string()),
         ("instance-id", ec2.instance_id.clone()),
-        ("instance-type", "m6i.large".into()),
+        ("instance-type", instance_type(sc).into()),
         ("local-ipv4", ec2.private_ip.clone()),
         ("local-hostname", host.clone()),
         ("hostname", host),
@@ -51,15 +59,15 @@ pub(super) fn imds(ec2: &Ec2, sc: &Scenario) -> ImdsServer {
         serde_json::json!({
             "accountId": "123456789012", "architecture": "x86_64",
             "availabilityZone": format!("{REGION}a"), "imageId": "ami-0e2e0e2e0e2e0e2e0",
-            "instanceId": ec2.instance_id, "instanceType": "m6i.large",
+            "instanceId": ec2.instance_id, "instanceType": instance_type(sc),
             "privateIp": ec2.private_ip, "region": REGION, "version": "2017-09-30",
         })
         .to_string(),
     );
     let mut tags = BTreeMap::new();
-    // Every scenario's instance is in a group but the one that retires, which is a Karpenter
+    // Every scenario's instance is in a group but the ones that retire, which are a Karpenter
     // node's or a standalone instance's.
-    if !retired::is_retired(sc.name) {
+    if !retired::is_retired(sc.name) && !unfit::is_unfit(sc.name) {
         tags.insert("aws:autoscaling:groupName".into(), "eks-e2e-asg".into());
     }
     if sc.cluster_tag {
@@ -134,6 +142,9 @@ pub(super) fn disk(
     install_handoff(sc, &root, cluster);
     if hardened::is_hardened(sc.name) {
         hardened::prepare(&root);
+    }
+    if unfit::is_unfit(sc.name) {
+        unfit::prepare(&root);
     }
     if retired::is_retired(sc.name) {
         retired::prepare(&root);

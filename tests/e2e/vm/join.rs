@@ -29,7 +29,7 @@ const HUGEPAGES: u64 = 16;
 const SWAP: u64 = 64 << 20;
 
 pub(super) fn is_join(name: &str) -> bool {
-    name == "al2023-joins"
+    name == "al2023-joins" || unfit::is_unfit(name)
 }
 
 /// The scenario whose role the cluster does not map: `verify.preflight: fail` and a launch hook.

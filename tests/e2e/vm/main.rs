@@ -31,6 +31,7 @@ mod ipv6;
 mod join;
 mod private;
 mod retired;
+mod unfit;
 mod warm;
 
 /// What the guest's bootstrap.sh records per call: the unit it ran in (cgroup), then the argv
@@ -316,6 +317,7 @@ fn scenario(name: &'static str) -> Scenario {
         | "al2023-unmapped"
         | "al2023-hardened"
         | "al2023-retired"
+        | "al2023-unfit"
         | "al2023-ipv6-only" => ("cloud-init/al2023-name-only.mime", Flavour::Al2023, true),
         _ => unreachable!("{name}"),
     };
@@ -494,6 +496,7 @@ fn e2e(name: &'static str) {
     });
     let unmapped = join::is_unmapped(name);
     let cluster = join::cluster_for(&mut sc, &ec2, &rt);
+    unfit::edit_user_data(&mut sc);
     if sc.discovered {
         rt.block_on(put_discovered(&sc, &ec2));
     }
@@ -520,6 +523,7 @@ fn e2e(name: &'static str) {
         forwards,
         cluster: cluster.as_ref(),
     };
+    unfit::before_boot(&sc, &ec2, &rt);
     let before = retired::before_boot(&sc, &ec2, &rt);
     let run = boot(&sc, &image, &disk, work.path(), &host);
     let console = std::fs::read_to_string(work.path().join("console.log")).unwrap_or_default();
@@ -528,23 +532,42 @@ fn e2e(name: &'static str) {
         eprintln!("[{name}] kept {}", work.keep().display());
     }
     if unmapped {
-        return join::check_abandoned(&sc, &run, &ec2, &console);
+        join::check_abandoned(&sc, &run, &ec2, &console);
+    } else if hardened::is_hardened(name) {
+        hardened::check(&sc, &run, &ec2, &console);
+    } else if retired::is_retired(name) {
+        retired::check(&sc, &run, (&ec2, &rt), &console, before);
+    } else if unfit::is_unfit(name) {
+        let c = cluster.as_ref().unwrap();
+        unfit::check(&sc, &run, (&ec2, &rt), (&console, before), c);
+    } else {
+        let peers = (net.as_ref(), cluster.as_ref(), &imds);
+        common_checks(&sc, &run, (&ec2, &rt), peers, prepared);
     }
-    if hardened::is_hardened(name) {
-        return hardened::check(&sc, &run, &ec2, &console);
-    }
-    if retired::is_retired(name) {
-        return retired::check(&sc, &run, (&ec2, &rt), &console, before);
-    }
-    check(&sc, &run, &ec2, &rt);
+}
+
+/// The checks of the scenarios that hand off and join as planned, then the run's figures.
+fn common_checks(
+    sc: &Scenario,
+    run: &Run,
+    (ec2, rt): (&Ec2, &tokio::runtime::Runtime),
+    (net, cluster, imds): (
+        Option<&private::Network>,
+        Option<&join::Cluster>,
+        &ImdsServer,
+    ),
+    prepared: f64,
+) {
+    let name = sc.name;
+    check(sc, run, ec2, rt);
     if ipv6::is_ipv6(name) {
-        ipv6::check(&sc, &run, &ec2);
+        ipv6::check(sc, run, ec2);
     }
-    if let Some(net) = &net {
-        private::check(&sc, &run, net);
+    if let Some(net) = net {
+        private::check(sc, run, net);
     }
-    if let Some(c) = &cluster {
-        join::check(&sc, &run, c);
+    if let Some(c) = cluster {
+        join::check(sc, run, c);
     }
     let s = imds.state.lock().unwrap();
     eprintln!(
@@ -623,4 +646,10 @@ fn al2023_hardened_ami_stops_before_any_change_then_hands_off_once_fixed() {
 #[ignore = "boots a VM: make e2e-vm"]
 fn al2023_node_that_cannot_join_says_why_on_the_console_then_terminates_itself() {
     e2e("al2023-retired");
+}
+
+#[test]
+#[ignore = "boots a VM: make e2e-vm"]
+fn al2023_node_missing_its_gpu_starts_the_kubelet_after_the_gate_stays_tainted_and_retires() {
+    e2e("al2023-unfit");
 }

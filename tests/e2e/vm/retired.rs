@@ -45,7 +45,7 @@ pub(super) fn before_boot(sc: &Scenario, ec2: &Ec2, rt: &tokio::runtime::Runtime
 }
 
 /// Another running instance of the cluster, which its own agent marked joined.
-fn other_joined(ec2: &Ec2, rt: &tokio::runtime::Runtime) -> String {
+pub(super) fn other_joined(ec2: &Ec2, rt: &tokio::runtime::Runtime) -> String {
     rt.block_on(async {
         let (id, _) = run_instance(&ec2.client).await;
         let tag = aws_sdk_ec2::types::Tag::builder()
@@ -64,7 +64,7 @@ fn other_joined(ec2: &Ec2, rt: &tokio::runtime::Runtime) -> String {
 }
 
 /// The EC2 calls moto served after the boot began, each as (action, its form body).
-fn calls(ec2: &Ec2, after: usize) -> Vec<(String, String)> {
+pub(super) fn calls(ec2: &Ec2, after: usize) -> Vec<(String, String)> {
     common::recorded_bodies(&ec2.recording)
         .into_iter()
         .skip(after)
