@@ -119,6 +119,12 @@ impl Node {
         text.lines().map(String::from).collect()
     }
 
+    /// An NVSwitch (an HGX board's, on the host's PCI bus), bound to its driver.
+    pub fn nvswitch(&self, address: &str) {
+        let driver = Some("nvidia-nvswitch");
+        self.pci(address, "0x10de", "0x068000", "0x22a3", driver);
+    }
+
     /// The container runtime for GPUs the image installs.
     pub fn runtime(&self) {
         write(&self.root.join("usr/bin/nvidia-container-runtime"), "");

@@ -218,13 +218,7 @@ fn the_agent_counts_gpus_and_efa_as_the_kernel_lists_them() {
     let (_d, n, addrs) = node(3, NONE);
     n.efa("0000:19:00.0", 0);
     // An NVSwitch is no GPU.
-    n.pci(
-        "0000:05:00.0",
-        "0x10de",
-        "0x068000",
-        "0x22a3",
-        Some("nvidia-nvswitch"),
-    );
+    n.nvswitch("0000:05:00.0");
     let gpus = accelerators::gpus(&n.root);
     let found: Vec<&str> = gpus.iter().map(|g| g.address.as_str()).collect();
     assert_eq!(found, addrs.iter().map(String::as_str).collect::<Vec<_>>());
@@ -247,13 +241,7 @@ fn nvidias_own_reader_counts_the_gpus_the_agent_counts() {
     for gpus in [1, 7, 8] {
         let (_d, n, _) = node(gpus, NONE);
         n.efa("0000:19:00.0", 0);
-        n.pci(
-            "0000:05:00.0",
-            "0x10de",
-            "0x068000",
-            "0x22a3",
-            Some("nvidia-nvswitch"),
-        );
+        n.nvswitch("0000:05:00.0");
         n.gpu("0000:f1:00.0", None, false, 9);
         let out = std::process::Command::new(&oracle)
             .arg(n.root.join("sys/bus/pci/devices"))

@@ -63,8 +63,32 @@ pub(super) fn other_joined(ec2: &Ec2, rt: &tokio::runtime::Runtime) -> String {
     })
 }
 
+/// The console's line starting `line` (the cause), which comes before the unit says the node
+/// retired itself.
+pub(super) fn said_first<'a>(name: &str, console: &'a str, line: &str) -> &'a str {
+    let said = console.find(line);
+    let done = console.find("the node retired itself: TerminateInstances");
+    assert!(
+        said.is_some() && done.is_some() && said < done,
+        "[{name}] the cause on the console first:\n{}",
+        checks::console_tail(console)
+    );
+    console[said.unwrap_or(0)..].lines().next().unwrap_or("")
+}
+
+/// The calls that retire a node moto served after the boot began: the `eks-nodeinit/retired`
+/// tag, TerminateInstances, SetInstanceHealth, each as (action, its form body).
+pub(super) fn retiring_calls(ec2: &Ec2, after: usize) -> Vec<(String, String)> {
+    let retiring = |(a, b): &(String, String)| {
+        (a == "CreateTags" && b.contains("eks-nodeinit%2Fretired"))
+            || a == "TerminateInstances"
+            || a == "SetInstanceHealth"
+    };
+    calls(ec2, after).into_iter().filter(retiring).collect()
+}
+
 /// The EC2 calls moto served after the boot began, each as (action, its form body).
-pub(super) fn calls(ec2: &Ec2, after: usize) -> Vec<(String, String)> {
+fn calls(ec2: &Ec2, after: usize) -> Vec<(String, String)> {
     common::recorded_bodies(&ec2.recording)
         .into_iter()
         .skip(after)
@@ -95,27 +119,11 @@ pub(super) fn check(
         retired.starts_with("TerminateInstances"),
         "[{name}] {join:#}"
     );
-    // The cause on the console, before the node said it retired.
     let line = format!("eks-nodeinit: retiring {id}: verdict deadline: ");
-    let said = console.find(&line);
-    let done = console.find("the node retired itself: TerminateInstances");
-    assert!(
-        said.is_some() && done.is_some() && said < done,
-        "[{name}] the cause on the console first:\n{}",
-        checks::console_tail(console)
-    );
-    let cause = &console[said.unwrap()..];
-    let cause = cause.lines().next().unwrap();
+    let cause = said_first(name, console, &line);
     assert!(cause.contains("kubelet"), "[{name}] {cause}");
     // The tag, then the termination of its own id, once; nothing else retires.
-    let mine: Vec<(String, String)> = calls(ec2, before)
-        .into_iter()
-        .filter(|(a, b)| {
-            (a == "CreateTags" && b.contains("eks-nodeinit%2Fretired"))
-                || a == "TerminateInstances"
-                || a == "SetInstanceHealth"
-        })
-        .collect();
+    let mine = retiring_calls(ec2, before);
     let actions: Vec<&str> = mine.iter().map(|(a, _)| a.as_str()).collect();
     assert_eq!(
         actions,

@@ -89,13 +89,7 @@ pub(super) fn check(
     // The cause on the console before the node said it retired.
     let id = &ec2.instance_id;
     let line = format!("eks-nodeinit: retiring {id}: verdict unfit: before the kubelet, accelerators of {INSTANCE_TYPE} (gpu-missing)");
-    let said = console.find(&line);
-    let done = console.find("the node retired itself: TerminateInstances");
-    assert!(
-        said.is_some() && done.is_some() && said < done,
-        "[{name}] the cause on the console first:\n{}",
-        checks::console_tail(console)
-    );
+    retired::said_first(name, console, &line);
     check_node(name, cluster);
     check_calls(name, (ec2, rt), before);
     eprintln!(
@@ -147,15 +141,7 @@ fn check_node(name: &str, cluster: &join::Cluster) {
 /// The tag, then its own termination, once.
 fn check_calls(name: &str, (ec2, rt): (&Ec2, &tokio::runtime::Runtime), before: usize) {
     let id = &ec2.instance_id;
-    let retiring = |(a, b): &(String, String)| {
-        (a == "CreateTags" && b.contains("eks-nodeinit%2Fretired"))
-            || a == "TerminateInstances"
-            || a == "SetInstanceHealth"
-    };
-    let mine: Vec<(String, String)> = retired::calls(ec2, before)
-        .into_iter()
-        .filter(retiring)
-        .collect();
+    let mine = retired::retiring_calls(ec2, before);
     let actions: Vec<&str> = mine.iter().map(|(a, _)| a.as_str()).collect();
     assert_eq!(
         actions,
