@@ -28,9 +28,13 @@ pub enum LocalStorageStrategy {
     Mount,
 }
 
-/// nodeadm's `DisabledMount`: `Containerd` is /var/lib/containerd, `PodLogs` /var/log/pods.
+/// nodeadm's `DisabledMount` (nodeadm/api/v1alpha1/nodeconfig_types.go): `Containerd` is
+/// /var/lib/containerd, `PodLogs` /var/log/pods, `SOCI` /var/lib/soci-snapshotter-grpc (SOCI's
+/// content on the root volume: an instance store can be slower than EBS for its lazy pulls).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub enum DisabledMount {
     Containerd,
     PodLogs,
+    #[serde(rename = "SOCI")]
+    Soci,
 }

@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn local_storage_goes_as_nodeadms_instance_local_storage() {
-        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID10","mountPath":"/data","disabledMounts":["PodLogs"]}}"#;
+        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID10","mountPath":"/data","disabledMounts":["PodLogs","SOCI"]}}"#;
         let out = run(&ASPECT, &spec(c), &node().absent([DROPIN]).build());
         let Step::File(f) = &out.steps[0] else {
             panic!("{:?}", out.steps)
@@ -361,7 +361,7 @@ mod tests {
         let doc: Value = serde_json::from_str(&f.new).unwrap();
         assert_eq!(
             doc["spec"]["instance"],
-            serde_json::json!({"localStorage": {"strategy": "RAID10", "mountPath": "/data", "disabledMounts": ["PodLogs"]}})
+            serde_json::json!({"localStorage": {"strategy": "RAID10", "mountPath": "/data", "disabledMounts": ["PodLogs", "SOCI"]}})
         );
     }
 
