@@ -16,5 +16,6 @@ pub mod logging;
 pub mod node;
 pub(crate) mod pem;
 pub mod podcap;
+pub mod ports;
 pub mod retry;
 pub mod text;

@@ -95,3 +95,49 @@ fn al2023_host_resources_apply_and_the_node_config_says_swap() {
     assert_eq!(k["memorySwap"], json!({"swapBehavior": "LimitedSwap"}));
     second_run_plans_no_host_step(root.path(), &cfg);
 }
+
+/// A config's `net.ipv4.ip_local_reserved_ports` over a root holding the AL2023 AMI's `67-` file
+/// (its add-ons' ports) keeps them: set live and persisted with the config's, the plan saying
+/// so, and a second run plans nothing.
+#[test]
+fn reserved_ports_keep_the_amis_beside_the_configs() {
+    let root = sample_root("al2023-root");
+    let r = root.path();
+    let ami = "net.ipv4.ip_local_reserved_ports = 2703,9808,9809,10249,10250,10256,61678,61679\n";
+    let write = |p: &str, text: &str| {
+        std::fs::create_dir_all(r.join(p).parent().unwrap()).unwrap();
+        std::fs::write(r.join(p), text).unwrap();
+    };
+    write("etc/sysctl.d/67-eks-reserved-ports.conf", ami);
+    // What systemd-sysctl set from it at boot, as the kernel shows it.
+    let live = "proc/sys/net/ipv4/ip_local_reserved_ports";
+    write(live, "2703,9808-9809,10249-10250,10256,61678-61679\n");
+    let cfg = config_with(r, "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["sysctls"] = json!({"net.ipv4.ip_local_reserved_ports": "30000-30009"});
+    });
+    let dry = init(r, &cfg, &["--dry-run"]);
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        text.contains("the AMI's reserved ports 2703,9808-9809,10249-10250,10256,61678-61679 (/etc/sysctl.d/67-eks-reserved-ports.conf) kept"),
+        "{text}"
+    );
+    let out = init(r, &cfg, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let merged = "2703,9808-9809,10249-10250,10256,30000-30009,61678-61679";
+    let read = |p: &str| std::fs::read_to_string(r.join(p)).unwrap();
+    assert_eq!(read(live).trim(), merged);
+    let persisted = read("etc/sysctl.d/99-zz-eks-nodeinit.conf");
+    assert!(
+        persisted.contains(&format!("net.ipv4.ip_local_reserved_ports = {merged}\n")),
+        "{persisted}"
+    );
+    let again = init(r, &cfg, &["--dry-run", "--output", "json"]);
+    let plan: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert!(
+        !plan["steps"]
+            .to_string()
+            .contains("ip_local_reserved_ports"),
+        "{plan:#}"
+    );
+}

@@ -26,9 +26,48 @@ pub(crate) const ASPECT: Aspect = Aspect {
 /// does not silently undo the agent's values.
 pub const PERSIST_PATH: &str = "/etc/sysctl.d/99-zz-eks-nodeinit.conf";
 
+/// The ports the kernel keeps out of its ephemeral range, a list the AMI sets too.
+pub const RESERVED_PORTS: &str = "net.ipv4.ip_local_reserved_ports";
+/// Where the AL2023 AMI reserves its add-ons' ports (amazon-eks-ami
+/// templates/al2023/runtime/rootfs/etc/sysctl.d/67-eks-reserved-ports.conf): pod identity's
+/// 2703, the EBS CSI driver's 9808-9809, the kubelet's and kube-proxy's, the VPC CNI's 61678-61679.
+pub const AMI_RESERVED_PORTS: &str = "/etc/sysctl.d/67-eks-reserved-ports.conf";
+
 fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
     r.extend(spec.sysctls.keys().map(|k| Read::Sysctl(k.clone())));
     r.file(PERSIST_PATH);
+    if spec.sysctls.contains_key(RESERVED_PORTS) {
+        r.file(AMI_RESERVED_PORTS);
+    }
+}
+
+/// The config's reserved ports with the AMI's added (the AMI's file sorts before the agent's,
+/// whose value would otherwise replace its list): the merged list as the kernel shows it, and
+/// what the plan says of it; the config's value as it is when the AMI has no such file.
+fn reserved_ports(
+    facts: &crate::facts::Facts,
+    v: &str,
+) -> Result<(String, Option<String>), String> {
+    let mine = crate::base::ports::parse(v)?;
+    let ami = facts.text(AMI_RESERVED_PORTS).unwrap_or_default();
+    let line = ami.lines().find_map(|l| {
+        let (k, val) = l.split_once('=')?;
+        (k.trim() == RESERVED_PORTS).then(|| val.trim().to_string())
+    });
+    let Some(theirs) = line else {
+        return Ok((crate::base::ports::render(&mine), None));
+    };
+    let theirs =
+        crate::base::ports::parse(&theirs).map_err(|e| format!("{AMI_RESERVED_PORTS}: {e}"))?;
+    let added: std::collections::BTreeSet<u16> = theirs.difference(&mine).copied().collect();
+    let merged = mine.union(&theirs).copied().collect();
+    let said = (!added.is_empty()).then(|| {
+        format!(
+            "sysctls[\"{RESERVED_PORTS}\"]: the AMI's reserved ports {} ({AMI_RESERVED_PORTS}) kept beside the config's",
+            crate::base::ports::render(&added)
+        )
+    });
+    Ok((crate::base::ports::render(&merged), said))
 }
 
 fn plan(i: &Input, out: &mut Out) {
@@ -37,6 +76,25 @@ fn plan(i: &Input, out: &mut Out) {
     let protector = crate::plan::kubelet::file::protect_kernel_defaults(spec, facts);
     for (k, v) in &spec.sysctls {
         let field = format!("sysctls[\"{}\"]", printable(k));
+        let merged;
+        let v = match k.as_str() {
+            RESERVED_PORTS => match reserved_ports(facts, v) {
+                Ok((m, said)) => {
+                    out.notes.extend(said.map(|line| crate::plan::step::Note {
+                        key: "reservedPorts".into(),
+                        value: serde_json::json!({ "merged": m }),
+                        lines: vec![line],
+                    }));
+                    merged = m;
+                    &merged
+                }
+                Err(e) => {
+                    out.findings.push(field, e);
+                    continue;
+                }
+            },
+            _ => v,
+        };
         if let Some(protector) = &protector {
             let defaults = crate::base::k8s::KUBELET_KERNEL_DEFAULTS;
             if let Some((_, need)) = defaults.iter().find(|(pk, _)| pk == k) {
@@ -105,6 +163,53 @@ mod tests {
             .sysctl(key, live)
             .absent([PERSIST_PATH])
             .build()
+    }
+
+    #[test]
+    fn reserved_ports_keep_the_amis_beside_the_configs_and_converge() {
+        let ami = "# The AMI's add-ons.\nnet.ipv4.ip_local_reserved_ports = 2703,9808,9809,10249,10250,10256,61678,61679\n";
+        let c = r#"{"cluster":{"name":"c"},"sysctls":{"net.ipv4.ip_local_reserved_ports":"30000-30001,2703"}}"#;
+        let merged = "2703,9808-9809,10249-10250,10256,30000-30001,61678-61679";
+        let facts = Facts::builder(Family::Al2023)
+            .sysctl(
+                RESERVED_PORTS,
+                Ok("2703,9808-9809,10249-10250,10256,61678-61679"),
+            )
+            .file(AMI_RESERVED_PORTS, ami)
+            .absent([PERSIST_PATH])
+            .build();
+        let out = run(&ASPECT, &spec(c), &facts);
+        assert!(
+            matches!(&out.steps[0], Step::Live(crate::plan::step::Live { new, .. }) if new == merged),
+            "{:?}",
+            out.steps
+        );
+        assert!(
+            out.notes[0].lines[0].contains("9808-9809,10249-10250,10256,61678-61679"),
+            "{:?}",
+            out.notes
+        );
+        // Applied and persisted: the second run plans nothing.
+        let persisted =
+            persisted_content(&[(RESERVED_PORTS.to_string(), merged.to_string())].into());
+        let facts = Facts::builder(Family::Al2023)
+            .sysctl(RESERVED_PORTS, Ok(merged))
+            .file(AMI_RESERVED_PORTS, ami)
+            .file(PERSIST_PATH, &persisted)
+            .build();
+        assert!(run(&ASPECT, &spec(c), &facts).steps.is_empty());
+        // Without the AMI's file, the config's list as the kernel shows it; a bad list a finding.
+        let facts = Facts::builder(Family::Al2)
+            .sysctl(RESERVED_PORTS, Ok(""))
+            .absent([PERSIST_PATH, AMI_RESERVED_PORTS])
+            .build();
+        let out = run(&ASPECT, &spec(c), &facts);
+        assert!(
+            matches!(&out.steps[0], Step::Live(crate::plan::step::Live { new, .. }) if new == "2703,30000-30001")
+        );
+        let bad =
+            r#"{"cluster":{"name":"c"},"sysctls":{"net.ipv4.ip_local_reserved_ports":"9-3"}}"#;
+        assert!(findings(&run(&ASPECT, &spec(bad), &facts))[0].contains("backwards"));
     }
 
     #[test]
