@@ -56,6 +56,7 @@ pub struct Instance {
     pub subnet: Option<String>,
     pub zone: Option<String>,
     pub image: Option<String>,
+    pub instance_type: Option<String>,
     pub tags: BTreeMap<String, String>,
 }
 
@@ -79,6 +80,7 @@ impl Instance {
                 .and_then(|p| p.availability_zone())
                 .map(String::from),
             image: i.image_id().map(String::from),
+            instance_type: i.instance_type().map(|t| t.as_str().to_string()),
             tags,
         }
     }

@@ -51,6 +51,10 @@ fn policy() -> RetryPolicy {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fleet {
     pub joined: usize,
+    /// Of the like peers that joined, those of this instance's type: the ones whose devices a
+    /// check of the type's expected hardware judged too (a group of mixed types shares a launch
+    /// template).
+    pub joined_same_type: usize,
     pub initialised: usize,
     pub retired: usize,
 }
@@ -79,12 +83,15 @@ pub fn tally(own: &Instance, others: &[Instance], cluster: &str) -> Fleet {
         // A retired instance whose launch is unknown counts: in doubt, the budget is spent.
         _ => true,
     };
+    let same_type =
+        |p: &&Instance| own.instance_type.is_some() && p.instance_type == own.instance_type;
+    let joined = || {
+        let like = others.iter().filter(like_running);
+        like.filter(|p| marked(p, JOINED_TAG))
+    };
     Fleet {
-        joined: others
-            .iter()
-            .filter(like_running)
-            .filter(|p| marked(p, JOINED_TAG))
-            .count(),
+        joined: joined().count(),
+        joined_same_type: joined().filter(same_type).count(),
         initialised: others
             .iter()
             .filter(like_running)
@@ -154,6 +161,7 @@ mod tests {
             subnet: Some("subnet-a".into()),
             zone: Some("us-east-1a".into()),
             image: Some("ami-1".into()),
+            instance_type: Some("p5.48xlarge".into()),
             tags: [
                 ("aws:ec2launchtemplate:id".to_string(), "lt-1".to_string()),
                 ("aws:ec2launchtemplate:version".into(), "3".into()),
@@ -194,7 +202,16 @@ mod tests {
             tagged(at("i-8", 10_000), JOINED_TAG, "staging"),
             joined(unknown),
         ];
-        assert_eq!(tally(&own, &others, "prod").joined, 2);
+        let f = tally(&own, &others, "prod");
+        assert_eq!((f.joined, f.joined_same_type), (2, 2));
+        // A group of mixed types: a peer of another type joined, but it tells nothing of this
+        // type's devices; neither does one of an unknown type.
+        let mut other_type = joined(at("i-10", 10_000));
+        other_type.instance_type = Some("m6i.large".into());
+        let mut no_type = joined(at("i-11", 10_000));
+        no_type.instance_type = None;
+        let f = tally(&own, &[other_type, no_type], "prod");
+        assert_eq!((f.joined, f.joined_same_type), (2, 0));
         // Retired ones count by the window alone, terminated ones too, whatever they were like.
         let mut gone = tagged(at("r-1", 9_500), RETIRED_TAG, "deadline: x");
         gone.state = "terminated".into();

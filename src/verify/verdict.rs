@@ -199,11 +199,14 @@ pub fn blame_uninitialised(
 }
 
 /// Whose fault a check before the kubelet found of the instance's own (`what`) is: its own
-/// only when [`PEERS`] like peers of `scope` joined (they passed it: a joined node passed its
-/// checks) and the budget allows, so that a wrong expectation, which every instance meets,
-/// never retires a fleet; in doubt, kept.
+/// only when [`PEERS`] like peers of `scope` *of its instance type* joined (they passed the same
+/// check against the same expectation: a node with a failed check before the kubelet is never
+/// marked joined) and the budget allows, so that a wrong expectation, which every instance of
+/// the type meets, never retires a fleet, whatever peers of other types in its group did; in
+/// doubt, kept.
 pub fn blame_unfit(what: &str, fleet: Result<&Fleet, &str>, scope: &str) -> (Blame, String) {
-    judged(what, fleet.map(|f| (f.joined, f.retired)), "joined", scope)
+    let counted = fleet.map(|f| (f.joined_same_type, f.retired));
+    judged(what, counted, "of its instance type joined", scope)
 }
 
 fn plural(n: usize) -> &'static str {
@@ -289,9 +292,34 @@ mod tests {
     fn fleet(joined: usize, retired: usize) -> Fleet {
         Fleet {
             joined,
+            joined_same_type: joined,
             initialised: joined,
             retired,
         }
+    }
+
+    #[test]
+    fn a_fault_before_the_kubelet_is_its_own_only_where_peers_of_its_type_joined() {
+        let what = "a GPU missing";
+        // A group of mixed types: five peers joined, none of this type (a wrong table row
+        // for the type fails every one of them alike).
+        let mixed = Fleet {
+            joined_same_type: 0,
+            ..fleet(5, 0)
+        };
+        assert_eq!(blame_unfit(what, Ok(&mixed), "its group").0, Blame::Cluster);
+        assert_eq!(
+            blame_unfit(what, Ok(&fleet(2, 0)), "its group").0,
+            Blame::Node
+        );
+        assert_eq!(
+            blame_unfit(what, Ok(&fleet(2, 2)), "its group").0,
+            Blame::Cluster
+        );
+        assert_eq!(
+            blame_unfit(what, Err("no answer"), "its group").0,
+            Blame::Cluster
+        );
     }
 
     #[test]
