@@ -189,7 +189,9 @@ pub fn smi_rows(text: &str) -> Result<Vec<SmiGpu>, String> {
     Ok(out)
 }
 
-/// Whether a process of this name runs (`/proc/<pid>/comm`).
+/// Whether a process of the program `name` runs: the base name of its first argument
+/// (`/proc/<pid>/cmdline`, NUL-separated). Not `comm`, which the kernel cuts to 15 bytes
+/// (`nv-fabricmanager` shows as `nv-fabricmanage`).
 fn running(root: &Path, name: &str) -> bool {
     let Ok(entries) = std::fs::read_dir(under(root, "/proc")) else {
         return false;
@@ -200,7 +202,12 @@ fn running(root: &Path, name: &str) -> bool {
             .to_string_lossy()
             .bytes()
             .all(|b| b.is_ascii_digit());
-        pid && std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == name)
+        let Ok(argv) = std::fs::read(e.path().join("cmdline")) else {
+            return false;
+        };
+        let first = argv.split(|b| *b == 0).next().unwrap_or_default();
+        let base = first.rsplit(|b| *b == b'/').next().unwrap_or_default();
+        pid && base == name.as_bytes()
     })
 }
 
@@ -503,6 +510,29 @@ impl Probe for Accelerators {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fabric_manager_is_found_by_its_program_as_the_kernel_lists_it() {
+        // A real process of that program's name, as this host's kernel shows it.
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("nv-fabricmanager");
+        std::fs::copy("/bin/sleep", &program).unwrap();
+        let mut child = std::process::Command::new(&program)
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap();
+        let found = running(Path::new("/"), "nv-fabricmanager");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            comm.trim(),
+            "nv-fabricmanage",
+            "the kernel cuts comm to 15 bytes"
+        );
+        assert!(found);
+        assert!(!running(Path::new("/"), "nv-fabricmanage"));
+    }
 
     #[test]
     fn the_driver_version_is_read_from_either_modules_line() {

@@ -130,9 +130,19 @@ impl Node {
         write(&self.root.join("usr/bin/nvidia-container-runtime"), "");
     }
 
-    /// Fabric Manager running.
+    /// Fabric Manager running as the kernel shows a process: `comm` cut to 15 bytes
+    /// (TASK_COMM_LEN), the whole argv in `cmdline`, NUL-separated (the package's binary,
+    /// `/usr/bin/nv-fabricmanager`, and the unit's `-c` option).
     pub fn fabric_manager(&self) {
-        write(&self.root.join("proc/4242/comm"), "nv-fabricmanager\n");
+        write(&self.root.join("proc/4242/comm"), "nv-fabricmanage\n");
+        let argv = "/usr/bin/nv-fabricmanager\0-c\0/usr/share/nvidia/nvswitch/fabricmanager.cfg\0";
+        write(&self.root.join("proc/4242/cmdline"), argv);
+        // A process whose name merely starts alike is not it.
+        write(&self.root.join("proc/4243/comm"), "nv-fabricmanage\n");
+        write(
+            &self.root.join("proc/4243/cmdline"),
+            "/opt/nv-fabricmanage-probe\0",
+        );
     }
 
     /// An EFA device bound to `efa` with its verbs device, at `address`.
