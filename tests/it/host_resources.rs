@@ -141,3 +141,34 @@ fn reserved_ports_keep_the_amis_beside_the_configs() {
         "{plan:#}"
     );
 }
+
+/// The list the agent writes is the one the kernel shows back: written into a network namespace
+/// of the test's own (the key is per namespace), read back, and compared with the agent's
+/// rendering, so that a second run on a node finds the live value equal to its own.
+#[test]
+fn the_kernel_shows_a_reserved_ports_list_as_the_agent_writes_it() {
+    use eks_nodeinit::base::ports::{parse, render};
+    if !common::peer_present(&common::missing_commands(&["unshare"])) {
+        return;
+    }
+    for given in [
+        "2703,9808,9809,10249,10250,10256,61678,61679,30000-30009",
+        "9-10,8,65535,1",
+        "",
+    ] {
+        let script = format!(
+            "echo '{given}' > /proc/sys/net/ipv4/ip_local_reserved_ports && cat /proc/sys/net/ipv4/ip_local_reserved_ports"
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["--net", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        if !out.status.success() && std::env::var_os("CI").is_none() {
+            eprintln!("SKIP: unshare --net refused (not root?): {}", stderr(&out));
+            return;
+        }
+        assert!(out.status.success(), "{}", stderr(&out));
+        let shown = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert_eq!(shown, render(&parse(given).unwrap()), "{given}");
+    }
+}
