@@ -366,6 +366,15 @@ impl Facts {
         }
     }
 
+    /// Where the boot's AWS calls went (IMDS, the dual-stack choice), for the units that call
+    /// AWS after the run; the SDK's defaults when the instance was not read.
+    pub fn endpoints(&self) -> crate::aws::Endpoints {
+        self.reach
+            .as_ref()
+            .map(Reach::endpoints)
+            .unwrap_or_default()
+    }
+
     /// A live kernel value, or why it could not be read.
     pub fn sysctl(&self, key: &str) -> Option<&Result<String, String>> {
         match self.answers.get(&Read::Sysctl(key.into())) {

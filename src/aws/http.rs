@@ -77,6 +77,17 @@ impl Transport {
         (t != Transport::default()).then_some(t)
     }
 
+    /// How a unit's own calls go: the proxy its environment gives (the agent's drop-in), to
+    /// where `endpoints` say the boot found IMDS and with its names; `None`: the SDK's defaults.
+    pub fn from_env(endpoints: super::Endpoints) -> Option<Transport> {
+        let proxy = Proxy::from_env(|k| std::env::var(k).ok());
+        let t = proxy.map(|p| Transport {
+            proxy: Some(p),
+            ..Default::default()
+        });
+        Transport::with_endpoints(t, endpoints)
+    }
+
     /// Whether calls need a client of the agent's own (a proxy, CA bundles).
     pub(crate) fn needs_client(&self) -> bool {
         self.proxy.is_some() || !self.ca_bundles.is_empty()

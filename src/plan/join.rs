@@ -110,6 +110,5 @@ pub fn node_transport(spec: &Spec, facts: &Facts, md: &Metadata) -> Option<crate
         ca_bundles: spec.ca_bundles(),
         ..Default::default()
     };
-    let endpoints = facts.reach.as_ref().map(crate::facts::Reach::endpoints);
-    crate::aws::Transport::with_endpoints(Some(t), endpoints.unwrap_or_default())
+    crate::aws::Transport::with_endpoints(Some(t), facts.endpoints())
 }

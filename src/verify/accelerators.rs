@@ -415,12 +415,7 @@ async fn efa_wanted(a: &Accelerators, deadline: tokio::time::Instant) -> Result<
     let Some(ask) = &a.ask else {
         return Ok(0);
     };
-    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
-    let t = proxy.map(|p| crate::aws::Transport {
-        proxy: Some(p),
-        ..Default::default()
-    });
-    let t = crate::aws::Transport::with_endpoints(t, ask.endpoints.clone());
+    let t = crate::aws::Transport::from_env(ask.endpoints.clone());
     let mut ec2 = crate::aws::ec2::Ec2::new(&ask.region, None, t.as_ref()).await;
     let policy = crate::base::retry::RetryPolicy::default();
     let d = ec2.describe_self(&ask.instance_id, policy, deadline).await;

@@ -95,12 +95,7 @@ pub(super) async fn complete(
 /// How the hook's calls go without the proof's job: the proxy the unit's environment gives
 /// (the agent's drop-in), to where the hook's job says the boot found IMDS and with its names.
 pub(super) fn hook_transport(h: &LaunchHookJob) -> Option<crate::aws::Transport> {
-    let proxy = crate::aws::Proxy::from_env(|k| std::env::var(k).ok());
-    let t = proxy.map(|p| crate::aws::Transport {
-        proxy: Some(p),
-        ..Default::default()
-    });
-    crate::aws::Transport::with_endpoints(t, h.aws.clone())
+    crate::aws::Transport::from_env(h.aws.clone())
 }
 
 #[cfg(test)]

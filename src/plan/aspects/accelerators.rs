@@ -37,11 +37,7 @@ fn plan(i: &Input, out: &mut Out) {
     let ask = (a.efa.is_none() && table.max_efa > 0).then(|| AskEc2 {
         region: md.region.clone(),
         instance_id: md.instance_id.clone(),
-        endpoints: facts
-            .reach
-            .as_ref()
-            .map(crate::facts::Reach::endpoints)
-            .unwrap_or_default(),
+        endpoints: facts.endpoints(),
     });
     let probe = Accelerators {
         instance_type: md.instance_type.clone(),

@@ -60,11 +60,7 @@ fn job(i: &Input, md: &Metadata, hook: &str) -> Result<LaunchHookJob, String> {
         region: md.region.clone(),
         state: state.to_string(),
         after,
-        aws: facts
-            .reach
-            .as_ref()
-            .map(crate::facts::Reach::endpoints)
-            .unwrap_or_default(),
+        aws: facts.endpoints(),
     })
 }
 

@@ -81,7 +81,7 @@ fn plan(i: &Input, out: &mut Out) {
                         known: facts.tags.clone(),
                         policy: spec.tagging.clone(),
                         transport: spec
-                            .agent_transport(&md.region, &reach_of(facts))
+                            .agent_transport(&md.region, &facts.endpoints())
                             .map(Box::new),
                     },
                 }),
@@ -103,15 +103,6 @@ fn plan(i: &Input, out: &mut Out) {
 /// is made then).
 pub fn likely(spec: &crate::spec::tagging::TaggingSpec, tags: &crate::facts::InstanceTags) -> bool {
     spec.enabled && !matches!(tags.get(KEY), TagState::Is(_))
-}
-
-/// Where the boot's AWS calls go (none known: the SDK's defaults).
-fn reach_of(facts: &crate::facts::Facts) -> crate::aws::Endpoints {
-    facts
-        .reach
-        .as_ref()
-        .map(crate::facts::Reach::endpoints)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
