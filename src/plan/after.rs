@@ -12,7 +12,7 @@ use crate::base::findings::Findings;
 use crate::facts::Facts;
 use crate::plan::join;
 use crate::plan::out::Out;
-use crate::plan::step::{After, Mode, Remove, Step, Unit, UnitJob, When};
+use crate::plan::step::{After, Step, Unit, UnitJob, When};
 
 /// This boot's steps after the hand-off; the launch-hook unit's condition names it.
 pub const AFTER_JOB: &str = "/run/eks-nodeinit/after-handoff.json";
@@ -60,35 +60,18 @@ pub(crate) fn split(steps: Vec<Step>, findings: &mut Findings) -> (Vec<Step>, Ve
 /// The job's steps for this plan, which hands the node off: the job written (and the unit
 /// started once, after every job it reads) or an earlier one removed.
 pub(crate) fn plan(facts: &Facts, after: &[After], out: &mut Out) {
-    let Some(current) = facts.current_file(AFTER_JOB, FIELD, &mut out.findings) else {
-        return;
-    };
-    if after.is_empty() {
-        if current.content.is_some() {
-            out.steps.push(Step::Remove(Remove {
-                purpose: "an earlier run's steps after the hand-off, which this plan has none of"
-                    .into(),
-                path: AFTER_JOB.into(),
-                restore_if_run_fails: false,
-            }));
-        }
-        return;
-    }
-    let job = AfterJob {
-        steps: after.to_vec(),
-    };
-    let purpose = format!(
-        "this boot's {} step(s) after the hand-off, for {}",
-        job.steps.len(),
-        join::UNIT
-    );
-    if !out.file_from(
-        current,
-        AFTER_JOB,
-        purpose,
-        job.to_text(),
-        Mode::Exact(0o600),
-    ) {
+    let job = (!after.is_empty()).then(|| {
+        let job = AfterJob {
+            steps: after.to_vec(),
+        };
+        let n = job.steps.len();
+        let purpose = format!(
+            "this boot's {n} step(s) after the hand-off, for {}",
+            join::UNIT
+        );
+        (purpose, job.to_text())
+    });
+    if !out.boot_job(facts, FIELD, AFTER_JOB, job) {
         return;
     }
     // One start of the unit, after every job it reads (a rerun after a kill between the jobs
@@ -230,6 +213,7 @@ mod tests {
 
     #[test]
     fn every_probe_a_job_can_hold_reads_back_as_a_step_after_the_hand_off() {
+        use crate::verify::accelerators::{Accelerators, AskEc2};
         use crate::verify::hardening::{Exec, Fips, KernelDefaults, Selinux};
         let step = |check| {
             let d = std::time::Duration::from_secs(2);
@@ -247,6 +231,22 @@ mod tests {
                 })),
                 step(crate::verify::Check::new(Selinux {})),
                 step(crate::verify::Check::new(Fips {})),
+                step(crate::verify::Check::new(Accelerators {
+                    instance_type: "p5.48xlarge".into(),
+                    gpus: 8,
+                    efa: None,
+                    ask: Some(AskEc2 {
+                        region: "us-east-1".into(),
+                        instance_id: "i-1".into(),
+                        endpoints: crate::aws::Endpoints {
+                            imds: Some("http://[fd00:ec2::254]".into()),
+                            dual_stack: Some(true),
+                        },
+                    }),
+                    operator_driver: false,
+                    mig: Some(false),
+                    nvidia_smi: "/usr/bin/nvidia-smi".into(),
+                })),
             ],
         };
         let kinds: Vec<&str> = crate::verify::LOADERS
@@ -261,9 +261,7 @@ mod tests {
                 After::Run(_) => "",
             })
             .collect();
-        // Every kind a job can hold but the ones another module's tests read back.
-        let others = ["accelerators"];
-        for k in kinds.iter().filter(|k| !others.contains(k)) {
+        for k in &kinds {
             assert!(have.contains(k), "{k}: one step per kind a job can hold");
         }
         assert_eq!(AfterJob::from_text(&job.to_text()), Ok(job));

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::base::findings::Findings;
 use crate::facts::Facts;
 use crate::plan::out::Out;
-use crate::plan::step::{CheckStep, Handoff, Mode, Remove, Step, Unit, UnitJob, When};
+use crate::plan::step::{CheckStep, Handoff, Step, Unit, When};
 
 /// This boot's checks before the kubelet starts, for the gate unit.
 pub const GATE_JOB: &str = "/run/eks-nodeinit/gate.json";
@@ -77,43 +77,18 @@ pub(crate) fn split(
 /// unit started, for a run outside the agent's unit: in it, the unit is pulled in already) or
 /// an earlier one removed.
 pub(crate) fn plan(facts: &Facts, gate: &[CheckStep], out: &mut Out) {
-    if gate.is_empty() {
-        let earlier = facts.file(GATE_JOB).map(|f| &f.content);
-        if matches!(earlier, Some(Ok(Some(_)))) {
-            out.steps.push(Step::Remove(Remove {
-                purpose: "an earlier run's checks before the kubelet, which this plan has none of"
-                    .into(),
-                path: GATE_JOB.into(),
-                restore_if_run_fails: false,
-            }));
-        }
-        return;
+    let job = (!gate.is_empty()).then(|| {
+        let job = GateJob {
+            steps: gate.to_vec(),
+        };
+        let n = job.steps.len();
+        let purpose = format!("this boot's {n} check(s) before the kubelet starts, for {UNIT}");
+        (purpose, job.to_text())
+    });
+    if out.boot_job(facts, FIELD, GATE_JOB, job) {
+        let why = "it runs the checks before nodeadm-run starts the kubelet";
+        out.steps.push(Unit::start(UNIT, why));
     }
-    let Some(current) = facts.current_file(GATE_JOB, FIELD, &mut out.findings) else {
-        return;
-    };
-    let job = GateJob {
-        steps: gate.to_vec(),
-    };
-    let purpose = format!(
-        "this boot's {} check(s) before the kubelet starts, for {UNIT}",
-        job.steps.len()
-    );
-    if !out.file_from(
-        current,
-        GATE_JOB,
-        purpose,
-        job.to_text(),
-        Mode::Exact(0o600),
-    ) {
-        return;
-    }
-    out.steps.push(Step::Unit(Unit {
-        job: UnitJob::Start { unit: UNIT.into() },
-        why: "it runs the checks before nodeadm-run starts the kubelet (in the packaged unit's run it is already pulled in, and this is the same job)".into(),
-        required: false,
-        if_failed: crate::plan::step::IfFailed::new(format!("{UNIT} not started"), ""),
-    }));
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::facts::{Facts, Family};
 use crate::instance::metadata::Metadata;
 use crate::instance::userdata::UserDataFact;
 use crate::plan::out::Out;
-use crate::plan::step::{CheckStep, IfFailed, Step, Unit, UnitJob, When};
+use crate::plan::step::{CheckStep, Step, Unit, When};
 use crate::spec::Spec;
 use crate::verify::name::NodeName;
 
@@ -43,14 +43,7 @@ pub const UNIT: &str = "eks-nodeinit-launch-hook.service";
 /// [`UNIT`] started because `why`: the run of a user-data script (cloud-final) is not the agent's
 /// unit, which pulls it in.
 pub fn start_unit(why: &str) -> Step {
-    Step::Unit(Unit {
-        job: UnitJob::Start { unit: UNIT.into() },
-        why: format!(
-            "{why} (in the packaged unit's run it is already pulled in, and this is the same job)"
-        ),
-        required: false,
-        if_failed: IfFailed::new(format!("{UNIT} not started"), ""),
-    })
+    Unit::start(UNIT, why)
 }
 
 /// The name the hand-off gives the Node: the last `--hostname-override` kubelet is given (the

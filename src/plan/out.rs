@@ -4,7 +4,7 @@
 
 use crate::base::findings::Findings;
 use crate::facts::Facts;
-use crate::plan::step::{File, Mode, Step};
+use crate::plan::step::{File, Mode, Remove, Step};
 
 /// What one aspect's planning produced.
 #[derive(Debug, Default)]
@@ -44,6 +44,29 @@ impl Out {
     }
 
     /// [`Out::file`] for a file already read from the facts.
+    /// This boot's job for a packaged unit at `path` (under /run, 0600, never a change of the
+    /// node's): `job`'s text written with its purpose, or, with none, an earlier run's job
+    /// removed. Whether the job's write was planned (an equal one is not written again).
+    pub fn boot_job(
+        &mut self,
+        facts: &Facts,
+        field: &str,
+        path: &str,
+        job: Option<(String, String)>,
+    ) -> bool {
+        let Some((purpose, text)) = job else {
+            if matches!(facts.file(path).map(|f| &f.content), Some(Ok(Some(_)))) {
+                self.steps.push(Step::Remove(Remove {
+                    purpose: format!("an earlier run's {field}, which this plan has none of"),
+                    path: path.into(),
+                    restore_if_run_fails: false,
+                }));
+            }
+            return false;
+        };
+        self.file(facts, field, path, purpose, text, Mode::Exact(0o600))
+    }
+
     pub fn file_from(
         &mut self,
         cur: crate::facts::Current,

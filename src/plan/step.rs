@@ -391,6 +391,21 @@ impl Run {
     }
 }
 
+impl Unit {
+    /// `unit` started, not required, because `why`: a run outside the agent's unit (a user-data
+    /// script) starts it; in the unit's own run it is pulled in already, and this is that job.
+    pub fn start(unit: &str, why: &str) -> Step {
+        Step::Unit(Unit {
+            job: UnitJob::Start { unit: unit.into() },
+            why: format!(
+                "{why} (in the packaged unit's run it is already pulled in, and this is the same job)"
+            ),
+            required: false,
+            if_failed: IfFailed::new(format!("{unit} not started"), ""),
+        })
+    }
+}
+
 /// A job for systemd's manager.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
