@@ -111,15 +111,18 @@ pub struct Authenticator {
 }
 
 /// Where the front listens in the network namespace: a loopback address of this process's
-/// own (the host's loopback is shared between test processes).
+/// own (the host's loopback is shared between test processes), and of this front's own (two
+/// control planes on the host in one process, the VM e2e's, each have theirs: a second front
+/// on the first's address would leave the second authenticator asking the first's moto).
 fn front_addr() -> String {
+    static FRONTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = FRONTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let p = std::process::id();
-    format!(
-        "127.{}.{}.{}",
-        100 + (p >> 16) % 100,
-        (p >> 8) & 255,
-        (p & 255).max(1)
-    )
+    let second = match n {
+        0 => 100 + (p >> 16) % 100,
+        n => 200 + (n - 1) % 50,
+    };
+    format!("127.{second}.{}.{}", (p >> 8) & 255, (p & 255).max(1))
 }
 
 /// `program` in the network namespace `netns` and the mount namespace `names`, in this
