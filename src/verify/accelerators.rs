@@ -516,7 +516,18 @@ mod tests {
             .arg("5")
             .spawn()
             .unwrap();
-        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap();
+        // spawn returns once the exec has begun; the kernel names the task a
+        // moment later, so wait (bounded) for the name to leave the parent's.
+        let path = format!("/proc/{}/comm", child.id());
+        let parent = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+        let mut comm = std::fs::read_to_string(&path).unwrap();
+        for _ in 0..500 {
+            if comm != parent {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            comm = std::fs::read_to_string(&path).unwrap();
+        }
         let found = running(Path::new("/"), "nv-fabricmanager");
         let _ = child.kill();
         let _ = child.wait();
