@@ -10,7 +10,7 @@ use crate::base::findings::Findings;
 use crate::base::podcap::TypeFact;
 use crate::discovery::ClusterFact;
 use crate::instance::metadata::Metadata;
-use crate::instance::userdata::UserDataFact;
+use crate::instance::userdata::{DropIn, NodeConfigs, UserDataFact};
 pub(crate) use crate::os::fsutil::read_file;
 pub use crate::os::fsutil::FileFact;
 use crate::os::marker::HandoffState;
@@ -226,6 +226,12 @@ pub struct Facts {
     pub cluster: ClusterFact,
     /// The instance's user data as nodeadm reads it (`Unknown` without an instance).
     pub user_data: UserDataFact,
+    /// The files of nodeadm's drop-in directory it reads (when the plan asked for the directory),
+    /// the agent's own left out, by name, each as nodeadm reads it.
+    pub dropins: Vec<DropIn>,
+    /// What nodeadm merges: the user data's NodeConfigs, then the drop-ins', the agent's place
+    /// among them kept ([`NodeConfigs::merged`]); `None` when there is none.
+    pub node_configs: Option<NodeConfigs>,
     /// The instance type's ENIs and IPv4 addresses per ENI, when pod capacity needs them.
     pub type_info: Option<TypeFact>,
     /// What the join checks reach and how (`None` without an instance).
@@ -324,8 +330,25 @@ impl Facts {
     }
 }
 
-/// The answers by kind: `None` (or `false`, or nothing) for what was not asked.
 impl Facts {
+    /// The user data as read, and what nodeadm merges with it.
+    pub fn set_user_data(&mut self, u: UserDataFact) {
+        self.user_data = u;
+        self.merge_node_configs();
+    }
+
+    /// The drop-ins of nodeadm's directory read from the answers, and what nodeadm merges.
+    pub fn merge_node_configs(&mut self) {
+        let text = |p: &str| match &self.file(p)?.content {
+            Ok(t) => t.clone().map(Ok),
+            Err(e) => Some(Err(e.clone())),
+        };
+        let names = self.dir(crate::instance::userdata::NODEADM_DIR, "");
+        let (dropins, merged) = self.user_data.with_dropins(names, text);
+        (self.dropins, self.node_configs) = (dropins, merged);
+    }
+
+    // The answers by kind: `None` (or `false`, or nothing) for what was not asked.
     /// A file as read.
     pub fn file(&self, p: impl AsRef<Path>) -> Option<&FileFact> {
         match self.answers.get(&Read::File(p.as_ref().into())) {
@@ -547,6 +570,8 @@ impl Facts {
                 cache_file: None,
             },
             user_data: UserDataFact::Unknown,
+            dropins: Vec::new(),
+            node_configs: None,
             type_info: None,
             reach: None,
         })
@@ -624,7 +649,17 @@ impl FactsBuilder {
         self
     }
     pub fn build(self) -> Facts {
-        self.0
+        let mut facts = self.0;
+        facts.merge_node_configs();
+        facts
+    }
+    /// A drop-in of nodeadm's directory named `name` holding `text`, listed in it.
+    pub fn dropin(mut self, name: &str, text: &str) -> Self {
+        let dir = Path::new(crate::instance::userdata::NODEADM_DIR);
+        let mut names = [self.0.dir(dir, ""), &[name.to_string()]].concat();
+        names.sort();
+        self.0.set_dir(dir, "", names);
+        self.file(dir.join(name), text)
     }
 }
 

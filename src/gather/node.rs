@@ -56,7 +56,7 @@ impl NodeRead {
         cluster: ClusterFact,
         type_info: Option<TypeFact>,
     ) -> Facts {
-        Facts {
+        let mut facts = Facts {
             root: self.root,
             answers: self.answers,
             exec_limits: exec_limits(),
@@ -70,7 +70,11 @@ impl NodeRead {
             instance,
             tags,
             reach: None,
-        }
+            dropins: Vec::new(),
+            node_configs: None,
+        };
+        facts.merge_node_configs();
+        facts
     }
 }
 
@@ -95,8 +99,8 @@ pub(super) fn answer_all(root: &Path, asked: Vec<Read>) -> BTreeMap<Read, Answer
 fn answer(root: &Path, read: &Read) -> Answer {
     match read {
         Read::File(p) => Answer::File(read_file(root, p)),
-        Read::Dir { path, suffix } => Answer::Dir(names(&under(root, path), suffix)),
-        Read::Names(path) => Answer::Dir(names(&under(root, path), "")),
+        Read::Dir { path, suffix } => Answer::Dir(names(&under(root, path), suffix, true)),
+        Read::Names(path) => Answer::Dir(names(&under(root, path), "", false)),
         Read::TarMember { path, member } => Answer::File(tar_member(root, path, member)),
         Read::Sysctl(key) => {
             Answer::Sysctl(procsys::read_live(root, key).map_err(|e| e.to_string()))
@@ -134,12 +138,14 @@ fn is_executable(p: &Path) -> bool {
     p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
 }
 
-/// The names in `dir` ending in `suffix`, sorted (none when it cannot be listed).
-fn names(dir: &Path, suffix: &str) -> Vec<String> {
+/// The names in `dir` ending in `suffix`, sorted (none when it cannot be listed); with
+/// `files`, no directory among them (as systemd and nodeadm pass over a directory there).
+fn names(dir: &Path, suffix: &str, files: bool) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
+        .filter(|e| !files || !e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(suffix))
         .collect();

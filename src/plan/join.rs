@@ -5,7 +5,6 @@
 
 use crate::facts::{Facts, Family};
 use crate::instance::metadata::Metadata;
-use crate::instance::userdata::UserDataFact;
 use crate::plan::out::Out;
 use crate::plan::step::{CheckStep, Step, Unit, When};
 use crate::spec::Spec;
@@ -64,8 +63,8 @@ pub fn node_name(spec: &Spec, facts: &Facts, md: &Metadata) -> NodeName {
     {
         return overridden(v, format!("kubelet.extraArgs[{i}]"));
     }
-    let naming = match (&facts.user_data, facts.family()) {
-        (UserDataFact::Read(Ok(nc)), Some(Family::Al2023)) => Some(&nc.naming),
+    let naming = match (&facts.node_configs, facts.family()) {
+        (Some(nc), Some(Family::Al2023)) => Some(&nc.naming),
         _ => None,
     };
     if let Some((Some(v), source)) = naming.and_then(|n| n.hostname_override.as_ref()) {

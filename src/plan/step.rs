@@ -582,7 +582,7 @@ impl NodeadmHandoff {
         });
         if let Some((n, source)) = &self.carried_taints {
             note.push_str(&format!(
-                "; the drop-in's --register-with-taints carries the user data's {n} taint{} ({source}) ahead of the config's, as kubelet keeps only the last such flag",
+                "; the drop-in's --register-with-taints carries {n} taint{} of the NodeConfigs merged before it ({source}) ahead of the config's, as kubelet keeps only the last such flag",
                 if *n == 1 { "" } else { "s" },
             ));
         }

@@ -28,6 +28,7 @@ mod logind_dbus;
 mod moto;
 mod node;
 mod node_unwritable;
+mod nodeadm_dropins;
 mod plan;
 mod pod_capacity;
 mod props;

@@ -545,7 +545,7 @@ fn al2023_user_data_taints_survive_the_agents_register_with_taints() {
     });
     let dry = init_with(root.path(), &cfg, &md, &["--dry-run"]);
     assert!(dry.status.success());
-    assert!(stdout(&dry).contains("carries the user data's 2 taints (kubelet.flags[0] of the NodeConfig in MIME part 1 of the user data)"));
+    assert!(stdout(&dry).contains("carries 2 taints of the NodeConfigs merged before it (kubelet.flags[0] of the NodeConfig in MIME part 1 of the user data)"));
     assert_user_data_unprinted(&dry, root.path());
     let out = init_with(root.path(), &cfg, &md, &[]);
     assert!(out.status.success());
@@ -573,7 +573,7 @@ fn al2023_conflicting_user_data_taint_changes_nothing() {
     let out = init_with(root.path(), &cfg, &md, &[]);
     assert_eq!(out.status.code(), Some(3));
     assert!(
-        stderr(&out).contains("taints: taint `CriticalAddonsOnly:NoSchedule` is given different values by the user data (kubelet.flags[0] of the NodeConfig in MIME part 1 of the user data) and by the config"),
+        stderr(&out).contains("taints: taint `CriticalAddonsOnly:NoSchedule` is given different values by a NodeConfig (kubelet.flags[0] of the NodeConfig in MIME part 1 of the user data) and by the config"),
         "{}",
         stderr(&out)
     );

@@ -61,7 +61,7 @@ fn whole(data: &[u8]) -> Result<Option<AgentConfig>, UserDataError> {
         }
     }
     let at = Where::Whole;
-    utf8(at, data.to_vec()).map(|text| Some(AgentConfig { at, text }))
+    utf8(at.clone(), data.to_vec()).map(|text| Some(AgentConfig { at, text }))
 }
 
 /// The one part of type [`AGENT_MEDIA_TYPE`]; a part naming the agent with another type, or a
@@ -84,7 +84,7 @@ fn from_parts(
                     first.at
                 ),
                 None => {
-                    let text = utf8(at, part_body(&part, at, budget)?)?;
+                    let text = utf8(at.clone(), part_body(&part, at.clone(), budget)?)?;
                     found = Some(AgentConfig { at, text });
                     continue;
                 }

@@ -28,6 +28,7 @@
 //! flag that takes one is still read as the flag.
 
 mod agent_config;
+mod documents;
 mod mime;
 mod nodeadm;
 #[cfg(test)]
@@ -43,7 +44,10 @@ use base64::Engine as _;
 pub use agent_config::{agent_config, AGENT_MEDIA_TYPE};
 
 pub(crate) use nodeadm::EffectiveTaints;
-pub use nodeadm::{go_bool_flag, read, UserDataFact, UserReserved};
+pub use nodeadm::{
+    go_bool_flag, is_config_file, read, read_dropin, read_dropins, Conflict, DropIn, NodeConfigs,
+    UserDataFact, UserReserved, AGENT_DROPIN, NODEADM_DIR,
+};
 
 /// The media type of a NodeConfig part.
 pub(crate) const NODECONFIG_MEDIA_TYPE: &str = "application/node.eks.aws";
@@ -56,13 +60,33 @@ pub(crate) const MAX_DECOMPRESSED: usize = 32 << 20;
 /// Go's limit on the header lines of all parts together (`mime/multipart`'s maxMIMEHeaders).
 pub(crate) const MAX_PART_HEADERS: usize = 10_000;
 
-/// Where in the user data something is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a NodeConfig, or a problem with one, is.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Where {
     /// The user data as a whole (not a MIME multipart document).
     Whole,
     /// The n-th part (from 1, counting every part) of its MIME multipart document.
     Part(usize),
+    /// A drop-in file of nodeadm's directory, or the n-th part of its MIME multipart document.
+    File {
+        path: std::sync::Arc<str>,
+        part: Option<usize>,
+    },
+}
+
+impl Where {
+    /// Where this place of a document is, the document being at `origin` (a drop-in file):
+    /// the whole of it is the file, its n-th part the file's n-th part.
+    fn within(self, origin: &Where) -> Where {
+        match (self, origin) {
+            (Where::Whole, o) => o.clone(),
+            (Where::Part(n), Where::File { path, .. }) => Where::File {
+                path: path.clone(),
+                part: Some(n),
+            },
+            (w, _) => w,
+        }
+    }
 }
 
 impl fmt::Display for Where {
@@ -70,6 +94,11 @@ impl fmt::Display for Where {
         match self {
             Where::Whole => f.write_str("the user data"),
             Where::Part(n) => write!(f, "MIME part {n} of the user data"),
+            Where::File { path, part: None } => f.write_str(&crate::base::text::printable(path)),
+            Where::File {
+                path,
+                part: Some(n),
+            } => write!(f, "MIME part {n} of {}", crate::base::text::printable(path)),
         }
     }
 }
@@ -119,6 +148,27 @@ pub enum UserDataError {
     Document { at: Where, reason: String },
 }
 
+impl UserDataError {
+    /// The error as found in a drop-in at `origin`.
+    fn within(mut self, origin: &Where) -> UserDataError {
+        let reason = match &mut self {
+            UserDataError::Gzip { at, .. }
+            | UserDataError::TooLarge { at, .. }
+            | UserDataError::Part { at, .. }
+            | UserDataError::Document { at, .. } => {
+                *at = std::mem::replace(at, Where::Whole).within(origin);
+                return self;
+            }
+            UserDataError::Multipart { reason } => format!("its MIME multipart body: {reason}"),
+            UserDataError::NoNodeConfig(why) => format!("no NodeConfig in it ({why})"),
+        };
+        UserDataError::Document {
+            at: origin.clone(),
+            reason,
+        }
+    }
+}
+
 /// Go's `base64.StdEncoding`: canonical padding required, trailing bits not checked.
 const GO_STD: GeneralPurpose = GeneralPurpose::new(
     &base64::alphabet::STANDARD,
@@ -157,7 +207,7 @@ fn decompress_if_gzip<'a>(
         .take(limit)
         .read_to_end(&mut out)
         .map_err(|e| UserDataError::Gzip {
-            at,
+            at: at.clone(),
             reason: crate::base::text::printable(&e.to_string()),
         })?;
     *budget = budget
@@ -211,9 +261,10 @@ fn part_body(
     at: Where,
     budget: &mut usize,
 ) -> Result<Vec<u8>, UserDataError> {
-    let raw = part
-        .content()
-        .map_err(|reason| UserDataError::Part { at, reason })?;
+    let raw = part.content().map_err(|reason| UserDataError::Part {
+        at: at.clone(),
+        reason,
+    })?;
     let data = decode_if_base64(&raw);
     Ok(decompress_if_gzip(data, at, budget)?.into_owned())
 }

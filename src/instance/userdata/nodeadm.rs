@@ -1,28 +1,34 @@
-//! nodeadm's reading of the user data (the rules in [`super`]), reduced at once to what the plan
-//! needs: where each NodeConfig is, and the taints kubelet registers from their merge.
+//! nodeadm's reading of its NodeConfigs (the rules in [`super`]): the user data's, then every
+//! drop-in of `/etc/eks/nodeadm.d/` in name order, the agent's own among them. Reduced at once
+//! to what the plan needs: where each NodeConfig is, the taints kubelet registers from their
+//! merge, what names the Node, and what another document sets that the agent's sets too.
 
-use serde::Deserialize as _;
 use serde_json::Value;
 
 use crate::base::k8s::{self, Taint};
 
-use super::{
-    decode_if_base64, decompress_if_gzip, mime, multipart_boundary, part_body, parts, NoNodeConfig,
-    UserDataError, Where, API_VERSION, KIND, MAX_DECOMPRESSED, NODECONFIG_MEDIA_TYPE,
-};
+use super::documents::{self, yaml11_bool, Document};
+use super::{NoNodeConfig, UserDataError, Where};
 
 const FLAG: &str = "--register-with-taints";
 const HOSTNAME_FLAG: &str = "--hostname-override";
-const INSTANCE_ID_GATE: &str = "InstanceIdNodeName";
 
-/// What the user data's NodeConfigs tell the plan.
+/// nodeadm's drop-in directory, which `nodeadm-run.service` reads after the user data.
+pub const NODEADM_DIR: &str = "/etc/eks/nodeadm.d";
+/// The agent's own drop-in in it: `10-` lets an operator's own later drop-in win.
+pub const AGENT_DROPIN: &str = "/etc/eks/nodeadm.d/10-eks-nodeinit.json";
+
+/// What the NodeConfigs beside the agent's tell the plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeConfigs {
-    /// Where each NodeConfig is, in nodeadm's merge order.
+    /// Where each NodeConfig is, in nodeadm's merge order (the agent's own left out).
     pub documents: Vec<Where>,
-    /// The taints kubelet registers with from the user data's merged NodeConfig alone; `None`
-    /// when it registers none.
+    /// The taints kubelet registers with from the documents merged before the agent's drop-in;
+    /// `None` when they register none.
     pub taints: Option<EffectiveTaints>,
+    /// Where a document merged after the agent's drop-in gives `--register-with-taints`: kubelet
+    /// keeps that flag over the agent's.
+    pub taints_after: Option<String>,
     /// Where the NodeConfigs set max pods or kube-reserved (`kubelet.config.maxPods of the
     /// NodeConfig in MIME part 2 of the user data`), by KubeletConfiguration key.
     pub pod_capacity: Vec<(&'static str, String)>,
@@ -33,13 +39,19 @@ pub struct NodeConfigs {
     /// merges the agent's fragment into it without migrating, so the fragment must name the
     /// same tables.
     pub containerd_v3: bool,
-    /// The reservations besides kube-reserved the user data gives the kubelet, merged as the
+    /// The reservations besides kube-reserved the NodeConfigs give the kubelet, merged as the
     /// kubelet merges its drop-ins (key by key, later documents winning).
     pub reserved: Box<UserReserved>,
-    /// Whether the user data turns the kubelet's `protectKernelDefaults` on or off, and where:
+    /// Whether the NodeConfigs turn the kubelet's `protectKernelDefaults` on or off, and where:
     /// the last `--protect-kernel-defaults` flag, else the last document's
     /// `kubelet.config.protectKernelDefaults`. `None`: nodeadm's own (on).
     pub protect_kernel_defaults: Option<(bool, String)>,
+    /// The last non-empty `instance.localStorage.disabledMounts` merged before the agent's
+    /// drop-in, and where: nodeadm's merge replaces the list, so the agent's carries it.
+    pub disabled_mounts: Option<(Vec<String>, Where)>,
+    docs: Vec<Document>,
+    /// How many of `docs` nodeadm merges before the agent's drop-in.
+    own_at: usize,
 }
 
 /// `kubelet.config.systemReserved` and `evictionHard` of the merged NodeConfig, and whether a
@@ -54,13 +66,7 @@ pub struct UserReserved {
 
 const RESERVED_FLAGS: [&str; 2] = ["--system-reserved", "--eviction-hard"];
 
-/// The names nodeadm looks for in `containerd.config` to take it as version 3.
-const CONTAINERD_V3_TABLES: [&str; 2] = [
-    "io.containerd.cri.v1.images",
-    "io.containerd.cri.v1.runtime",
-];
-
-/// What in the user data's NodeConfigs decides the Node's name: nodeadm names it by EC2's
+/// What in the NodeConfigs decides the Node's name: nodeadm names it by EC2's
 /// `PrivateDnsName`, by the instance id with the `InstanceIdNodeName` feature gate, and kubelet
 /// takes the last `--hostname-override` of the flags over either.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -72,13 +78,7 @@ pub struct Naming {
     pub instance_id_node_name: bool,
 }
 
-/// KubeletConfiguration keys for max pods and kube-reserved, and their kubelet flags.
-const POD_CAPACITY: [(&str, &str); 2] = [
-    ("maxPods", "--max-pods"),
-    ("kubeReserved", "--kube-reserved"),
-];
-
-/// The user data's taints as kubelet takes them, from one place.
+/// The NodeConfigs' taints as kubelet takes them, from one place.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EffectiveTaints {
     /// Where kubelet takes them from, e.g. `kubelet.flags[2] of the NodeConfig in MIME part 3
@@ -88,6 +88,20 @@ pub struct EffectiveTaints {
     pub entries: Vec<Result<Taint, String>>,
 }
 
+/// A value the agent's drop-in and another NodeConfig both set, differently.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflict {
+    /// Its path, e.g. `spec.kubelet.config.maxPods`.
+    pub path: String,
+    /// The other document.
+    pub other: Where,
+    /// Whether nodeadm merges the other after the agent's drop-in, so that the other's wins.
+    pub other_wins: bool,
+}
+
+/// A drop-in of nodeadm's directory by name, as nodeadm reads it.
+pub type DropIn = (String, Result<NodeConfigs, UserDataError>);
+
 /// What the agent knows of the instance's user data.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum UserDataFact {
@@ -95,7 +109,7 @@ pub enum UserDataFact {
     #[default]
     Unknown,
     /// Read and decoded as nodeadm does.
-    Read(Result<NodeConfigs, UserDataError>),
+    Read(Result<Box<NodeConfigs>, UserDataError>),
 }
 
 impl UserDataFact {
@@ -103,7 +117,7 @@ impl UserDataFact {
     pub fn from_bytes(user_data: Option<&[u8]>) -> UserDataFact {
         UserDataFact::Read(match user_data {
             None => Err(UserDataError::NoNodeConfig(NoNodeConfig::Absent)),
-            Some(b) => read(b),
+            Some(b) => read(b).map(Box::new),
         })
     }
 
@@ -116,23 +130,165 @@ impl UserDataFact {
             _ => None,
         }
     }
+
+    /// The drop-ins of nodeadm's directory ([`read_dropins`]), and what nodeadm merges: the
+    /// user data's NodeConfigs, then theirs ([`NodeConfigs::merged`]).
+    pub fn with_dropins(
+        &self,
+        names: &[String],
+        text: impl Fn(&str) -> Option<Result<String, String>>,
+    ) -> (Vec<DropIn>, Option<NodeConfigs>) {
+        let dropins = read_dropins(names, text);
+        let readable = dropins
+            .iter()
+            .filter_map(|(n, r)| Some((n.as_str(), r.as_ref().ok()?)));
+        let merged = NodeConfigs::merged(self.node_configs(), readable);
+        (dropins, merged)
+    }
+
+    /// The NodeConfigs nodeadm takes from the user data: none when it has none, cannot be
+    /// read, or is not known.
+    pub fn node_configs(&self) -> Option<&NodeConfigs> {
+        match self {
+            UserDataFact::Read(Ok(nc)) => Some(nc),
+            _ => None,
+        }
+    }
 }
 
 /// Read user data as nodeadm does.
 pub fn read(user_data: &[u8]) -> Result<NodeConfigs, UserDataError> {
-    let docs = documents(user_data)?;
-    Ok(NodeConfigs {
-        documents: docs.iter().map(|d| d.at).collect(),
-        taints: effective_taints(&docs),
-        pod_capacity: docs
+    let docs = documents::of_user_data(user_data)?;
+    let own_at = docs.len();
+    Ok(NodeConfigs::of(docs, own_at))
+}
+
+/// Read one drop-in file of nodeadm's directory as nodeadm does (`path` as it names it).
+pub fn read_dropin(path: &str, data: &[u8]) -> Result<NodeConfigs, UserDataError> {
+    let docs = documents::of_dropin(path, data)?;
+    let own_at = docs.len();
+    Ok(NodeConfigs::of(docs, own_at))
+}
+
+/// The files of nodeadm's directory it reads, the agent's own left out, by name (`names`
+/// sorted), each as nodeadm reads it; `text` gives a file's content (`None`: not read, or
+/// gone), or why it cannot be read.
+pub fn read_dropins(
+    names: &[String],
+    text: impl Fn(&str) -> Option<Result<String, String>>,
+) -> Vec<DropIn> {
+    let own = AGENT_DROPIN.rsplit('/').next().unwrap_or(AGENT_DROPIN);
+    let mut out = Vec::new();
+    for name in names.iter().filter(|n| is_config_file(n) && *n != own) {
+        let path = format!("{NODEADM_DIR}/{name}");
+        let read = match text(&path) {
+            None => continue,
+            Some(Ok(t)) => read_dropin(&path, t.as_bytes()),
+            Some(Err(e)) => Err(UserDataError::Document {
+                at: Where::File {
+                    path: path.as_str().into(),
+                    part: None,
+                },
+                reason: format!("it cannot be read ({e})"),
+            }),
+        };
+        out.push((name.clone(), read));
+    }
+    out
+}
+
+/// Whether nodeadm reads a file of its directory by this name (`fileConfigProvider`'s
+/// `isConfigFile`: `.yaml`, `.yml` or `.json` in any case).
+pub fn is_config_file(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [".yaml", ".yml", ".json"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+}
+
+impl NodeConfigs {
+    fn of(docs: Vec<Document>, own_at: usize) -> NodeConfigs {
+        let own_at = own_at.min(docs.len());
+        NodeConfigs {
+            documents: docs.iter().map(|d| d.at.clone()).collect(),
+            taints: effective_taints(&docs[..own_at]),
+            taints_after: last_flag(&docs[own_at..], FLAG)
+                .map(|(_, at, i)| format!("kubelet.flags[{i}] of the NodeConfig in {at}")),
+            pod_capacity: docs
+                .iter()
+                .flat_map(|d| {
+                    let at = &d.at;
+                    let place = move |(k, w): &(&'static str, String)| {
+                        (*k, format!("{w} of the NodeConfig in {at}"))
+                    };
+                    d.pod_capacity.iter().map(place)
+                })
+                .collect(),
+            naming: naming(&docs),
+            containerd_v3: docs.iter().any(|d| d.containerd_v3),
+            reserved: Box::new(reserved(&docs)),
+            protect_kernel_defaults: protect_kernel_defaults(&docs),
+            disabled_mounts: docs[..own_at]
+                .iter()
+                .rev()
+                .find_map(|d| Some((d.disabled_mounts.clone()?, d.at.clone()))),
+            own_at,
+            docs,
+        }
+    }
+
+    /// What nodeadm merges: the user data's NodeConfigs (when it takes them), then each
+    /// drop-in's by name, the agent's own ([`AGENT_DROPIN`]) in its place among them and left
+    /// out. `None` when there is none.
+    pub fn merged<'a>(
+        user_data: Option<&NodeConfigs>,
+        dropins: impl IntoIterator<Item = (&'a str, &'a NodeConfigs)>,
+    ) -> Option<NodeConfigs> {
+        let own = AGENT_DROPIN.rsplit('/').next().unwrap_or(AGENT_DROPIN);
+        let mut docs: Vec<Document> = user_data.map(|u| u.docs.clone()).unwrap_or_default();
+        let mut own_at = docs.len();
+        for (name, nc) in dropins {
+            if name == own {
+                continue;
+            }
+            docs.extend(nc.docs.iter().cloned());
+            if name < own {
+                own_at = docs.len();
+            }
+        }
+        (!docs.is_empty()).then(|| NodeConfigs::of(docs, own_at))
+    }
+
+    /// Whether a NodeConfig sets the value at `path` (`spec.cluster.cidr`).
+    pub fn sets(&self, path: &str) -> bool {
+        self.docs
             .iter()
-            .flat_map(|d| d.pod_capacity.iter().cloned())
-            .collect(),
-        naming: naming(&docs),
-        containerd_v3: docs.iter().any(|d| d.containerd_v3),
-        reserved: Box::new(reserved(&docs)),
-        protect_kernel_defaults: protect_kernel_defaults(&docs),
-    })
+            .any(|d| d.leaves.iter().any(|(p, _)| p == path))
+    }
+
+    /// The values the agent's drop-in (`own`, its NodeConfig) sets that another NodeConfig sets
+    /// differently, in merge order.
+    pub fn conflicts(&self, own: &Value) -> Vec<Conflict> {
+        let own_leaves = documents::leaves_of(own);
+        let mut out = Vec::new();
+        for (n, d) in self.docs.iter().enumerate() {
+            for (path, hash) in &d.leaves {
+                let differs = own_leaves.iter().any(|(p, h)| p == path && h != hash);
+                if differs
+                    && !out
+                        .iter()
+                        .any(|c: &Conflict| c.path == *path && c.other == d.at)
+                {
+                    out.push(Conflict {
+                        path: path.clone(),
+                        other: d.at.clone(),
+                        other_wins: n >= self.own_at,
+                    });
+                }
+            }
+        }
+        out
+    }
 }
 
 const PROTECT_FLAG: &str = "--protect-kernel-defaults";
@@ -214,20 +370,6 @@ fn reserved(docs: &[Document]) -> UserReserved {
     r
 }
 
-/// A boolean as nodeadm's YAML reader (YAML 1.1) takes it: `true`, `yes`, `on`, `y` and their
-/// negations in any case.
-fn yaml11_bool(v: &Value) -> Option<bool> {
-    match v {
-        Value::Bool(b) => Some(*b),
-        Value::String(s) => match s.to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" | "y" => Some(true),
-            "false" | "no" | "off" | "n" => Some(false),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 /// The Node's name as the merged documents decide it.
 fn naming(docs: &[Document]) -> Naming {
     let hostname_override = last_flag(docs, HOSTNAME_FLAG).map(|(v, at, i)| {
@@ -245,201 +387,6 @@ fn naming(docs: &[Document]) -> Naming {
         hostname_override,
         instance_id_node_name,
     }
-}
-
-/// One NodeConfig, reduced to the fields the taints come from.
-#[derive(Debug, Clone, PartialEq)]
-struct Document {
-    at: Where,
-    flags: Vec<String>,
-    /// `kubelet.config.registerWithTaints` when the document has the key (`null` included).
-    register_with_taints: Option<Value>,
-    /// Where it sets max pods or kube-reserved, by key.
-    pod_capacity: Vec<(&'static str, String)>,
-    /// `spec.featureGates.InstanceIdNodeName` when the document sets it.
-    instance_id_node_name: Option<bool>,
-    /// Whether its `spec.containerd.config` names a version-3 table.
-    containerd_v3: bool,
-    /// `kubelet.config.systemReserved` and `evictionHard` when it sets them (nodeadm passes
-    /// them to the kubelet unread).
-    system_reserved: Option<Value>,
-    eviction_hard: Option<Value>,
-    /// `kubelet.config.protectKernelDefaults` when it sets it.
-    protect_kernel_defaults: Option<Value>,
-}
-
-/// The NodeConfig documents nodeadm finds, in merge order.
-fn documents(user_data: &[u8]) -> Result<Vec<Document>, UserDataError> {
-    let mut budget = MAX_DECOMPRESSED;
-    let data = decode_if_base64(user_data);
-    let data = decompress_if_gzip(data, Where::Whole, &mut budget)?;
-    match multipart_boundary(&data) {
-        Some((boundary, body)) => from_multipart(&data[body..], &boundary, &mut budget),
-        None => whole(&data).map(|d| vec![d]),
-    }
-}
-
-fn from_multipart(
-    body: &[u8],
-    boundary: &str,
-    budget: &mut usize,
-) -> Result<Vec<Document>, UserDataError> {
-    let (parts, count) = parts(body, boundary)?;
-    let mut docs = Vec::new();
-    for part in parts {
-        let at = Where::Part(part.number);
-        let content_type = part.headers.get("Content-Type");
-        if content_type.is_empty() {
-            continue;
-        }
-        let (media_type, _) =
-            mime::parse_media_type(&content_type).map_err(|e| UserDataError::Part {
-                at,
-                reason: format!("its Content-Type is not a media type nodeadm accepts ({e})"),
-            })?;
-        if media_type != NODECONFIG_MEDIA_TYPE {
-            continue;
-        }
-        let data = part_body(&part, at, budget)?;
-        let value = parse(&data).map_err(|reason| UserDataError::Document { at, reason })?;
-        let doc = match kind(&value) {
-            Kind::NodeConfig => document(&value, at),
-            Kind::Other(why) => Err(why),
-        };
-        docs.push(doc.map_err(|reason| UserDataError::Document { at, reason })?);
-    }
-    if docs.is_empty() {
-        return Err(UserDataError::NoNodeConfig(NoNodeConfig::NoPart {
-            parts: count,
-        }));
-    }
-    Ok(docs)
-}
-
-/// The whole user data as one document: not a NodeConfig at all (a script, say) is "no
-/// NodeConfig"; a NodeConfig nodeadm cannot decode is an error.
-fn whole(data: &[u8]) -> Result<Document, UserDataError> {
-    let not_one = |why: String| UserDataError::NoNodeConfig(NoNodeConfig::NotANodeConfig { why });
-    if data.iter().all(u8::is_ascii_whitespace) {
-        return Err(not_one("it is empty".into()));
-    }
-    let value = parse(data).map_err(not_one)?;
-    match kind(&value) {
-        Kind::Other(why) => Err(not_one(why)),
-        Kind::NodeConfig => {
-            document(&value, Where::Whole).map_err(|reason| UserDataError::Document {
-                at: Where::Whole,
-                reason,
-            })
-        }
-    }
-}
-
-/// The first YAML (or JSON) document, as sigs.k8s.io/yaml reads it. The error says where, not
-/// what (a YAML error's own text may quote the input).
-fn parse(data: &[u8]) -> Result<Value, String> {
-    let Some(first) = yaml_serde::Deserializer::from_slice(data).next() else {
-        return Ok(Value::Null);
-    };
-    Value::deserialize(first).map_err(|e| match e.location() {
-        Some(l) => format!(
-            "not YAML or JSON nodeadm can read (line {}, column {})",
-            l.line(),
-            l.column()
-        ),
-        None => "not YAML or JSON nodeadm can read".into(),
-    })
-}
-
-enum Kind {
-    NodeConfig,
-    /// Not a NodeConfig, and why.
-    Other(String),
-}
-
-fn kind(v: &Value) -> Kind {
-    let Some(m) = v.as_object() else {
-        return Kind::Other("not a YAML or JSON mapping".into());
-    };
-    if m.get("kind").and_then(Value::as_str) != Some(KIND) {
-        return Kind::Other(format!("no `kind: {KIND}`"));
-    }
-    match m.get("apiVersion").and_then(Value::as_str) {
-        Some(API_VERSION) => Kind::NodeConfig,
-        _ => Kind::Other(format!(
-            "`apiVersion` is not {API_VERSION}, the one version nodeadm decodes"
-        )),
-    }
-}
-
-/// The fields the taints come from, typed as nodeadm's Go types require.
-fn document(v: &Value, at: Where) -> Result<Document, String> {
-    let object = |v: Option<&Value>, field: &str| match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(m)) => Ok(Some(m.clone())),
-        Some(_) => Err(format!("`{field}` is not a mapping")),
-    };
-    let spec = object(v.get("spec"), "spec")?.unwrap_or_default();
-    let kubelet = object(spec.get("kubelet"), "spec.kubelet")?.unwrap_or_default();
-    let flags = match kubelet.get("flags") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                f.as_str()
-                    .map(String::from)
-                    .ok_or_else(|| format!("`spec.kubelet.flags[{i}]` is not a string"))
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err("`spec.kubelet.flags` is not a list of strings".into()),
-    };
-    let config = object(kubelet.get("config"), "spec.kubelet.config")?;
-    let mut pod_capacity = Vec::new();
-    for (key, flag) in POD_CAPACITY {
-        if config.as_ref().is_some_and(|c| c.contains_key(key)) {
-            pod_capacity.push((
-                key,
-                format!("kubelet.config.{key} of the NodeConfig in {at}"),
-            ));
-        }
-        for (i, f) in flags.iter().enumerate() {
-            if f.split_ascii_whitespace()
-                .any(|w| w == flag || w.starts_with(&format!("{flag}=")))
-            {
-                pod_capacity.push((
-                    key,
-                    format!("kubelet.flags[{i}] ({flag}) of the NodeConfig in {at}"),
-                ));
-            }
-        }
-    }
-    let gates = object(spec.get("featureGates"), "spec.featureGates")?.unwrap_or_default();
-    let instance_id_node_name =
-        match gates.get(INSTANCE_ID_GATE) {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(yaml11_bool(v).ok_or_else(|| {
-                format!("`spec.featureGates.{INSTANCE_ID_GATE}` is not a boolean")
-            })?),
-        };
-    let containerd = object(spec.get("containerd"), "spec.containerd")?.unwrap_or_default();
-    let containerd_v3 = match containerd.get("config") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(c)) => CONTAINERD_V3_TABLES.iter().any(|t| c.contains(t)),
-        Some(_) => return Err("`spec.containerd.config` is not a string".into()),
-    };
-    let map = |key: &str| config.as_ref().and_then(|c| c.get(key)).cloned();
-    Ok(Document {
-        at,
-        system_reserved: map("systemReserved"),
-        eviction_hard: map("evictionHard"),
-        protect_kernel_defaults: map("protectKernelDefaults"),
-        flags,
-        containerd_v3,
-        register_with_taints: config.and_then(|c| c.get("registerWithTaints").cloned()),
-        pod_capacity,
-        instance_id_node_name,
-    })
 }
 
 /// The taints kubelet registers with from the merged documents: the last
@@ -479,17 +426,17 @@ fn effective_taints(docs: &[Document]) -> Option<EffectiveTaints> {
 
 /// The last `flag` among the documents' kubelet flags as kubelet parses them (`--flag=v` or
 /// `--flag v`): its value (`None` when it is the last word), the document and the flag's index.
-fn last_flag<'a>(docs: &'a [Document], flag: &str) -> Option<(Option<&'a str>, Where, usize)> {
-    let words: Vec<(&str, Where, usize)> = docs
+fn last_flag<'a>(docs: &'a [Document], flag: &str) -> Option<(Option<&'a str>, &'a Where, usize)> {
+    let words: Vec<(&str, &Where, usize)> = docs
         .iter()
         .flat_map(|d| {
             d.flags
                 .iter()
                 .enumerate()
-                .flat_map(move |(i, f)| f.split_ascii_whitespace().map(move |w| (w, d.at, i)))
+                .flat_map(move |(i, f)| f.split_ascii_whitespace().map(move |w| (w, &d.at, i)))
         })
         .collect();
-    let mut last: Option<(Option<&str>, Where, usize)> = None;
+    let mut last: Option<(Option<&str>, &Where, usize)> = None;
     let mut n = 0;
     while let Some(&(w, at, i)) = words.get(n) {
         if w == "--" {

@@ -573,3 +573,63 @@ fn the_nodes_name_is_the_last_hostname_override_else_the_instance_id_gate() {
     );
     assert!(nodeadm::read(bad.as_bytes()).is_err());
 }
+
+#[test]
+fn dropins_are_read_as_nodeadm_reads_a_file_and_merge_around_the_agents() {
+    let path = "/etc/eks/nodeadm.d/00-ami.yaml";
+    // A drop-in may be MIME multipart: its parts are named within the file.
+    let multi = mime(
+        &[
+            ("text/x-shellscript", "", "#!/bin/sh\n"),
+            (
+                NODECONFIG_MEDIA_TYPE,
+                "",
+                &yaml(&["--register-with-taints=a:NoSchedule"]),
+            ),
+        ],
+        "\n",
+    );
+    let early = read_dropin(path, multi.as_bytes()).unwrap();
+    assert_eq!(
+        early.documents,
+        [Where::File {
+            path: path.into(),
+            part: Some(2)
+        }]
+    );
+    // No base64 or gzip of a whole file, and no NodeConfig is an error naming the file.
+    let e = read_dropin(path, b64(yaml(&[]).as_bytes()).as_bytes()).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{path} is not a NodeConfig nodeadm can decode")),
+        "{e}"
+    );
+    let e = read_dropin(path, mime(&[("text/plain", "", "x")], "\n").as_bytes()).unwrap_err();
+    assert_eq!(e.to_string(), format!("{path} is not a NodeConfig nodeadm can decode: no NodeConfig in it (its MIME multipart document has 1 part and none of type application/node.eks.aws)"));
+    let late = read_dropin(
+        "/etc/eks/nodeadm.d/20-late.yaml",
+        yaml(&["--register-with-taints=b:NoSchedule"]).as_bytes(),
+    )
+    .unwrap();
+    let user = read(yaml(&["--register-with-taints=u:NoSchedule"]).as_bytes()).unwrap();
+    let m = NodeConfigs::merged(
+        Some(&user),
+        [("20-late.yaml", &late), ("00-ami.yaml", &early)]
+            .into_iter()
+            .rev(),
+    )
+    .unwrap();
+    assert_eq!(m.documents.len(), 3);
+    // The taints the agent carries are the last flag before its own drop-in: 00-ami's.
+    assert_eq!(
+        m.taints.as_ref().unwrap().source,
+        format!("kubelet.flags[0] of the NodeConfig in MIME part 2 of {path}")
+    );
+    assert_eq!(
+        m.taints_after.as_deref(),
+        Some("kubelet.flags[0] of the NodeConfig in /etc/eks/nodeadm.d/20-late.yaml")
+    );
+    // nodeadm's names: `.yaml`, `.yml`, `.json` in any case.
+    assert!(is_config_file("a.YAML") && is_config_file("b.yml") && is_config_file("c.Json"));
+    assert!(!is_config_file("d.yaml.bak") && !is_config_file("README"));
+}

@@ -11,7 +11,7 @@ use crate::base::node::cpu_list;
 use crate::config::OnFailure;
 use crate::facts::Facts;
 use crate::facts::Family;
-use crate::instance::userdata::{UserDataFact, UserReserved};
+use crate::instance::userdata::UserReserved;
 use crate::plan::join;
 use crate::plan::kubelet::{KubeletIntent, EVICTION_HARD_MEMORY_MIB};
 use crate::plan::step::{File, Mode, Record, Step};
@@ -131,7 +131,7 @@ fn expect_on(k: &KubeletIntent, facts: &Facts, spec: &Spec) -> Expect {
         };
         e.taints.retain(|x| *x != text);
     }
-    if let UserDataFact::Read(Ok(nc)) = &facts.user_data {
+    if let Some(nc) = &facts.node_configs {
         let reserved_cpus = k.config.iter().any(|(n, _)| *n == "reservedSystemCPUs");
         user_reserved(&mut e, &nc.reserved, reserved_cpus);
     }

@@ -2,22 +2,24 @@
 //! the cluster block when configured, `kubelet.config` (image GC, shutdown periods) and
 //! `kubelet.flags` (labels, taints). nodeadm writes the kubelet config from it.
 //!
-//! Taints do not accumulate: nodeadm appends the drop-in's flags after the user data's, and
-//! kubelet keeps only the last `--register-with-taints` (a flag also overrides the config's
-//! `registerWithTaints`). So when the agent sets taints, its one flag carries the user data's
-//! taints ([`crate::instance::userdata`]) first, then its own; a conflict, or user data it cannot read, is a
-//! finding. When it sets none, it adds no flag and the user data's stand.
+//! Taints do not accumulate: nodeadm appends the drop-in's flags after the user data's and the
+//! drop-ins named before it, and kubelet keeps only the last `--register-with-taints` (a flag
+//! also overrides the config's `registerWithTaints`). So when the agent sets taints, its one
+//! flag carries the taints of the NodeConfigs merged before it ([`crate::instance::userdata`])
+//! first, then its own; a conflict, user data it cannot read, or a later drop-in's flag is a
+//! finding. When it sets none, it adds no flag and the others' stand. What the other drop-ins
+//! set beside the agent's is checked in [`super::nodeadm_d`].
 
 use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
-use super::HandoffIntent;
+use super::{nodeadm_d, HandoffIntent};
 use crate::base::findings::Findings;
 use crate::base::k8s::Taint;
 use crate::discovery::ClusterFact;
 use crate::facts::{Facts, Family};
-use crate::instance::userdata::{EffectiveTaints, UserDataError, UserDataFact};
+use crate::instance::userdata::{EffectiveTaints, NodeConfigs, UserDataError, UserDataFact};
 use crate::plan::kubelet::KubeletIntent;
 use crate::plan::step::{Handoff, Mode, NodeadmHandoff, Step};
 use crate::spec::Spec;
@@ -29,7 +31,7 @@ use crate::plan::out::Out;
 
 /// nodeadm-run.service reads `file:///etc/eks/nodeadm.d/` after the instance's user data; files in
 /// it merge in name order (later wins). `10-` lets an operator's own later drop-in win.
-pub const DROPIN: &str = "/etc/eks/nodeadm.d/10-eks-nodeinit.json";
+pub const DROPIN: &str = crate::instance::userdata::AGENT_DROPIN;
 
 /// The package's drop-in for `nodeadm-config.service`, which adds `file:///etc/eks/nodeadm.d/`
 /// to the config phase's sources (upstream reads only the user data there), and where an
@@ -42,6 +44,10 @@ pub const CONFIG_UNIT_DROPINS: [&str; 2] = [
 pub(crate) fn reads(spec: &Spec, family: Option<Family>, r: &mut Reads) {
     if family == Some(Family::Al2023) {
         r.file(DROPIN);
+        r.ask(Read::Dir {
+            path: crate::instance::userdata::NODEADM_DIR.into(),
+            suffix: String::new(),
+        });
         r.ask(Read::Exists(spec.nodeconfig.nodeadm_path.clone()));
         r.extend(CONFIG_UNIT_DROPINS.iter().map(|p| Read::Exists(p.into())));
     }
@@ -71,12 +77,16 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
         return;
     };
     let user_data = &facts.user_data;
-    let Some(taints) = taints(&i.handoff.kubelet.taints, user_data, &mut out.findings) else {
+    nodeadm_d::unreadable(facts, out);
+    let agent_taints = &i.handoff.kubelet.taints;
+    nodeadm_d::taints_after(facts, !agent_taints.is_empty(), out);
+    let merged = facts.node_configs.as_ref();
+    let Some(taints) = taints(agent_taints, user_data, merged, &mut out.findings) else {
         return;
     };
     out.secrets
         .extend(i.handoff.cluster.certificate_authority.iter().cloned());
-    // The one --register-with-taints: the user data's taints, then the config's.
+    // The one --register-with-taints: the earlier NodeConfigs' taints, then the config's.
     let intent = HandoffIntent {
         kubelet: KubeletIntent {
             taints: taints.all.clone(),
@@ -84,7 +94,10 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
         },
         ..i.handoff.clone()
     };
-    let new = render(&intent);
+    let mut doc = document(&intent);
+    nodeadm_d::carry_disabled_mounts(facts, &mut doc);
+    nodeadm_d::conflicts(facts, &doc, out);
+    let new = text(&doc);
     let purpose = "nodeadm NodeConfig drop-in";
     out.file_from(old, DROPIN, purpose, new, Mode::Keep(0o600));
     let config_unit_reads_dropins = CONFIG_UNIT_DROPINS
@@ -122,10 +135,12 @@ fn user_data_warnings(
         // nodeadm passes over user data without a NodeConfig when another source follows it
         // (internal/configprovider/chain.go): then the drop-in alone must satisfy its validation.
         UserDataFact::Read(Err(UserDataError::NoNodeConfig(why))) => {
-            let missing = missing_cluster_fields(&facts.cluster);
+            let dropins = facts.node_configs.as_ref();
+            let mut missing = missing_cluster_fields(&facts.cluster);
+            missing.retain(|f| !dropins.is_some_and(|n| n.sets(&format!("spec.cluster.{f}"))));
             if !missing.is_empty() {
                 out.warnings.push(format!(
-                    "the instance's user data holds no NodeConfig ({why}) and the drop-in has no cluster {}: nodeadm requires all four cluster fields and fails unless another file in /etc/eks/nodeadm.d gives them; set them in the config or look them up with cluster.discovery",
+                    "the instance's user data holds no NodeConfig ({why}) and the drop-in has no cluster {}: nodeadm requires all four cluster fields and no other file in /etc/eks/nodeadm.d gives them: it fails; set them in the config or look them up with cluster.discovery",
                     missing.join(", ")
                 ));
             }
@@ -160,17 +175,23 @@ fn what_nodeadm_does(e: &UserDataError) -> &'static str {
 /// The taints of the drop-in's `--register-with-taints`.
 #[derive(Debug, PartialEq)]
 pub struct Taints {
-    /// The user data's, then the config's not already among them.
+    /// The earlier NodeConfigs', then the config's not already among them.
     pub all: Vec<Taint>,
-    /// The user data's taints, when there were any to carry.
+    /// The earlier NodeConfigs' taints, when there were any to carry.
     pub carried: Option<EffectiveTaints>,
 }
 
-/// The drop-in's taints: `agent`'s alone when it sets none (no flag: the user data's stand) or
-/// the user data registers none; else the user data's followed by the agent's, each key and
-/// effect once. `None` with findings under `taints` when they cannot be merged: a key and effect
-/// with two values, a user-data taint kubelet would refuse, or user data nodeadm cannot read.
-pub fn taints(agent: &[Taint], user_data: &UserDataFact, f: &mut Findings) -> Option<Taints> {
+/// The drop-in's taints: `agent`'s alone when it sets none (no flag: the others' stand) or the
+/// NodeConfigs `merged` before the agent's drop-in register none; else theirs followed by the
+/// agent's, each key and effect once. `None` with findings under `taints` when they cannot be
+/// merged: a key and effect with two values, a carried taint kubelet would refuse, or user
+/// data nodeadm cannot read.
+pub fn taints(
+    agent: &[Taint],
+    user_data: &UserDataFact,
+    merged: Option<&NodeConfigs>,
+    f: &mut Findings,
+) -> Option<Taints> {
     let alone = || Taints {
         all: agent.to_vec(),
         carried: None,
@@ -178,12 +199,9 @@ pub fn taints(agent: &[Taint], user_data: &UserDataFact, f: &mut Findings) -> Op
     if agent.is_empty() {
         return Some(alone());
     }
-    let what_to_do = "or give the config `\"taints\": []` (which also drops a role's preset taints) so that the user data's stand alone";
-    let carried = match user_data {
-        UserDataFact::Unknown | UserDataFact::Read(Err(UserDataError::NoNodeConfig(_))) => {
-            return Some(alone())
-        }
-        UserDataFact::Read(Err(e)) => {
+    let what_to_do = "or give the config `\"taints\": []` (which also drops a role's preset taints) so that the NodeConfigs' stand alone";
+    if let UserDataFact::Read(Err(e)) = user_data {
+        if !matches!(e, UserDataError::NoNodeConfig(_)) {
             f.push(
                 FIELD,
                 format!(
@@ -193,10 +211,9 @@ pub fn taints(agent: &[Taint], user_data: &UserDataFact, f: &mut Findings) -> Op
             );
             return None;
         }
-        UserDataFact::Read(Ok(nc)) => match &nc.taints {
-            None => return Some(alone()),
-            Some(t) => t,
-        },
+    }
+    let Some(carried) = merged.and_then(|m| m.taints.as_ref()) else {
+        return Some(alone());
     };
     let mut all: Vec<Taint> = Vec::new();
     let mut ok = true;
@@ -206,7 +223,7 @@ pub fn taints(agent: &[Taint], user_data: &UserDataFact, f: &mut Findings) -> Op
                 f.push(
                     FIELD,
                     format!(
-                        "taint {} of {} (the user data's, which the agent carries into its --register-with-taints) is one kubelet refuses: {why}; fix it in the user data, {what_to_do}",
+                        "taint {} of {} (which the agent carries into its --register-with-taints) is one kubelet refuses: {why}; fix it there, {what_to_do}",
                         i + 1,
                         carried.source
                     ),
@@ -228,9 +245,9 @@ pub fn taints(agent: &[Taint], user_data: &UserDataFact, f: &mut Findings) -> Op
 /// The config field taint findings name.
 const FIELD: &str = "taints";
 
-/// Add `t` (from the user data at `source`, else the config) unless the same taint is there;
+/// Add `t` (from the NodeConfigs at `source`, else the config) unless the same taint is there;
 /// a different value for its key and effect is a finding (kubelet registers one taint per key
-/// and effect). The user data's taints come first, so a clash is within the user data or between
+/// and effect). The NodeConfigs' taints come first, so a clash is within them or between
 /// it and the config.
 fn add(
     all: &mut Vec<Taint>,
@@ -248,14 +265,14 @@ fn add(
         Some(x) if x.value == t.value => true,
         Some(_) => {
             let by = if from_user_data {
-                format!("twice in the user data ({source})")
+                format!("twice in the NodeConfigs ({source})")
             } else {
-                format!("by the user data ({source}) and by the config")
+                format!("by a NodeConfig ({source}) and by the config")
             };
             f.push(
                 FIELD,
                 format!(
-                    "taint `{}:{}` is given different values {by}; kubelet registers one taint per key and effect, and the agent carries the user data's taints into its --register-with-taints: keep one value in one place, {what_to_do}",
+                    "taint `{}:{}` is given different values {by}; kubelet registers one taint per key and effect, and the agent carries the earlier NodeConfigs' taints into its --register-with-taints: keep one value in one place, {what_to_do}",
                     crate::base::text::printable(&t.key),
                     t.effect
                 ),
@@ -327,7 +344,12 @@ fn kubelet_doc(kubelet: &KubeletIntent) -> Map<String, Value> {
 /// The drop-in's bytes for this intent (with the config's taints alone: what a converged
 /// node holds when no user data carries taints).
 pub fn render(h: &HandoffIntent) -> String {
-    let mut s = serde_json::to_string_pretty(&document(h)).unwrap_or_default();
+    text(&document(h))
+}
+
+/// A NodeConfig document as the drop-in holds it.
+fn text(doc: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(doc).unwrap_or_default();
     s.push('\n');
     s
 }

@@ -20,6 +20,7 @@ use crate::spec::Spec;
 
 pub mod al2;
 pub mod al2023;
+mod nodeadm_d;
 
 /// The endpoint a hand-off must be told (nodeadm's units here, bootstrap.sh's environment on
 /// AL2): the one the boot found, on an instance without IPv4, where it is not IPv4's.

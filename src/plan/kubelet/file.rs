@@ -9,7 +9,6 @@ use serde_json::{Map, Value};
 
 use crate::facts::{Facts, Family};
 use crate::instance::userdata::go_bool_flag;
-use crate::instance::userdata::UserDataFact;
 use crate::spec::Spec;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -77,8 +76,8 @@ pub(crate) fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<Stri
         return on.then(|| format!("kubelet.extraArgs[{i}]"));
     }
     match facts.family() {
-        Some(Family::Al2023) => match &facts.user_data {
-            UserDataFact::Read(Ok(nc)) => match &nc.protect_kernel_defaults {
+        Some(Family::Al2023) => match &facts.node_configs {
+            Some(nc) => match &nc.protect_kernel_defaults {
                 Some((on, source)) => on.then(|| source.clone()),
                 None => Some("nodeadm's generated kubelet config".into()),
             },
@@ -125,7 +124,9 @@ mod tests {
     fn al2023(kubelet: &str) -> Facts {
         let doc = format!("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster: {{name: c}}\n  kubelet: {kubelet}\n");
         Facts::builder(Family::Al2023)
-            .user_data(UserDataFact::from_bytes(Some(doc.as_bytes())))
+            .user_data(crate::instance::userdata::UserDataFact::from_bytes(Some(
+                doc.as_bytes(),
+            )))
             .build()
     }
 

@@ -99,11 +99,25 @@ fn al2023_start(root: &std::path::Path, user_data: Option<Value>) -> Start {
     al2023_start_of(root, user_data, INSTANCE.id)
 }
 
-/// [`al2023_start`] for the instance `id` (its Node's providerID names it).
+/// [`al2023_start`] for the instance `id` (its Node's providerID names it): the user data's
+/// NodeConfig, then every file of `/etc/eks/nodeadm.d/` nodeadm reads (`.yaml`, `.yml`,
+/// `.json` in any case) in name order, the agent's among them.
 fn al2023_start_of(root: &std::path::Path, user_data: Option<Value>, id: &str) -> Start {
-    let dropin = root.join("etc/eks/nodeadm.d/10-eks-nodeinit.json");
-    let dropin: Value = serde_json::from_slice(&std::fs::read(dropin).unwrap()).unwrap();
-    let docs: Vec<Value> = user_data.into_iter().chain([dropin]).collect();
+    let dir = root.join("etc/eks/nodeadm.d");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| {
+            let n = n.to_lowercase();
+            n.ends_with(".yaml") || n.ends_with(".yml") || n.ends_with(".json")
+        })
+        .collect();
+    names.sort();
+    let dropins = names.iter().map(|n| -> Value {
+        let text = std::fs::read_to_string(dir.join(n)).unwrap();
+        yaml_serde::from_str(&text).unwrap()
+    });
+    let docs: Vec<Value> = user_data.into_iter().chain(dropins).collect();
     let inst = Instance { id, ..INSTANCE };
     handoff_models::al2023_nodeadm(&handoff_models::nodeadm_merge(&docs), &inst)
 }

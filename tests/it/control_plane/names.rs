@@ -227,3 +227,40 @@ fn the_user_datas_own_reservations_are_in_what_the_node_must_show() {
     let rep = report(&j);
     assert_eq!(rep["join"]["verdict"], "joined", "{:#}", rep["join"]);
 }
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn a_baked_dropin_names_the_node_and_its_taint_is_kept_beside_the_configs() {
+    if !super::ready() {
+        return;
+    }
+    // The config's own taint; the AMI's own drop-in, sorted before the agent's: nodeadm's
+    // InstanceIdNodeName and a taint, which the agent's --register-with-taints used to replace.
+    let cp = ControlPlane::shared();
+    let taint = |v: &mut Value| v["taints"] = serde_json::json!(["team=a:NoSchedule"]);
+    let j = instance_mapped(&cp, "baked", VPC, Mapping::SessionName, taint);
+    let baked = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  featureGates:\n    InstanceIdNodeName: true\n  kubelet:\n    flags:\n      - --register-with-taints=ami=baked:NoSchedule\n";
+    let dir = j.root.path().join("etc/eks/nodeadm.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("00-ami.yaml"), baked).unwrap();
+    let user = format!("system:node:{} in [", j.instance);
+    identity_passes(&cp, &j, "detail", &user);
+    joined(&cp, &j, &j.instance);
+    let (_, node) = cp.get(&format!("/api/v1/nodes/{}", j.instance));
+    let taints: Vec<String> = node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            format!(
+                "{}={}:{}",
+                t["key"].as_str().unwrap(),
+                t["value"].as_str().unwrap_or(""),
+                t["effect"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for want in ["ami=baked:NoSchedule", "team=a:NoSchedule"] {
+        assert!(taints.iter().any(|t| t == want), "{want} not in {taints:?}");
+    }
+}

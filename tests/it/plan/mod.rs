@@ -373,7 +373,7 @@ fn handoffs_per_family_and_undetected_family() {
     // No NodeConfig in the user data, no nodeadm: warnings. Nodeadm passes over the user data,
     // so the drop-in alone must give the cluster fields (this config has no endpoint or CIDR),
     // and the config phase must read the drop-in directory (the package's unit drop-in).
-    f.user_data = user_data("#!/bin/sh\n");
+    f.set_user_data(user_data("#!/bin/sh\n"));
     f.answers
         .retain(|r, _| !matches!(r, eks_nodeinit::facts::Read::Exists(_)));
     let p = build(&s, &f).unwrap();

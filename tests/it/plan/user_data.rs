@@ -37,7 +37,7 @@ fn nodeadm_handoff(p: &Plan) -> NodeadmHandoff {
 /// AL2023 facts whose user data is `text`.
 fn al2023_with_user_data(text: &str) -> Facts {
     let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);
-    f.user_data = user_data(text);
+    f.set_user_data(user_data(text));
     f
 }
 
@@ -105,7 +105,7 @@ fn conflicting_or_invalid_user_data_taints_are_findings() {
     let e = errors(&s, &f);
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(
-        e[0].starts_with("taints: taint `dedicated:NoSchedule` is given different values by the user data (kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data) and by the config"),
+        e[0].starts_with("taints: taint `dedicated:NoSchedule` is given different values by a NodeConfig (kubelet.flags[1] of the NodeConfig in MIME part 2 of the user data) and by the config"),
         "{e:?}"
     );
     assert!(build(&s, &f).is_err(), "nothing is planned");

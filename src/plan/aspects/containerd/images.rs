@@ -13,7 +13,6 @@ use super::pull::CriPull;
 use crate::base::findings::Findings;
 use crate::base::node::{self, count_cpus, mem_total_kib};
 use crate::facts::{Facts, Family};
-use crate::instance::userdata::UserDataFact;
 use crate::plan::handoff::HandoffIntent;
 use crate::plan::step::Note;
 use crate::spec::images::PullSpec;
@@ -52,7 +51,7 @@ fn contribute(spec: &Spec, facts: &Facts, h: &mut HandoffIntent, f: &mut Finding
         max_concurrent_downloads: p.max_concurrent_downloads,
         progress_timeout: p.progress_timeout.as_ref().map(|d| d.text.clone()),
     };
-    if let UserDataFact::Read(Ok(nc)) = &facts.user_data {
+    if let Some(nc) = &facts.node_configs {
         h.containerd.user_config_v3 = nc.containerd_v3;
     }
     let k = &mut h.kubelet;

@@ -9,7 +9,6 @@ use crate::base::node::{self, Hypervisor};
 use crate::base::podcap::{self, Ceiling, Cni, Mode, TypeFact};
 use crate::base::text::printable;
 use crate::facts::{Facts, Reads};
-use crate::instance::userdata::UserDataFact;
 use crate::spec::pod_capacity::{MaxPodsSpec, ReservedSpec};
 use crate::spec::Spec;
 
@@ -66,7 +65,7 @@ pub(super) fn contribute(spec: &Spec, facts: &Facts, k: &mut KubeletIntent, f: &
 /// On AL2023, the user data's NodeConfig setting what the agent sets: nodeadm would merge both
 /// and one would win silently.
 fn user_data_sets_too(facts: &Facts, max: bool, reserved: bool, f: &mut Findings) {
-    let UserDataFact::Read(Ok(nc)) = &facts.user_data else {
+    let Some(nc) = &facts.node_configs else {
         return;
     };
     for (key, at) in &nc.pod_capacity {
@@ -76,7 +75,7 @@ fn user_data_sets_too(facts: &Facts, max: bool, reserved: bool, f: &mut Findings
             _ => continue,
         };
         f.push(field, format!(
-            "the user data sets it too ({at}): nodeadm would keep one of them silently; set it in one place"
+            "a NodeConfig nodeadm merges sets it too ({at}): nodeadm would keep one of them silently; set it in one place"
         ));
     }
 }
@@ -421,12 +420,14 @@ mod tests {
     fn the_user_data_setting_it_too_is_a_finding() {
         let ud = b"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: 58\n";
         let facts = node(Family::Al2023)
-            .user_data(UserDataFact::from_bytes(Some(ud)))
+            .user_data(crate::instance::userdata::UserDataFact::from_bytes(Some(
+                ud,
+            )))
             .build();
         let (_, f) = intent(serde_json::json!({"maxPods": {}}), &facts);
         assert_eq!(
             f,
-            ["kubelet.maxPods: the user data sets it too (kubelet.config.maxPods of the NodeConfig in the user data): nodeadm would keep one of them silently; set it in one place"]
+            ["kubelet.maxPods: a NodeConfig nodeadm merges sets it too (kubelet.config.maxPods of the NodeConfig in the user data): nodeadm would keep one of them silently; set it in one place"]
         );
     }
 
