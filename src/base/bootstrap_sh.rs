@@ -20,6 +20,21 @@ pub const AL2_FLAG_KEYS: [(&str, &str); 3] = [
     ("reservedSystemCPUs", "--reserved-cpus"),
 ];
 
+/// KubeletConfiguration keys bootstrap.sh rewrites in kubelet-config.json on every run whatever
+/// they hold (`jq '.clusterDNS=…'`, `. += {"evictionHard": …}`), which the agent's
+/// `kubelet.config` therefore gives as kubelet flags, the flag taking the file's place.
+pub const AL2_REWRITTEN: [(&str, &str); 2] = [
+    ("clusterDNS", "--cluster-dns"),
+    ("evictionHard", "--eviction-hard"),
+];
+
+/// The hard eviction thresholds bootstrap.sh writes (and nodeadm's generated config holds).
+pub const AL2_EVICTION_HARD: [(&str, &str); 3] = [
+    ("memory.available", "100Mi"),
+    ("nodefs.available", "10%"),
+    ("nodefs.inodesFree", "5%"),
+];
+
 /// The options of the newest AL2 bootstrap.sh (awslabs/amazon-eks-ami,
 /// templates/al2/runtime/bootstrap.sh before AL2 was removed); every release's options are a
 /// subset of these, each taking one value. Config checks use them; a node's own script is read.

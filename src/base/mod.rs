@@ -12,6 +12,7 @@ pub mod ecr;
 pub mod findings;
 pub mod gourl;
 pub mod k8s;
+pub mod kubelet_fields;
 pub mod logging;
 pub mod node;
 pub(crate) mod pem;

@@ -61,6 +61,27 @@ pub struct KubeletSettings {
     /// `apiVersion`, which the agent chooses from the kubelet's version.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credential_providers: Vec<CredentialProviderSettings>,
+    /// KubeletConfiguration keys passed to the kubelet as given (docs/config.md#kubeletconfig):
+    /// `podPidsLimit`, `evictionHard`, `systemReserved`, `clusterDNS`, … — the kubelet's own
+    /// names, checked against its config type; a key another field sets is refused with that
+    /// field. AL2023: the NodeConfig's `kubelet.config`; AL2: the kubelet config file, or a
+    /// kubelet flag for `clusterDNS` and `evictionHard`, which bootstrap.sh rewrites.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// What names the Node: `privateDnsName` (EC2's, both hand-offs' own default) or
+    /// `instanceId` (nodeadm's `InstanceIdNodeName`; on AL2 `--hostname-override` with the
+    /// instance id). The node role's access entry must map that name (`{{SessionName}}` is the
+    /// instance id). Absent: the NodeConfigs' own choice stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<NodeNaming>,
+}
+
+/// What names the Node (`kubelet.nodeName`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeNaming {
+    PrivateDnsName,
+    InstanceId,
 }
 
 impl Default for KubeletSettings {
@@ -78,6 +99,8 @@ impl Default for KubeletSettings {
             cpu_manager: None,
             memory_manager: None,
             credential_providers: Vec::new(),
+            config: serde_json::Map::new(),
+            node_name: None,
         }
     }
 }

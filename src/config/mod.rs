@@ -45,7 +45,7 @@ pub use imds::ImdsSettings;
 pub use kernel::KernelSettings;
 pub use kubelet::{
     default_kubelet_config_path, CpuManagerSettings, CredentialProviderSettings, ExecEnvVar,
-    KubeletSettings, MemoryManagerSettings, TokenAttributes,
+    KubeletSettings, MemoryManagerSettings, NodeNaming, TokenAttributes,
 };
 pub use lifecycle::{LifecycleSettings, WarmPool};
 pub use local_storage::{DisabledMount, LocalStorageSettings, LocalStorageStrategy};

@@ -72,7 +72,11 @@ pub fn node_name(spec: &Spec, facts: &Facts, md: &Metadata) -> NodeName {
             return overridden(v, source.clone());
         }
     }
-    match naming.is_some_and(|n| n.instance_id_node_name) {
+    let by_id = match spec.registration.node_name {
+        Some(n) => n == crate::config::NodeNaming::InstanceId,
+        None => naming.is_some_and(|n| n.instance_id_node_name),
+    };
+    match by_id {
         true => NodeName::InstanceId {
             name: md.instance_id.clone(),
         },

@@ -32,6 +32,8 @@ pub struct KubeletSpec {
     pub resources: super::resource_managers::ResourceManagersSpec,
     /// `kubelet.credentialProviders`, checked as the kubelet checks them at start.
     pub credential_providers: Vec<CredentialProviderSettings>,
+    /// `kubelet.config`: the kubelet's own keys, passed as given (`spec::kubelet_config`).
+    pub config: Vec<(&'static str, serde_json::Value)>,
 }
 
 impl KubeletSpec {
@@ -142,6 +144,7 @@ pub fn spec(k: &KubeletSettings, f: &mut Findings) -> KubeletSpec {
             f,
         ),
         credential_providers: providers,
+        config: super::kubelet_config::spec(&k.config, f),
     }
 }
 

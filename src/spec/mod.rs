@@ -11,6 +11,7 @@ pub mod images;
 pub mod imds;
 pub mod kernel;
 pub mod kubelet;
+pub mod kubelet_config;
 pub mod lifecycle;
 mod local_storage;
 pub mod logind;

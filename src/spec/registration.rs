@@ -22,6 +22,8 @@ pub struct Registration {
     pub startup_taint: Option<Taint>,
     /// `kubelet.extraArgs`, each `--flag=value`.
     pub extra_args: Vec<String>,
+    /// `kubelet.nodeName`: what names the Node, when the config says.
+    pub node_name: Option<crate::config::NodeNaming>,
 }
 
 /// Labels and taints a role starts from, before the config's own.
@@ -62,7 +64,23 @@ pub(super) fn registration(c: &Config, f: &mut Findings) -> Registration {
         taints,
         startup_taint,
         extra_args: extra_args(c, f),
+        node_name: node_name(c, f),
     }
+}
+
+/// `kubelet.nodeName`, unless a `--hostname-override` among the extra arguments names the Node
+/// another way.
+fn node_name(c: &Config, f: &mut Findings) -> Option<crate::config::NodeNaming> {
+    let n = c.kubelet.node_name?;
+    let extra = c.kubelet.extra_args.iter();
+    if extra
+        .into_iter()
+        .any(|a| super::is_flag(a, "--hostname-override"))
+    {
+        f.push("kubelet.nodeName", "kubelet.extraArgs gives --hostname-override, which names the Node whatever this says: keep one");
+        return None;
+    }
+    Some(n)
 }
 
 /// The label the shipped NodeReadinessRule selects on (examples/readiness/): its value is the

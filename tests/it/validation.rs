@@ -237,6 +237,24 @@ fn kubelet_settings() {
 }
 
 #[test]
+fn kubelet_config_keys_are_the_kubelets_own_and_not_the_agents() {
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"config": {"maxPods": 50}}));
+    assert_one(
+        &f,
+        "kubelet.config.maxPods",
+        "the agent sets it from kubelet.maxPods",
+    );
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"config": {"podPIDsLimit": 50}}));
+    assert_one(&f, "kubelet.config.podPIDsLimit", "`podPidsLimit`?");
+    let f = findings(|v| v["kubelet"] = serde_json::json!({"config": {"podPidsLimit": 1.5}}));
+    assert_one(&f, "kubelet.config.podPidsLimit", "reads an integer there");
+    let ok = findings(
+        |v| v["kubelet"] = serde_json::json!({"config": {"podPidsLimit": 4096, "evictionHard": {"memory.available": "5%"}}}),
+    );
+    assert!(ok.is_empty(), "{ok:?}");
+}
+
+#[test]
 fn values_that_would_break_a_dropin_or_bootstrap() {
     let f =
         findings(|v| v["kubelet"] = serde_json::json!({"extraArgs": ["--max-pods=110 --foo=bar"]}));

@@ -131,10 +131,22 @@ fn expect_on(k: &KubeletIntent, facts: &Facts, spec: &Spec) -> Expect {
         };
         e.taints.retain(|x| *x != text);
     }
-    if let Some(nc) = &facts.node_configs {
-        let reserved_cpus = k.config.iter().any(|(n, _)| *n == "reservedSystemCPUs");
-        user_reserved(&mut e, &nc.reserved, reserved_cpus);
+    // The NodeConfigs' reservations, then the config's own `kubelet.config` ones over them.
+    let mut r = facts
+        .node_configs
+        .as_ref()
+        .map(|nc| (*nc.reserved).clone())
+        .unwrap_or_default();
+    for (key, into) in [
+        ("systemReserved", &mut r.system_reserved),
+        ("evictionHard", &mut r.eviction_hard),
+    ] {
+        if let Some(serde_json::Value::Object(m)) = k.passed(key) {
+            into.extend(m.clone());
+        }
     }
+    let reserved_cpus = k.config.iter().any(|(n, _)| *n == "reservedSystemCPUs");
+    user_reserved(&mut e, &r, reserved_cpus);
     e
 }
 
@@ -334,6 +346,26 @@ mod tests {
             user_reserved(&mut e, &user_reserved_of(k), false);
             assert_eq!(e.memory_reserved_bytes, None, "{k}");
         }
+    }
+
+    #[test]
+    fn the_configs_own_reservations_are_in_what_the_node_must_show() {
+        let s = crate::plan::aspects::testing::spec(
+            r#"{"cluster":{"name":"c"},"kubelet":{"config":{"systemReserved":{"memory":"256Mi"},"evictionHard":{"memory.available":"200Mi"}}}}"#,
+        );
+        let facts = crate::facts::Facts::builder(Family::Al2).build();
+        let mut k = KubeletIntent::default();
+        k.set(
+            "kubeReserved",
+            serde_json::json!({"cpu": "70m", "memory": "574Mi"}),
+        );
+        k.pass(
+            &s.kubelet.config,
+            &mut crate::base::findings::Findings::default(),
+        );
+        let e = expect_on(&k, &facts, &s);
+        assert_eq!(e.memory_reserved_bytes, Some((574 + 256 + 200) << 20));
+        assert_eq!(e.cpu_reserved_millis, Some(70));
     }
 
     /// The sample instance for `s`, with no proof's job written yet.

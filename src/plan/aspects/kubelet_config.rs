@@ -8,10 +8,11 @@
 
 use serde_json::{Map, Value};
 
-use crate::base::bootstrap_sh::AL2_FLAG_KEYS;
+use crate::base::bootstrap_sh::{AL2_FLAG_KEYS, AL2_REWRITTEN};
 use crate::base::duration;
 use crate::facts::Family;
 use crate::plan::kubelet::file::config_file;
+use crate::plan::kubelet::merged_over;
 use crate::plan::step::Step;
 use crate::spec::Spec;
 
@@ -39,11 +40,11 @@ fn plan(i: &Input, out: &mut Out) {
     }
     let k = &spec.kubelet;
     // bootstrap.sh rewrites some keys on every run: those go to the kubelet as flags instead.
-    let (config, _) = i.handoff.kubelet.split_as_flags(&AL2_FLAG_KEYS);
+    let (mut config, _) = i.handoff.kubelet.split_as_flags(&AL2_FLAG_KEYS);
     let file = match config_file(spec, facts) {
         Ok(Some(f)) => f,
         Ok(None) => {
-            if !config.is_empty() {
+            if !config.is_empty() || !i.handoff.kubelet.passed.is_empty() {
                 let shown = crate::os::fsutil::under(&facts.root, &k.config_path);
                 out.findings.push("kubelet.configPath", format!(
                     "{} does not exist; on Amazon Linux 2 the EKS AMI ships it: check kubelet.configPath",
@@ -55,7 +56,17 @@ fn plan(i: &Input, out: &mut Out) {
         Err(e) => return out.findings.push("kubelet.configPath", e),
     };
     let (text, doc) = (&file.text, &file.doc);
-    let p = patch(text, doc.clone(), &config, k.overwrite);
+    // The config's own keys replace the file's (a mapping merged into it key by key, as the
+    // kubelet merges a config over another), but for what bootstrap.sh rewrites: flags.
+    let passed = i.handoff.kubelet.passed.iter();
+    let passed: Vec<&'static str> = passed
+        .filter(|(key, _)| !AL2_REWRITTEN.iter().any(|(r, _)| r == key))
+        .map(|(key, v)| {
+            config.push((key, merged_over(doc.get(*key), v)));
+            *key
+        })
+        .collect();
+    let p = patch(text, doc.clone(), &config, (k.overwrite, &passed));
     for kept in &p.kept {
         out.warnings.push(format!(
             "kubelet config keeps the operator's {} = {} (the config asks for {}); set kubelet.overwrite to replace it",
@@ -109,12 +120,12 @@ fn same_value(a: &Value, b: &Value) -> bool {
 /// The new file content for the parsed document `doc` of `text`. `changed_keys` is empty when
 /// nothing changes.
 /// Patch the file's `text` (parsed: `doc`) to hold the `wanted` keys; an operator's other value
-/// is kept unless `overwrite`.
+/// is kept unless `overwrite`, or the key is one of `forced` (the config's own `kubelet.config`).
 pub fn patch(
     text: &str,
     mut doc: Map<String, Value>,
     wanted: &[(&'static str, Value)],
-    overwrite: bool,
+    (overwrite, forced): (bool, &[&str]),
 ) -> Patch {
     let mut added = Vec::new();
     let mut replaced = Vec::new();
@@ -126,7 +137,7 @@ pub fn patch(
                 added.push((key, wanted));
             }
             Some(existing) if same_value(existing, &wanted) => {}
-            Some(_) if overwrite => {
+            Some(_) if overwrite || forced.contains(&key) => {
                 doc.insert(key.to_string(), wanted);
                 replaced.push(key.to_string());
             }
@@ -226,7 +237,7 @@ mod tests {
             text,
             crate::plan::kubelet::file::parse(text, std::path::Path::new("k.json")).unwrap(),
             &s.wanted,
-            s.overwrite,
+            (s.overwrite, &[]),
         )
     }
 

@@ -71,7 +71,7 @@ impl Aspect {
 }
 
 /// The hand-off intent for this spec on this node: the cluster's values, then every
-/// setting's contribution in registry order.
+/// setting's contribution in registry order, then the config's own kubelet keys.
 pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> HandoffIntent {
     let mut h = HandoffIntent::new(spec, facts);
     for a in REGISTRY {
@@ -81,6 +81,7 @@ pub(crate) fn intent(spec: &Spec, facts: &Facts, f: &mut Findings) -> HandoffInt
             Contribution::Handoff(c) => c(spec, facts, &mut h, f),
         }
     }
+    h.kubelet.pass(&spec.kubelet.config, f);
     h
 }
 

@@ -212,7 +212,8 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
     );
     // What bootstrap.sh would rewrite in kubelet-config.json goes as kubelet flags, and with
     // max pods set, bootstrap.sh is told not to set its own.
-    let (_, config_flags) = i.handoff.kubelet.split_as_flags(&AL2_FLAG_KEYS);
+    let (_, mut config_flags) = i.handoff.kubelet.split_as_flags(&AL2_FLAG_KEYS);
+    config_flags.extend(i.handoff.kubelet.al2_rewritten_flags());
     if i.handoff
         .kubelet
         .config
@@ -236,7 +237,7 @@ fn argv(i: &Input, g: &Grammar, script: &str, f: &mut Findings) -> Option<Vec<St
         a.opt(
             "--kubelet-extra-args",
             &flags.join(" "),
-            "labels, taints, kubelet.extraArgs, kubelet.maxPods, kubelet.kubeReserved",
+            "labels, taints, kubelet.extraArgs, kubelet.maxPods, kubelet.kubeReserved, kubelet.config",
         );
     }
     for (field, o) in &a.missing {

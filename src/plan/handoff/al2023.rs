@@ -302,8 +302,15 @@ pub fn document(h: &HandoffIntent) -> Value {
     ) {
         spec_doc.insert("containerd".into(), json!({ "config": c }));
     }
+    let mut gates = Map::new();
     if h.containerd.fast_image_pull {
-        spec_doc.insert("featureGates".into(), json!({ "FastImagePull": true }));
+        gates.insert("FastImagePull".into(), json!(true));
+    }
+    if let Some(by_id) = h.instance_id_node_name {
+        gates.insert("InstanceIdNodeName".into(), json!(by_id));
+    }
+    if !gates.is_empty() {
+        spec_doc.insert("featureGates".into(), Value::Object(gates));
     }
     json!({
         "apiVersion": "node.eks.aws/v1alpha1",
@@ -331,7 +338,7 @@ fn cluster_doc(c: &ClusterFact) -> Map<String, Value> {
 /// `spec.kubelet`: `config` deep-merged by nodeadm over its own, `flags` appended.
 fn kubelet_doc(kubelet: &KubeletIntent) -> Map<String, Value> {
     let mut k = Map::new();
-    if !kubelet.config.is_empty() {
+    if !kubelet.config.is_empty() || !kubelet.passed.is_empty() {
         k.insert("config".into(), Value::Object(kubelet.config_object()));
     }
     let flags = kubelet.kubelet_flags();

@@ -56,6 +56,8 @@ pub struct HandoffIntent {
     pub local_storage: Option<LocalStorageSettings>,
     /// containerd's settings the hand-off leaves on the node.
     pub containerd: ContainerdIntent,
+    /// `kubelet.nodeName` for nodeadm's `InstanceIdNodeName` gate, when the config says.
+    pub instance_id_node_name: Option<bool>,
     /// The target lifecycle state that holds the hand-off (a warm pool,
     /// `lifecycle.warmPool: auto`): the steps run, the node does not join yet.
     pub hold: Option<String>,
@@ -70,6 +72,10 @@ impl HandoffIntent {
             kubelet: KubeletIntent::default(),
             local_storage: spec.local_storage.clone(),
             containerd: ContainerdIntent::default(),
+            instance_id_node_name: spec
+                .registration
+                .node_name
+                .map(|n| n == crate::config::NodeNaming::InstanceId),
             hold: None,
         }
     }

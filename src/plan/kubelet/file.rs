@@ -75,6 +75,13 @@ pub(crate) fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<Stri
     if let Some((on, i)) = by_extra {
         return on.then(|| format!("kubelet.extraArgs[{i}]"));
     }
+    let passed = spec.kubelet.config.iter();
+    if let Some((_, v)) = passed
+        .into_iter()
+        .find(|(k, _)| *k == "protectKernelDefaults")
+    {
+        return (v == &Value::Bool(true)).then(|| "kubelet.config.protectKernelDefaults".into());
+    }
     match facts.family() {
         Some(Family::Al2023) => match &facts.node_configs {
             Some(nc) => match &nc.protect_kernel_defaults {

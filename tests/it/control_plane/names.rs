@@ -83,11 +83,20 @@ fn joining(
     tag: &str,
     mapping: Mapping,
 ) -> Option<(std::sync::MutexGuard<'static, ControlPlane>, Joining)> {
+    joining_with(tag, mapping, |_| {})
+}
+
+/// [`joining`] with `edit` applied to the config.
+fn joining_with(
+    tag: &str,
+    mapping: Mapping,
+    edit: impl FnOnce(&mut Value),
+) -> Option<(std::sync::MutexGuard<'static, ControlPlane>, Joining)> {
     if !super::ready() {
         return None;
     }
     let cp = ControlPlane::shared();
-    let j = instance_mapped(&cp, tag, VPC, mapping, |_| {});
+    let j = instance_mapped(&cp, tag, VPC, mapping, edit);
     Some((cp, j))
 }
 
@@ -231,14 +240,12 @@ fn the_user_datas_own_reservations_are_in_what_the_node_must_show() {
 #[test]
 #[ignore = "a real control plane: make control-plane"]
 fn a_baked_dropin_names_the_node_and_its_taint_is_kept_beside_the_configs() {
-    if !super::ready() {
-        return;
-    }
     // The config's own taint; the AMI's own drop-in, sorted before the agent's: nodeadm's
     // InstanceIdNodeName and a taint, which the agent's --register-with-taints used to replace.
-    let cp = ControlPlane::shared();
     let taint = |v: &mut Value| v["taints"] = serde_json::json!(["team=a:NoSchedule"]);
-    let j = instance_mapped(&cp, "baked", VPC, Mapping::SessionName, taint);
+    let Some((cp, j)) = joining_with("baked", Mapping::SessionName, taint) else {
+        return;
+    };
     let baked = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  featureGates:\n    InstanceIdNodeName: true\n  kubelet:\n    flags:\n      - --register-with-taints=ami=baked:NoSchedule\n";
     let dir = j.root.path().join("etc/eks/nodeadm.d");
     std::fs::create_dir_all(&dir).unwrap();
@@ -263,4 +270,22 @@ fn a_baked_dropin_names_the_node_and_its_taint_is_kept_beside_the_configs() {
     for want in ["ami=baked:NoSchedule", "team=a:NoSchedule"] {
         assert!(taints.iter().any(|t| t == want), "{want} not in {taints:?}");
     }
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn a_config_naming_the_node_by_its_instance_id_is_proven_joined() {
+    // `kubelet.nodeName: instanceId`, nothing in the user data: the drop-in's feature gate tells
+    // nodeadm; the identity check, the proof and its conditions wait for that Node.
+    let by_id = |v: &mut Value| v["kubelet"]["nodeName"] = serde_json::json!("instanceId");
+    let Some((cp, j)) = joining_with("cfgid", Mapping::SessionName, by_id) else {
+        return;
+    };
+    identity_passes(
+        &cp,
+        &j,
+        "detail",
+        &format!("system:node:{} in [", j.instance),
+    );
+    joined(&cp, &j, &j.instance);
 }

@@ -173,3 +173,58 @@ fn limited_swap_on_al2s_cgroup_v1_is_refused_by_the_kubelet_and_by_the_agent_fir
         stderr(&out)
     );
 }
+
+/// `kubelet.config`'s own keys on a real kubelet: `podPidsLimit` and `clusterDNS` as given,
+/// `evictionHard` merged key by key over the hand-off's thresholds (AL2023: the kubelet merges
+/// the NodeConfig's drop-in over nodeadm's config; AL2: the flags bootstrap.sh cannot rewrite),
+/// and the raised memory threshold held back from allocatable memory, as the proof expects.
+fn passed_keys_reach_the_kubelet(root: &'static str, name: &'static str) {
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let c = Case {
+        edit: |v| {
+            v["kubelet"]["config"] = json!({"podPidsLimit": 4096, "clusterDNS": ["169.254.20.10"],
+                "evictionHard": {"memory.available": "200Mi"}});
+        },
+        ..case(root, name)
+    };
+    let (_root, plan, start) = agent_start(&cp, &c);
+    let mut kubelet = Kubelet::start(&cp, name, &start);
+    let node = kubelet.node(&cp);
+    let cz = kubelet.configz(&cp);
+    assert_eq!(cz["podPidsLimit"], 4096, "{cz}");
+    assert_eq!(cz["clusterDNS"], json!(["169.254.20.10"]), "{cz}");
+    let eviction = &cz["evictionHard"];
+    for (signal, v) in [
+        ("memory.available", "200Mi"),
+        ("nodefs.available", "10%"),
+        ("nodefs.inodesFree", "5%"),
+    ] {
+        assert_eq!(eviction[signal], v, "{eviction}");
+    }
+    // assert_allocatable counts the default 100Mi threshold: the other 100Mi with kube-reserved.
+    let mut held = plan["derived"]["podCapacity"]["kubeReserved"]["value"].clone();
+    let mib: u64 = held["memory"]
+        .as_str()
+        .unwrap()
+        .strip_suffix("Mi")
+        .unwrap()
+        .parse()
+        .unwrap();
+    held["memory"] = json!(format!("{}Mi", mib + 100));
+    common::kubelet::assert_allocatable(&node["status"], &held);
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2_kubelet_config_keys_reach_the_kubelet() {
+    passed_keys_reach_the_kubelet("al2-root", "al2-passed.node.test");
+}
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn al2023_kubelet_config_keys_reach_the_kubelet() {
+    passed_keys_reach_the_kubelet("al2023-root", "al2023-passed.node.test");
+}

@@ -256,3 +256,42 @@ fn the_nodes_name_is_the_hand_offs_never_local_hostname() {
         "{check}"
     );
 }
+
+#[test]
+fn the_configs_node_name_names_the_node_everywhere_the_agent_predicts_it() {
+    let cluster = |v: &mut serde_json::Value| v["cluster"] = json!({"name": "prod", "apiServerEndpoint": "https://k.example", "certificateAuthority": "Y2E=", "cidr": "172.20.0.0/16"});
+    let by_id = spec(|v| {
+        cluster(v);
+        v["kubelet"] = json!({"nodeName": "instanceId"});
+    });
+    let (node, check) = node_name(&by_id, &nodeconfig_part(&[]));
+    assert_eq!(node, json!({"from": "instanceId", "name": "i-1"}));
+    assert!(
+        check.contains("system:node:i-1 (the instance id"),
+        "{check}"
+    );
+    // nodeadm is told by the drop-in's feature gate.
+    let p = build(&by_id, &al2023_with_user_data(&nodeconfig_part(&[]))).unwrap();
+    let dropin = p
+        .steps
+        .iter()
+        .find_map(|st| match st {
+            Step::File(file) if file.path.ends_with("10-eks-nodeinit.json") => {
+                Some(serde_json::from_str::<serde_json::Value>(&file.new).unwrap())
+            }
+            _ => None,
+        })
+        .expect("the drop-in");
+    assert_eq!(dropin["spec"]["featureGates"]["InstanceIdNodeName"], true);
+    // `privateDnsName` over a user data's gate: the agent's drop-in, merged after it, says false.
+    let gate = nodeconfig_part(&[]).replace(
+        "kind: NodeConfig\nspec:\n",
+        "kind: NodeConfig\nspec:\n  featureGates:\n    InstanceIdNodeName: true\n",
+    );
+    let by_dns = spec(|v| {
+        cluster(v);
+        v["kubelet"] = json!({"nodeName": "privateDnsName"});
+    });
+    let (node, _) = node_name(&by_dns, &gate);
+    assert_eq!(node["from"], "privateDnsName");
+}
