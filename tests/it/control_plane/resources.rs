@@ -228,3 +228,23 @@ fn al2_kubelet_config_keys_reach_the_kubelet() {
 fn al2023_kubelet_config_keys_reach_the_kubelet() {
     passed_keys_reach_the_kubelet("al2023-root", "al2023-passed.node.test");
 }
+
+#[test]
+#[ignore = "a real control plane: make control-plane"]
+fn the_kubelet_refuses_a_wrong_kind_and_ignores_a_name_it_lacks_as_kubelet_config_says() {
+    // The premises of `kubelet.config`'s checks, on the real kubelet: a value of another JSON
+    // kind stops it (the agent refuses it first); a field name it lacks is passed over without
+    // stopping it (the agent refuses it, as the setting would silently do nothing).
+    if !ready() {
+        return;
+    }
+    let cp = ControlPlane::shared();
+    let name = "kind.node.test";
+    let start = al2023_edited(&cp, name, |d| d["podPidsLimit"] = json!("4096"));
+    assert_refused(&cp, name, &start, "podPidsLimit");
+    let name = "typo.node.test";
+    let start = al2023_edited(&cp, name, |d| d["podPIDsLimit"] = json!(4096));
+    let mut kubelet = Kubelet::start(&cp, name, &start);
+    assert!(kubelet.accepted(&cp), "{}", tail(&kubelet.log_text()));
+    assert!(kubelet.configz(&cp).get("podPIDsLimit").is_none());
+}
