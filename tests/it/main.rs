@@ -41,6 +41,7 @@ mod trust;
 mod unfit;
 mod user_data_config;
 mod validation;
+mod validation_echoes;
 mod warm_pool;
 
 /// The AWS SDK's test credentials (and no IMDS, no profile files) for the suites' in-process
