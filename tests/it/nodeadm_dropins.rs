@@ -55,18 +55,33 @@ fn a_baked_dropins_taint_is_carried_and_a_directory_or_a_readme_is_passed_over()
 }
 
 #[test]
-fn a_dropin_nodeadm_cannot_read_or_a_later_taints_flag_changes_nothing() {
-    for (name, text, needle) in [
-        ("20-typo.yaml", "apiVersion: node.eks.aws/v1\nkind: NodeConfig\n", "/etc/eks/nodeadm.d/20-typo.yaml is not a NodeConfig nodeadm can decode"),
-        ("90-late.json", r#"{"apiVersion":"node.eks.aws/v1alpha1","kind":"NodeConfig","spec":{"kubelet":{"flags":["--register-with-taints=late:NoSchedule"]}}}"#, "taints: kubelet.flags[0] of the NodeConfig in /etc/eks/nodeadm.d/90-late.json gives --register-with-taints after the agent's"),
-    ] {
-        let root = sample_root("al2023-root");
-        put(root.path(), name, text);
-        let cfg = master(root.path());
-        let before = snapshot(root.path());
-        let out = init_with(root.path(), &cfg, &example("metadata.json"), &[]);
-        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-        assert!(stderr(&out).contains(needle), "{}", stderr(&out));
-        assert_eq!(before, snapshot(root.path()), "nothing changed");
-    }
+fn a_dropin_nodeadm_cannot_read_changes_nothing() {
+    let root = sample_root("al2023-root");
+    put(
+        root.path(),
+        "20-typo.yaml",
+        "apiVersion: node.eks.aws/v1\nkind: NodeConfig\n",
+    );
+    let cfg = master(root.path());
+    let before = snapshot(root.path());
+    let out = init_with(root.path(), &cfg, &example("metadata.json"), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let needle = "/etc/eks/nodeadm.d/20-typo.yaml is not a NodeConfig nodeadm can decode";
+    assert!(stderr(&out).contains(needle), "{}", stderr(&out));
+    assert_eq!(before, snapshot(root.path()), "nothing changed");
+}
+
+#[test]
+fn a_later_dropins_taints_flag_is_said_and_the_node_still_handed_off() {
+    // A baked drop-in the whole fleet shares: the node joins with it, so it is not held back.
+    let root = sample_root("al2023-root");
+    let late = r#"{"apiVersion":"node.eks.aws/v1alpha1","kind":"NodeConfig","spec":{"kubelet":{"flags":["--register-with-taints=late:NoSchedule"]}}}"#;
+    put(root.path(), "90-late.json", late);
+    let cfg = master(root.path());
+    let out = init_with(root.path(), &cfg, &example("metadata.json"), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    let needle = "kubelet.flags[0] of the NodeConfig in /etc/eks/nodeadm.d/90-late.json gives --register-with-taints after the agent's";
+    assert!(said.contains(needle), "{said}");
+    assert!(root.path().join(DIR).join("10-eks-nodeinit.json").exists());
 }

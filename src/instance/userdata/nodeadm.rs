@@ -18,6 +18,11 @@ pub const NODEADM_DIR: &str = "/etc/eks/nodeadm.d";
 /// The agent's own drop-in in it: `10-` lets an operator's own later drop-in win.
 pub const AGENT_DROPIN: &str = "/etc/eks/nodeadm.d/10-eks-nodeinit.json";
 
+/// The agent's drop-in's name in nodeadm's directory.
+fn own_name() -> &'static str {
+    AGENT_DROPIN.rsplit('/').next().unwrap_or(AGENT_DROPIN)
+}
+
 /// What the NodeConfigs beside the agent's tell the plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeConfigs {
@@ -177,7 +182,7 @@ pub fn read_dropins(
     names: &[String],
     text: impl Fn(&str) -> Option<Result<String, String>>,
 ) -> Vec<DropIn> {
-    let own = AGENT_DROPIN.rsplit('/').next().unwrap_or(AGENT_DROPIN);
+    let own = own_name();
     let mut out = Vec::new();
     for name in names.iter().filter(|n| is_config_file(n) && *n != own) {
         let path = format!("{NODEADM_DIR}/{name}");
@@ -244,7 +249,7 @@ impl NodeConfigs {
         user_data: Option<&NodeConfigs>,
         dropins: impl IntoIterator<Item = (&'a str, &'a NodeConfigs)>,
     ) -> Option<NodeConfigs> {
-        let own = AGENT_DROPIN.rsplit('/').next().unwrap_or(AGENT_DROPIN);
+        let own = own_name();
         let mut docs: Vec<Document> = user_data.map(|u| u.docs.clone()).unwrap_or_default();
         let mut own_at = docs.len();
         for (name, nc) in dropins {

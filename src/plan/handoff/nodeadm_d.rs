@@ -3,6 +3,11 @@
 //! the agent's sets differently, a later `--register-with-taints`, and the instance store's
 //! disabled mounts carried, as `kubelet.flags` taints are, because nodeadm's merge replaces a
 //! list.
+//!
+//! Only a drop-in nodeadm cannot read refuses the run: nodeadm fails on it and the node would
+//! not join whatever the agent did. A baked drop-in that overrides the agent's values is an
+//! image's, which every instance of a fleet shares, and the node still joins with it: that is a
+//! warning in the plan and the report, never a node held back.
 
 use serde_json::{json, Value};
 
@@ -10,71 +15,61 @@ use crate::facts::Facts;
 use crate::instance::userdata::{Conflict, AGENT_DROPIN};
 use crate::plan::out::Out;
 
-/// The config field the drop-in's findings name: the hand-off.
-const FIELD: &str = "handoff";
-
-/// Paths another check already names (max pods and kube-reserved: `kubelet.maxPods`,
-/// `kubelet.kubeReserved`), and the list the agent carries.
-const NAMED_ELSEWHERE: [&str; 3] = [
+/// Paths another check already names: max pods and kube-reserved (`kubelet.maxPods`,
+/// `kubelet.kubeReserved`).
+const NAMED_ELSEWHERE: [&str; 2] = [
     "spec.kubelet.config.maxPods",
     "spec.kubelet.config.kubeReserved",
-    "spec.instance.localStorage.disabledMounts",
 ];
+
+/// The list the agent carries from the NodeConfigs before it: theirs differing from the
+/// agent's is the carrying, not a conflict.
+const CARRIED: &str = "spec.instance.localStorage.disabledMounts";
 
 /// Every drop-in nodeadm cannot read: its config phase fails on it, whatever the agent writes.
 pub(super) fn unreadable(facts: &Facts, out: &mut Out) {
     for (_, read) in &facts.dropins {
         if let Err(e) = read {
             out.findings.push(
-                FIELD,
+                "handoff",
                 format!("{e}: nodeadm fails its config phase on a drop-in it cannot read, and the node does not join; fix or remove the file"),
             );
         }
     }
 }
 
-/// What another NodeConfig sets that the agent's drop-in (`doc`) sets differently: a finding
-/// where the other is merged later and wins (the agent's value would be inert), a warning
-/// where the agent's wins over it.
+/// What another NodeConfig sets that the agent's drop-in (`doc`) sets differently, and which
+/// of the two nodeadm keeps.
 pub(super) fn conflicts(facts: &Facts, doc: &Value, out: &mut Out) {
     let Some(nc) = &facts.node_configs else {
         return;
     };
-    for c in nc.conflicts(doc) {
-        let Conflict {
-            path,
-            other,
-            other_wins,
-        } = &c;
-        if NAMED_ELSEWHERE.iter().any(|p| path.starts_with(p))
-            && !(*other_wins && path.starts_with(NAMED_ELSEWHERE[2]))
-        {
+    for Conflict {
+        path,
+        other,
+        other_wins,
+    } in nc.conflicts(doc)
+    {
+        let carried = path.starts_with(CARRIED) && !other_wins;
+        if carried || NAMED_ELSEWHERE.iter().any(|p| path.starts_with(p)) {
             continue;
         }
-        match other_wins {
-            true => out.findings.push(
-                FIELD,
-                format!("{path} is set by {other} too, differently, and nodeadm merges it after the agent's {AGENT_DROPIN}: the value the config asks for would not be used; set it in one place (remove it from {other}, or leave it out of the config)"),
-            ),
-            false => out.warnings.push(format!(
-                "{path} is set by {other} too, differently; nodeadm merges the agent's {AGENT_DROPIN} after it, so the config's value is used: set it in one place"
-            )),
-        }
+        out.warnings.push(match other_wins {
+            true => format!("{path} is set by {other} too, differently, and nodeadm merges it after the agent's {AGENT_DROPIN}: the config's value is not used on this node; set it in one place (remove it from {other}, or leave it out of the config)"),
+            false => format!("{path} is set by {other} too, differently; nodeadm merges the agent's {AGENT_DROPIN} after it, so the config's value is used: set it in one place"),
+        });
     }
 }
 
 /// A `--register-with-taints` merged after the agent's: kubelet keeps only the last, so the
-/// agent's taints (the startup taint among them) would not be registered.
+/// agent's taints (the startup taint among them) are not registered.
 pub(super) fn taints_after(facts: &Facts, agent_sets_taints: bool, out: &mut Out) {
     let after = facts
         .node_configs
         .as_ref()
         .and_then(|n| n.taints_after.as_ref());
     if let (true, Some(at)) = (agent_sets_taints, after) {
-        out.findings.push(
-            "taints",
-            format!("{at} gives --register-with-taints after the agent's {AGENT_DROPIN}, and kubelet keeps only the last such flag: the config's taints would not be registered; move that drop-in's taints into the config's `taints`, or name the file to sort before the agent's"),
-        );
+        out.warnings.push(format!("{at} gives --register-with-taints after the agent's {AGENT_DROPIN}, and kubelet keeps only the last such flag: the config's taints are not registered on this node (the proof will find them missing); move that drop-in's taints into the config's `taints`, or name the file to sort before the agent's"));
     }
 }
 
@@ -158,58 +153,50 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_later_dropins_taints_flag_is_a_finding_an_earlier_ones_is_not() {
-        let c = config(r#""taints":["team=a:NoSchedule"]"#);
-        let late =
-            nodeconfig("  kubelet:\n    flags: [\"--register-with-taints=late=x:NoSchedule\"]\n");
-        let out = run(
-            &ASPECT,
-            &spec(&c),
-            &node(&c).dropin("20-late.yml", &late).build(),
-        );
-        let f = findings(&out);
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert!(f[0].starts_with("taints: kubelet.flags[0] of the NodeConfig in /etc/eks/nodeadm.d/20-late.yml gives --register-with-taints after the agent's /etc/eks/nodeadm.d/10-eks-nodeinit.json"), "{f:?}");
-        // Without taints of its own the agent adds no flag: the later drop-in's stand.
-        let c = config(r#""taints":[]"#);
-        let out = run(
-            &ASPECT,
-            &spec(&c),
-            &node(&c).dropin("20-late.yml", &late).build(),
-        );
-        assert!(findings(&out).is_empty(), "{:?}", findings(&out));
+    /// The plan's warnings and findings for config `c` on a node with one drop-in.
+    fn said(c: &str, name: &str, text: &str) -> (Vec<String>, Vec<String>) {
+        let out = run(&ASPECT, &spec(c), &node(c).dropin(name, text).build());
+        (out.warnings.clone(), findings(&out))
     }
 
     #[test]
-    fn a_later_dropins_containerd_setting_that_makes_the_pull_settings_inert_is_a_finding() {
+    fn a_later_dropins_taints_flag_is_said_and_the_node_kept_an_earlier_ones_is_carried() {
+        let c = config(r#""taints":["team=a:NoSchedule"]"#);
+        let flag = |t: &str| {
+            nodeconfig(&format!(
+                "  kubelet:\n    flags: [\"--register-with-taints={t}\"]\n"
+            ))
+        };
+        let (w, f) = said(&c, "20-late.yml", &flag("late=x:NoSchedule"));
+        assert!(f.is_empty(), "the node is not held back: {f:?}");
+        assert!(w.iter().any(|w| w.starts_with("kubelet.flags[0] of the NodeConfig in /etc/eks/nodeadm.d/20-late.yml gives --register-with-taints after the agent's /etc/eks/nodeadm.d/10-eks-nodeinit.json")), "{w:?}");
+        let (w, f) = said(&c, "05-early.yml", &flag("early=x:NoSchedule"));
+        assert!(
+            f.is_empty() && !w.iter().any(|w| w.contains("--register-with-taints")),
+            "{w:?} {f:?}"
+        );
+        // Without taints of its own the agent adds no flag: the later drop-in's stand.
+        let c = config(r#""taints":[]"#);
+        let (w, f) = said(&c, "20-late.yml", &flag("late=x:NoSchedule"));
+        assert!(f.is_empty() && w.is_empty(), "{w:?} {f:?}");
+    }
+
+    #[test]
+    fn a_dropins_containerd_setting_that_makes_the_pull_settings_inert_is_said() {
         let c = config(r#""images":{"pull":{"maxConcurrentDownloads":8}}"#);
-        let late = nodeconfig("  containerd:\n    config: |\n      [plugins.\"io.containerd.grpc.v1.cri\"]\n      max_concurrent_downloads = 2\n");
-        let same = nodeconfig("  containerd:\n    config: |\n      [plugins.\"io.containerd.grpc.v1.cri\"]\n      max_concurrent_downloads = 8\n");
-        let facts = node(&c).dropin("50-containerd.json.yaml", &late).build();
-        let f = findings(&run(&ASPECT, &spec(&c), &facts));
-        assert_eq!(f, [format!(
-            "handoff: spec.containerd.config.plugins.\"io.containerd.grpc.v1.cri\".max_concurrent_downloads is set by /etc/eks/nodeadm.d/50-containerd.json.yaml too, differently, and nodeadm merges it after the agent's {}: the value the config asks for would not be used; set it in one place (remove it from /etc/eks/nodeadm.d/50-containerd.json.yaml, or leave it out of the config)",
+        let toml = |n: u32| {
+            nodeconfig(&format!("  containerd:\n    config: |\n      [plugins.\"io.containerd.grpc.v1.cri\"]\n      max_concurrent_downloads = {n}\n"))
+        };
+        let (w, f) = said(&c, "50-containerd.json.yaml", &toml(2));
+        assert!(f.is_empty(), "{f:?}");
+        assert_eq!(w, [format!(
+            "spec.containerd.config.plugins.\"io.containerd.grpc.v1.cri\".max_concurrent_downloads is set by /etc/eks/nodeadm.d/50-containerd.json.yaml too, differently, and nodeadm merges it after the agent's {}: the config's value is not used on this node; set it in one place (remove it from /etc/eks/nodeadm.d/50-containerd.json.yaml, or leave it out of the config)",
             super::AGENT_DROPIN
         )]);
-        // The same value is no conflict; an earlier drop-in's different one is a warning.
-        let out = run(
-            &ASPECT,
-            &spec(&c),
-            &node(&c).dropin("50-c.yaml", &same).build(),
-        );
-        assert!(
-            findings(&out).is_empty() && out.warnings.is_empty(),
-            "{:?}",
-            out.warnings
-        );
-        let out = run(
-            &ASPECT,
-            &spec(&c),
-            &node(&c).dropin("05-c.yaml", &late).build(),
-        );
-        assert!(findings(&out).is_empty());
-        assert!(out.warnings.iter().any(|w| w.contains("is set by /etc/eks/nodeadm.d/05-c.yaml too, differently; nodeadm merges the agent's")), "{:?}", out.warnings);
+        // The same value is no conflict; an earlier drop-in's different one loses to the agent's.
+        assert_eq!(said(&c, "50-c.yaml", &toml(8)), (vec![], vec![]));
+        let (w, _) = said(&c, "05-c.yaml", &toml(2));
+        assert!(w.iter().any(|w| w.contains("is set by /etc/eks/nodeadm.d/05-c.yaml too, differently; nodeadm merges the agent's")), "{w:?}");
     }
 
     #[test]
@@ -249,12 +236,11 @@ mod tests {
             doc["spec"]["instance"]["localStorage"]["disabledMounts"],
             serde_json::json!(["SOCI", "PodLogs"])
         );
-        // A later drop-in's list replaces the agent's: a finding.
+        // A later drop-in's list replaces the agent's: said.
         let late =
             nodeconfig("  instance:\n    localStorage:\n      disabledMounts: [Containerd]\n");
-        let facts = node(&c).dropin("90-late.yaml", &late).build();
-        let f = findings(&run(&ASPECT, &spec(&c), &facts));
-        assert!(f.iter().any(|f| f.starts_with("handoff: spec.instance.localStorage.disabledMounts is set by /etc/eks/nodeadm.d/90-late.yaml too")), "{f:?}");
+        let (w, _) = said(&c, "90-late.yaml", &late);
+        assert!(w.iter().any(|w| w.starts_with("spec.instance.localStorage.disabledMounts is set by /etc/eks/nodeadm.d/90-late.yaml too")), "{w:?}");
     }
 
     #[test]

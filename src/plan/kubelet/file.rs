@@ -75,11 +75,8 @@ pub(crate) fn protect_kernel_defaults(spec: &Spec, facts: &Facts) -> Option<Stri
     if let Some((on, i)) = by_extra {
         return on.then(|| format!("kubelet.extraArgs[{i}]"));
     }
-    let passed = spec.kubelet.config.iter();
-    if let Some((_, v)) = passed
-        .into_iter()
-        .find(|(k, _)| *k == "protectKernelDefaults")
-    {
+    let mut passed = spec.kubelet.config.iter();
+    if let Some((_, v)) = passed.find(|(k, _)| *k == "protectKernelDefaults") {
         return (v == &Value::Bool(true)).then(|| "kubelet.config.protectKernelDefaults".into());
     }
     match facts.family() {
@@ -160,5 +157,15 @@ mod tests {
         assert_eq!(on(&s, &al2023("{}")), None);
         let s = spec(r#""--protect-kernel-defaults=true""#);
         assert_eq!(on(&s, &off), Some("kubelet.extraArgs[0]".into()));
+        // The config's own kubelet.config key, over the NodeConfigs' (its drop-in comes later).
+        let passed = |v: bool| {
+            let c = format!(
+                r#"{{"cluster":{{"name":"c"}},"kubelet":{{"config":{{"protectKernelDefaults":{v}}}}}}}"#
+            );
+            crate::spec::from_config(&crate::config::parse(&c, "t.json").unwrap()).unwrap()
+        };
+        assert_eq!(on(&passed(false), &al2023("{}")), None);
+        let by_config = Some("kubelet.config.protectKernelDefaults".to_string());
+        assert_eq!(on(&passed(true), &off), by_config);
     }
 }
