@@ -182,11 +182,20 @@ pub fn smi_rows(text: &str) -> Result<Vec<SmiGpu>, String> {
             persistence: persistence.into(),
             driver_version: driver.into(),
             mig: mig.into(),
-            fabric_state: state.into(),
-            fabric_status: status.into(),
+            fabric_state: unlabelled(state, "state").into(),
+            fabric_status: unlabelled(status, "status").into(),
         });
     }
     Ok(out)
+}
+
+/// A fabric value without the field's name some drivers print before it in CSV (GB200 on
+/// 570 and 580: `state  Completed`, `status Success`; others print `Completed`, `Success`).
+fn unlabelled<'a>(value: &'a str, label: &str) -> &'a str {
+    match value.strip_prefix(label) {
+        Some(rest) if rest.starts_with(char::is_whitespace) => rest.trim(),
+        _ => value,
+    }
 }
 
 /// Whether a process of the program `name` runs: the base name of its first argument
@@ -202,12 +211,15 @@ fn running(root: &Path, name: &str) -> bool {
             .to_string_lossy()
             .bytes()
             .all(|b| b.is_ascii_digit());
-        let Ok(argv) = std::fs::read(e.path().join("cmdline")) else {
+        let argv = pid
+            .then(|| std::fs::read(e.path().join("cmdline")).ok())
+            .flatten();
+        let Some(argv) = argv else {
             return false;
         };
         let first = argv.split(|b| *b == 0).next().unwrap_or_default();
         let base = first.rsplit(|b| *b == b'/').next().unwrap_or_default();
-        pid && base == name.as_bytes()
+        base == name.as_bytes()
     })
 }
 
@@ -224,6 +236,11 @@ fn look_pci(root: &Path, want: u32, operator: bool) -> Result<Vec<Pci>, Look> {
     if operator {
         return Ok(found);
     }
+    // No GPU bound at all: the image loads no driver for them (or nouveau takes them), which
+    // every instance of the image meets; one GPU left unbound beside bound ones is this one's.
+    if !found.is_empty() && !found.iter().any(|g| g.driver.as_deref() == Some("nvidia")) {
+        return Err(Look::Waiting(cause("driver-absent", format!("none of the {} GPU(s) is bound to nvidia ({})", found.len(), drivers(&found)), "the image loads no NVIDIA driver for these GPUs, or another driver (nouveau) takes them: the image's, which every instance meets; see `journalctl -u nvidia-kmod-load`")));
+    }
     for g in &found {
         if g.driver.as_deref() != Some("nvidia") {
             let d = g.driver.as_deref().map_or("no driver".to_string(), |d| {
@@ -237,6 +254,15 @@ fn look_pci(root: &Path, want: u32, operator: bool) -> Result<Vec<Pci>, Look> {
         }
     }
     Ok(found)
+}
+
+/// Each device's driver, as `0000:ca:00.0: none`.
+fn drivers(p: &[Pci]) -> String {
+    let each = p.iter().map(|g| {
+        let d = g.driver.as_deref().map_or("none".into(), printable);
+        format!("{}: {d}", g.address)
+    });
+    each.collect::<Vec<_>>().join(", ")
 }
 
 fn addresses(p: &[Pci]) -> String {
@@ -317,7 +343,9 @@ async fn look_driver(a: &Accelerators, root: &Path, pci: &[Pci]) -> Result<Strin
     }
     if let Some(want) = a.mig {
         let word = if want { "Enabled" } else { "Disabled" };
-        if let Some(r) = rows.iter().find(|r| r.mig != word) {
+        // A GPU without MIG says `[N/A]`: it is as disabled as MIG gets.
+        let is = |r: &SmiGpu| r.mig == word || (!want && r.mig.contains("N/A"));
+        if let Some(r) = rows.iter().find(|r| !is(r)) {
             return Err(Look::Fault(cause("mig-mode", format!("GPU {} has MIG mode {}, not {word} as configured", r.bus_id, printable(&r.mig)), "apply the MIG mode before the kubelet starts (nvidia-mig-parted from the image or user data), or change verify.accelerators.mig")));
         }
     }
@@ -563,5 +591,14 @@ mod tests {
         assert!(smi_rows("garbage\n").is_err());
         assert!(smi_rows("x, Enabled, 1, Disabled, N/A, N/A\n").is_err());
         assert_eq!(bus_id("0000:0A:00.0").as_deref(), Some("0000:0a:00.0"));
+        // GB200 on 570/580 names the field before the value.
+        let gb200 =
+            "00000008:01:00.0, Enabled, 570.158.01, [N/A], state  Completed, status Success\n";
+        let r = &smi_rows(gb200).unwrap()[0];
+        assert_eq!(
+            (r.fabric_state.as_str(), r.fabric_status.as_str()),
+            ("Completed", "Success")
+        );
+        assert_eq!(unlabelled("Statusless", "status"), "Statusless");
     }
 }
