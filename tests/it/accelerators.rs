@@ -265,3 +265,35 @@ fn nvidias_own_reader_counts_the_gpus_the_agent_counts() {
         }
     }
 }
+
+#[test]
+fn no_gpu_bound_is_the_images_missing_driver_never_the_instances() {
+    // No driver loaded (or nouveau took them): every instance of the image meets it.
+    let dir = tempfile::tempdir().unwrap();
+    let n = Node::new(dir.path());
+    n.gpu("0000:53:00.0", None, false, 0);
+    n.gpu("0000:64:00.0", Some("nouveau"), false, 1);
+    let r = check(probe(2, None), &n, Duration::from_secs(2));
+    failed(&r, "driver-absent", false);
+    assert!(r.detail.contains("0000:64:00.0: nouveau"), "{}", r.detail);
+}
+
+#[test]
+fn gb200s_labelled_fabric_values_and_a_gpu_without_mig_pass() {
+    // nvidia-smi 570/580 on GB200 names the field before the value in CSV.
+    let (_d, n, addrs) = node(2, ("state  Completed", "status Success"));
+    let r = check(probe(2, None), &n, Duration::from_secs(3));
+    assert_eq!(r.result, Verdict::Passed, "{r:?}");
+    // `mig: disabled` on GPUs without MIG (`[N/A]`).
+    let rows: Vec<String> = addrs
+        .iter()
+        .map(|a| row(a, V, DONE).replace(", Disabled,", ", [N/A],"))
+        .collect();
+    n.answer(&rows);
+    let p = Accelerators {
+        mig: Some(false),
+        ..probe(2, None)
+    };
+    let r = check(p, &n, Duration::from_secs(3));
+    assert_eq!(r.result, Verdict::Passed, "{r:?}");
+}
