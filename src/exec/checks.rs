@@ -32,9 +32,8 @@ pub(crate) fn record(
     let Some(mut results) = results else {
         return 0;
     };
-    let phase = serde_json::to_value(when).unwrap_or_default();
     for r in &mut results {
-        r.phase = phase.as_str().map(String::from);
+        r.phase = Some(when.as_str().to_string());
     }
     let outcomes = results.iter().map(|r| StepOutcome {
         step: format!("check {}", r.check),

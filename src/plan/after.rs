@@ -182,7 +182,7 @@ mod tests {
         let (now, after) = split(vec![check, exec()], &mut findings);
         assert_eq!((now.len(), after.len()), (1, 1));
         let f = format!("{:?}", findings.0);
-        assert!(f.contains("cannot run after the hand-off"), "{f}");
+        assert!(f.contains("cannot run from a job"), "{f}");
     }
 
     #[test]

@@ -88,6 +88,17 @@ pub enum When {
 }
 
 impl When {
+    /// Its name in the plan's JSON and the report's checks (`gate`, `after`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            When::First => "first",
+            When::Apply => "apply",
+            When::Beside => "beside",
+            When::After => "after",
+            When::Gate => "gate",
+        }
+    }
+
     /// The phase a check mode runs its checks in: `fail` before any change, `warn` beside the
     /// changes, `off` none.
     pub fn of_checks(mode: crate::config::CheckMode) -> Option<When> {

@@ -155,7 +155,7 @@ pub fn load(kind: &str, fields: &serde_json::Value) -> Result<Arc<dyn Probe>, St
     match loader {
         Some((_, load)) => load(fields),
         None => Err(format!(
-            "a check of kind `{}` cannot run after the hand-off (its probe reads no job)",
+            "a check of kind `{}` cannot run from a job (after the hand-off, or before the kubelet by the gate unit): its probe reads none",
             crate::base::text::printable(kind)
         )),
     }

@@ -10,8 +10,10 @@ use crate::exec::report::Report;
 use crate::instance::lifecycle::{LaunchHookJob, LAUNCH_HOOK_DONE, LAUNCH_HOOK_JOB};
 use crate::os::fsutil::{self, under};
 use crate::plan::after::{AfterJob, AFTER_JOB};
+use crate::plan::gate::{GateJob, GATE_JOB, UNIT};
+use crate::plan::step::When;
 use crate::verify::proof::{JoinJob, JOIN_JOB};
-use crate::verify::CheckResult;
+use crate::verify::{CheckResult, Verdict};
 
 /// What the stages after the hand-off run over.
 pub(super) struct Boot {
@@ -41,12 +43,14 @@ impl Boot {
             serde_json::from_str::<JoinJob>(t).map_err(|e| crate::base::text::serde_message(&e))
         })?;
         let after = read_job(c, AFTER_JOB, AfterJob::from_text)?.map(|(j, _)| j);
+        let mut earlier = earlier(c);
+        unrun_gate(c, &mut earlier);
         Ok(Boot {
             hook,
             done,
             join: join.map(|(j, _)| j),
             after,
-            earlier: earlier(c),
+            earlier,
         })
     }
 
@@ -70,6 +74,32 @@ fn read_job<T>(
     Ok(Some((job, text)))
 }
 
+/// Each of this boot's checks before the kubelet ([`GATE_JOB`]) with no result in the report, as
+/// failed, never the instance's own fault: the gate unit did not run it, was stopped, or could
+/// not record it. Not a pass: a node whose gate said nothing is not counted among its peers'
+/// joined nodes. A job that cannot be read adds nothing, and says so.
+fn unrun_gate(c: &Completer, earlier: &mut Vec<CheckResult>) {
+    let job = match read_job(c, GATE_JOB, GateJob::from_text) {
+        Ok(job) => job,
+        Err(e) => {
+            return tracing::warn!("{e}: its checks' results are taken as the report has them")
+        }
+    };
+    let steps = job.map(|(j, _)| j.steps).unwrap_or_default();
+    for step in steps {
+        let name = step.check.probe.describe();
+        let gate = Some(When::Gate.as_str().to_string());
+        if earlier.iter().any(|r| r.check == name && r.phase == gate) {
+            continue;
+        }
+        let why = format!("no result in the report: {UNIT} did not run it, was stopped before its end, or could not record it; see `journalctl -u {UNIT}`");
+        let mut r = CheckResult::other(step.check.probe.as_ref(), Verdict::Failed, why);
+        r.cause = Some("gate-unrun".into());
+        (r.phase, r.condition) = (gate, step.condition.clone());
+        earlier.push(r);
+    }
+}
+
 /// The report's results of checks before the steps after the hand-off that name a condition
 /// (a report that cannot be read has none: the proof goes on, and says nothing of them).
 fn earlier(c: &Completer) -> Vec<CheckResult> {
@@ -85,8 +115,8 @@ fn earlier(c: &Completer) -> Vec<CheckResult> {
         report.property(CHECKS).unwrap_or_default();
     all.into_values()
         .filter(|r| match r.phase.as_deref() {
-            Some("gate") => true,
-            Some("after") => false,
+            Some(p) if p == When::Gate.as_str() => true,
+            Some(p) if p == When::After.as_str() => false,
             _ => r.condition.is_some(),
         })
         .collect()

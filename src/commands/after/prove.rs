@@ -14,6 +14,7 @@ use crate::exec::after::Ran;
 use crate::exec::report::now_ms;
 use crate::instance::lifecycle::LaunchHookJob;
 use crate::plan::after::AfterJob;
+use crate::plan::step::When;
 use crate::verify::proof::{self, JoinJob, OwnNode, Proof};
 use crate::verify::record::JoinVerdict;
 use crate::verify::verdict::{Blame, Seen};
@@ -59,15 +60,13 @@ pub(super) async fn prove(
     (p, ran, own, active_at)
 }
 
-/// Steps after the hand-off that failed: a Node Ready is not as planned, and each failure is a
-/// cause.
 /// This boot's checks before the kubelet that failed (that count): a Node Ready is not as
 /// planned, and each is a cause; one that failed for a fault of the instance's own makes it
 /// `unfit` (judged then with the fleet's guard). Whether any failed.
 pub(super) fn fold_gate(p: &mut Proof, earlier: &[CheckResult]) -> bool {
     let failed: Vec<&CheckResult> = earlier
         .iter()
-        .filter(|r| r.phase.as_deref() == Some("gate"))
+        .filter(|r| r.phase.as_deref() == Some(When::Gate.as_str()))
         .filter(|r| r.result == crate::verify::Verdict::Failed && !r.advisory)
         .collect();
     if failed.is_empty() {
@@ -86,6 +85,8 @@ pub(super) fn fold_gate(p: &mut Proof, earlier: &[CheckResult]) -> bool {
     true
 }
 
+/// Steps after the hand-off that failed: a Node Ready is not as planned, and each failure is a
+/// cause.
 pub(super) fn fold_after(p: &mut Proof, ran: &Ran) {
     if ran.failures.is_empty() {
         return;
