@@ -137,14 +137,15 @@ pub fn table() -> Vec<Row> {
         row(
             Unfit,
             node,
-            "`verify.joinDeadline` at most: the verdict comes with the proof, then the node leaves",
+            "`verify.joinDeadline` at most: the verdict comes with the proof, then the node leaves (a launch hook's `ABANDON`, else `verify.onFailure`)",
         ),
         Row {
-            case: "`unfit`, like peers failing alike or the budget spent".into(),
-            joined: format!("True ({})", joined(Mismatch, false).1),
-            rule: "releases the taint: a `mismatch`, the check's own condition `False`",
-            retires: "never (`ABANDON` under `strict`)",
-            bound: "as `mismatch`: the fault is the image's or the expectation's, which a replacement meets too",
+            case: "`unfit`, like peers failing alike, the budget spent, or nothing to make it leave (`verify.onFailure: report` and no launch hook)".into(),
+            // The Node itself is as planned: `fit::decided` keeps `Joined` as for a failed step.
+            joined: format!("True ({})", joined(Joined, false).1),
+            rule: "releases the taint: a `mismatch`, `AsPlanned` and the check's own condition `False`",
+            retires: "never",
+            bound: "as `mismatch`: the fault is the image's or the expectation's, which a replacement meets too, or nothing would retire the node",
         },
         row(InitDeadline, node, "`verify.initDeadline`"),
         row(
@@ -193,10 +194,11 @@ mod tests {
         for r in table() {
             assert!(!r.bound.is_empty(), "{r:?}");
             if r.rule.starts_with("holds") || r.rule.starts_with("would hold") {
-                assert!(
-                    r.bound.contains("Deadline") || r.bound.starts_with("refused"),
-                    "{r:?}"
-                );
+                let leaves = r.retires.starts_with("`ABANDON`") || r.retires.starts_with("retires");
+                let ends = r.bound.contains("initDeadline") || r.bound.starts_with("refused");
+                // A Node not Ready takes no pods, held or not.
+                let idle = r.rule.ends_with("the Node is not Ready anyway");
+                assert!(leaves || ends || idle, "{r:?}");
             }
         }
         // A mismatch joined: released, never retired.
@@ -226,7 +228,7 @@ mod tests {
     #[test]
     fn only_a_failed_join_of_the_nodes_own_cause_retires() {
         use JoinVerdict::*;
-        for v in [Deadline, NotReady, InitDeadline] {
+        for v in [Deadline, NotReady, InitDeadline, Unfit] {
             assert!(retires(v, Some(Blame::Node)), "{v:?}");
             assert!(!retires(v, Some(Blame::Cluster)), "{v:?}");
             assert!(!retires(v, None), "{v:?}");

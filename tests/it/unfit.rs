@@ -6,10 +6,11 @@
 //! the image's cause is a `mismatch` too, and this node is not counted as joined.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::json;
 
-use super::retire::{console, failed_proof, join_of, stopped, world, Api, Run};
+use super::retire::{console, failed_proof, join_of, stopped, world, Api, Run, World};
 
 /// The run's report: its gate check of the accelerators failed with `cause` (the instance's
 /// own fault or not), naming the condition.
@@ -37,6 +38,30 @@ fn gate_failed(root: &Path, cause: &str, own: bool) {
     );
 }
 
+/// The proof of `r` keeps the node as a `mismatch`: neither retired (kubelet left running) nor
+/// marked joined (no call to AWS), a cause saying `says`; the root and the join record.
+fn kept_as_mismatch(w: &World, r: Run, says: &str) -> (tempfile::TempDir, serde_json::Value) {
+    let (root, units) = failed_proof(w, r);
+    let calls = w.calls();
+    assert!(
+        calls.is_empty(),
+        "neither retired nor marked joined: {calls:?}"
+    );
+    assert!(!stopped(&units), "{units:?}");
+    let join = join_of(root.path());
+    assert_eq!(join["verdict"], "mismatch", "{join:#}");
+    let causes = join["causes"].to_string();
+    assert!(causes.contains(says), "{causes}");
+    (root, join)
+}
+
+/// A group of three, two of which joined: the like peers an `unfit` verdict is judged by.
+fn two_like_peers_joined() -> Option<World> {
+    let w = world(true, false, 3)?;
+    w.joined(2);
+    Some(w)
+}
+
 fn run<'a>(prep: fn(&Path)) -> Run<'a> {
     Run {
         kubelet: "active",
@@ -48,10 +73,9 @@ fn run<'a>(prep: fn(&Path)) -> Run<'a> {
 
 #[test]
 fn a_gpu_missing_while_like_peers_joined_retires_the_node_saying_why() {
-    let Some(w) = world(true, false, 3) else {
+    let Some(w) = two_like_peers_joined() else {
         return;
     };
-    w.joined(2);
     let (root, units) = failed_proof(&w, run(|r| gate_failed(r, "gpu-missing", true)));
     let calls = w.calls();
     let actions: Vec<&str> = calls.iter().map(|(a, _)| a.as_str()).collect();
@@ -84,15 +108,10 @@ fn a_gpu_missing_with_no_like_peer_joined_is_kept_as_a_mismatch() {
     let Some(w) = world(true, false, 3) else {
         return;
     };
-    let (root, units) = failed_proof(&w, run(|r| gate_failed(r, "gpu-missing", true)));
     // Not retired, not tagged: a table row every instance fails alike retires no fleet.
-    assert!(w.calls().is_empty(), "{:?}", w.calls());
-    assert!(!stopped(&units), "{units:?}");
+    let r = run(|r| gate_failed(r, "gpu-missing", true));
+    let (root, join) = kept_as_mismatch(&w, r, "0 like instances of its group");
     assert!(console(root.path()).is_empty());
-    let join = join_of(root.path());
-    assert_eq!(join["verdict"], "mismatch", "{join:#}");
-    let causes = join["causes"].to_string();
-    assert!(causes.contains("0 like instances of its group"), "{causes}");
     let conditions = join["conditions"].to_string();
     assert!(
         conditions.contains("eks-nodeinit.io/AcceleratorsReady=False"),
@@ -102,19 +121,58 @@ fn a_gpu_missing_with_no_like_peer_joined_is_kept_as_a_mismatch() {
 
 #[test]
 fn the_images_fault_before_the_kubelet_is_a_mismatch_that_counts_no_peer() {
-    let Some(w) = world(true, false, 3) else {
+    let Some(w) = two_like_peers_joined() else {
         return;
     };
-    w.joined(2);
-    let (root, _) = failed_proof(&w, run(|r| gate_failed(r, "driver-mismatch", false)));
-    // Neither retired nor marked joined (no CreateTags of eks-nodeinit/joined).
-    assert!(w.calls().is_empty(), "{:?}", w.calls());
-    let join = join_of(root.path());
-    assert_eq!(join["verdict"], "mismatch", "{join:#}");
+    let says = "before the kubelet, accelerators of p5.48xlarge (driver-mismatch)";
+    kept_as_mismatch(&w, run(|r| gate_failed(r, "driver-mismatch", false)), says);
+}
+
+#[test]
+fn a_gate_that_recorded_nothing_is_no_pass_and_counts_no_peer() {
+    let Some(w) = two_like_peers_joined() else {
+        return;
+    };
+    // This boot's gate job holds the check; the gate unit never recorded its result (it did
+    // not run, or was stopped). It used to count as passed: the node was marked joined.
+    let prep = |r: &Path| {
+        let probe = eks_nodeinit::verify::accelerators::Accelerators {
+            instance_type: "p5.48xlarge".into(),
+            gpus: 8,
+            efa: Some(0),
+            ask: None,
+            operator_driver: false,
+            mig: None,
+            nvidia_smi: "/usr/bin/nvidia-smi".into(),
+        };
+        let check = eks_nodeinit::verify::Check::new(probe);
+        let when = eks_nodeinit::plan::step::When::Gate;
+        let step = eks_nodeinit::plan::step::CheckStep::new(check, when, Duration::from_secs(5));
+        let job = eks_nodeinit::plan::gate::GateJob { steps: vec![step] };
+        let path = eks_nodeinit::plan::gate::GATE_JOB;
+        super::join_proof::write(r, path, &job.to_text());
+    };
+    let says = "before the kubelet, accelerators of p5.48xlarge: no result in the report";
+    kept_as_mismatch(&w, run(prep), says);
+}
+
+#[test]
+fn an_unfit_node_nothing_would_retire_is_kept_as_a_mismatch_not_held_for_ever() {
+    let Some(w) = two_like_peers_joined() else {
+        return;
+    };
+    // `verify.onFailure: report` (the job names no retirement) and no launch hook: an `unfit`
+    // verdict kept `Joined=False`, and the startup taint, with nothing to end it.
+    let r = Run {
+        job: |j| {
+            j.as_object_mut().unwrap().remove("retire");
+        },
+        ..run(|r| gate_failed(r, "gpu-missing", true))
+    };
+    let (_, join) = kept_as_mismatch(&w, r, "nothing would make this node leave");
+    let conditions = join["conditions"].to_string();
     assert!(
-        join["causes"]
-            .to_string()
-            .contains("before the kubelet, accelerators of p5.48xlarge (driver-mismatch)"),
-        "{join:#}"
+        conditions.contains("eks-nodeinit.io/Joined=True"),
+        "{conditions}"
     );
 }

@@ -128,6 +128,7 @@ async fn prove_join(c: &Completer, job: &JoinJob, boot: &job::Boot) -> Result<()
     fold_after(&mut proof, &ran);
     let gated = fold_gate(&mut proof, &boot.earlier);
     let guard = settle::judge(job, &ctx, &mut proof, gated).await;
+    settle::kept_unless_it_leaves(&mut proof, job.retire.is_some() || hook.is_some());
     let set = fit::decided(&proof, (ready_as_planned, job.hold_mismatch), &ran);
     let failed = own.set_logged(&ctx, &set, None).await;
     let result = launch_result(&proof, ready_as_planned, job.strict);

@@ -74,6 +74,16 @@ pub(super) async fn judge(
     None
 }
 
+/// An `unfit` node that nothing makes leave (no retirement by `verify.onFailure`, no launch hook
+/// to `ABANDON` it) would stay Ready with `Joined=False` for ever: it is kept as a `mismatch`,
+/// which releases it, saying so.
+pub(super) fn kept_unless_it_leaves(p: &mut Proof, leaves: bool) {
+    if p.verdict == JoinVerdict::Unfit && !leaves {
+        p.verdict = JoinVerdict::Mismatch;
+        p.causes.push("nothing would make this node leave (`verify.onFailure: report`, and no launch hook waits on it): it is kept as a `mismatch`".into());
+    }
+}
+
 /// Before the launch is abandoned (Auto Scaling terminates the instance): the cause said as a
 /// retiring node says it, on the console and as the tag the scope's budget counts.
 pub(super) async fn abandoning(c: &Completer, job: &JoinJob, ctx: &Context, p: &Proof) {
