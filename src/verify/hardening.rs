@@ -21,10 +21,10 @@ pub use crate::base::k8s::KUBELET_KERNEL_DEFAULTS as KERNEL_DEFAULTS;
 
 /// The loaders of this module's probes, for a job after the hand-off.
 pub const LOADERS: [(&str, super::check::Loader); 4] = [
-    (KernelDefaults::KIND, |v| load_as::<KernelDefaults>(v)),
-    (Exec::KIND, |v| load_as::<Exec>(v)),
-    (Selinux::KIND, |v| load_as::<Selinux>(v)),
-    (Fips::KIND, |v| load_as::<Fips>(v)),
+    (KernelDefaults::KIND, load_as::<KernelDefaults>),
+    (Exec::KIND, load_as::<Exec>),
+    (Selinux::KIND, load_as::<Selinux>),
+    (Fips::KIND, load_as::<Fips>),
 ];
 
 fn fields(v: &impl Serialize) -> serde_json::Value {

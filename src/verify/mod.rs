@@ -286,3 +286,16 @@ impl CheckResult {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_kind_has_one_loader() {
+        let kinds: Vec<&str> = super::LOADERS
+            .iter()
+            .flat_map(|l| l.iter().map(|(k, _)| *k))
+            .collect();
+        let unique: std::collections::BTreeSet<&str> = kinds.iter().copied().collect();
+        assert_eq!(unique.len(), kinds.len(), "{kinds:?}");
+    }
+}

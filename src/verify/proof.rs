@@ -77,16 +77,6 @@ pub struct JoinJob {
     pub hold_mismatch: bool,
 }
 
-impl JoinJob {
-    /// Where the boot's AWS calls went: the proof's unit calls the same way.
-    pub fn endpoints(&self) -> crate::aws::Endpoints {
-        crate::aws::Endpoints {
-            imds: Some(self.imds_endpoint.clone()),
-            dual_stack: self.dual_stack,
-        }
-    }
-}
-
 /// What the Node must show.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -54,16 +54,18 @@ fn arrows() -> BTreeMap<(String, String), Vec<String>> {
                 r => r,
             };
             let text = std::fs::read_to_string(&path).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                if line.trim_start().starts_with("//") {
-                    continue;
-                }
-                for to in line.split("crate::").skip(1) {
-                    let to: String = to
-                        .chars()
-                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                        .collect();
-                    if !to.is_empty() && to != room {
+            // Comments left out, lines kept: a path's line is where it is found.
+            let code: String = text
+                .lines()
+                .map(|l| match l.trim_start().starts_with("//") {
+                    true => "\n".to_string(),
+                    false => format!("{l}\n"),
+                })
+                .collect();
+            for (i, _) in code.match_indices("crate::") {
+                let n = code[..i].matches('\n').count();
+                for to in rooms(&code[i + "crate::".len()..]) {
+                    if to != room {
                         let at = format!("src/{rel}:{}", n + 1);
                         out.entry((room.into(), to)).or_default().push(at);
                     }
@@ -72,6 +74,46 @@ fn arrows() -> BTreeMap<(String, String), Vec<String>> {
         }
     }
     out
+}
+
+/// The rooms a path after `crate::` names: its first segment, or each first segment of a
+/// grouped import (`crate::{config, instance::{imds, userdata}}`, over lines as rustfmt
+/// writes it).
+fn rooms(after: &str) -> Vec<String> {
+    let word = |s: &str| -> String {
+        let s = s.trim_start();
+        s.chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect()
+    };
+    let Some(group) = after.strip_prefix('{') else {
+        return [word(after)]
+            .into_iter()
+            .filter(|w| !w.is_empty())
+            .collect();
+    };
+    // The group's top-level items: split at commas outside nested braces, up to its `}`.
+    let (mut depth, mut items, mut start) = (0usize, Vec::new(), 0);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&group[start..i]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items
+        .into_iter()
+        .map(word)
+        .filter(|w| !w.is_empty())
+        .collect()
 }
 
 /// A circle through `from`, if one returns to it.
@@ -122,6 +164,14 @@ fn every_import_points_down_the_layer_table_and_none_goes_round() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn grouped_imports_name_each_room() {
+    assert_eq!(rooms("config::Config;"), ["config"]);
+    let grouped = "{\n    config,\n    instance::{imds, userdata},\n    plan::step::When,\n};";
+    assert_eq!(rooms(grouped), ["config", "instance", "plan"]);
+    assert!(rooms("{}").is_empty());
 }
 
 #[test]

@@ -30,7 +30,8 @@ pub const PERSIST_PATH: &str = "/etc/sysctl.d/99-zz-eks-nodeinit.conf";
 pub const RESERVED_PORTS: &str = "net.ipv4.ip_local_reserved_ports";
 /// Where the AL2023 AMI reserves its add-ons' ports (amazon-eks-ami
 /// templates/al2023/runtime/rootfs/etc/sysctl.d/67-eks-reserved-ports.conf): pod identity's
-/// 2703, the EBS CSI driver's 9808-9809, the kubelet's and kube-proxy's, the VPC CNI's 61678-61679.
+/// 2703, the EBS and EFS CSI drivers' 9808 and 9809, the kubelet's and kube-proxy's, the VPC CNI's
+/// 61678-61679.
 pub const AMI_RESERVED_PORTS: &str = "/etc/sysctl.d/67-eks-reserved-ports.conf";
 
 fn reads(spec: &Spec, _: Option<Family>, r: &mut Reads) {
@@ -49,11 +50,16 @@ fn reserved_ports(
     v: &str,
 ) -> Result<(String, Option<String>), String> {
     let mine = crate::base::ports::parse(v)?;
-    let ami = facts.text(AMI_RESERVED_PORTS).unwrap_or_default();
-    let line = ami.lines().find_map(|l| {
+    // Unreadable is not absent: the agent's value would drop the AMI's ports unseen.
+    let ami = facts.file_text(AMI_RESERVED_PORTS)?.unwrap_or_default();
+    // systemd-sysctl's reading: the last assignment wins; `-key` (errors ignored) and the
+    // `net/ipv4/…` spelling name the same key.
+    let mut line = ami.lines().filter_map(|l| {
         let (k, val) = l.split_once('=')?;
-        (k.trim() == RESERVED_PORTS).then(|| val.trim().to_string())
+        let k = k.trim().trim_start_matches('-').replace('/', ".");
+        (k == RESERVED_PORTS).then(|| val.trim().to_string())
     });
+    let line = line.next_back();
     let Some(theirs) = line else {
         return Ok((crate::base::ports::render(&mine), None));
     };
@@ -210,6 +216,38 @@ mod tests {
         let bad =
             r#"{"cluster":{"name":"c"},"sysctls":{"net.ipv4.ip_local_reserved_ports":"9-3"}}"#;
         assert!(findings(&run(&ASPECT, &spec(bad), &facts))[0].contains("backwards"));
+    }
+
+    #[test]
+    fn the_amis_list_is_read_as_systemd_sysctl_reads_it_and_unreadable_is_not_absent() {
+        let c =
+            r#"{"cluster":{"name":"c"},"sysctls":{"net.ipv4.ip_local_reserved_ports":"30000"}}"#;
+        let live = |facts: crate::facts::FactsBuilder| {
+            let out = run(&ASPECT, &spec(c), &facts.absent([PERSIST_PATH]).build());
+            match &out.steps[..] {
+                [Step::Live(l), ..] => Ok(l.new.clone()),
+                _ => Err(findings(&out)),
+            }
+        };
+        // The last assignment wins; `-key` and the slash spelling name the same key.
+        let ami =
+            "net.ipv4.ip_local_reserved_ports = 1\n-net/ipv4/ip_local_reserved_ports = 2703\n";
+        let node = Facts::builder(Family::Al2023).sysctl(RESERVED_PORTS, Ok(""));
+        assert_eq!(
+            live(node.file(AMI_RESERVED_PORTS, ami)),
+            Ok("2703,30000".into())
+        );
+        let unreadable = crate::os::fsutil::FileFact {
+            content: Err("Permission denied".into()),
+            mode: None,
+            link: None,
+        };
+        let node = Facts::builder(Family::Al2023).sysctl(RESERVED_PORTS, Ok(""));
+        let f = live(node.file_fact(AMI_RESERVED_PORTS, unreadable)).unwrap_err();
+        assert!(
+            f[0].contains("cannot read /etc/sysctl.d/67-eks-reserved-ports.conf"),
+            "{f:?}"
+        );
     }
 
     #[test]

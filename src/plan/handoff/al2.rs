@@ -72,7 +72,7 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
 fn handoff_env(facts: &Facts) -> BTreeMap<String, String> {
     let mut env = super::sdk_env(facts);
     let host = env
-        .get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+        .get(crate::instance::imds::ENDPOINT_ENV)
         .and_then(|e| e.strip_prefix("http://"))
         .map(String::from);
     if let Some(host) = host {

@@ -39,7 +39,7 @@ pub(crate) fn sdk_env(facts: &crate::facts::Facts) -> BTreeMap<String, String> {
     let Some(endpoint) = untold(facts) else {
         return BTreeMap::new();
     };
-    let mut env = BTreeMap::from([("AWS_EC2_METADATA_SERVICE_ENDPOINT".to_string(), endpoint)]);
+    let mut env = BTreeMap::from([(crate::instance::imds::ENDPOINT_ENV.to_string(), endpoint)]);
     if facts.reach.as_ref().and_then(|r| r.dual_stack) == Some(true) {
         env.insert("AWS_USE_DUALSTACK_ENDPOINT".into(), "true".into());
     }
