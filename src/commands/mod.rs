@@ -138,11 +138,21 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     };
     // The EC2 client's trust store loads while IMDS answers.
     let apply = !args.dry_run;
+    let bus = bus_for(args);
+    // The node's resolvers first: discovery and the checks resolve names through them.
+    let (early_steps, early) = match apply {
+        true => before_discovery(args, &spec, &bus).await?,
+        false => Default::default(),
+    };
     let _warm = (apply && spec.tagging.enabled).then(crate::aws::ec2::warm_up);
     let instance = gather::instance(args.metadata.as_deref(), &spec, &args.root, read).await?;
     let ec2 = ready_ec2(&spec, &instance, apply);
     let facts = gather::facts(&spec, &args.root, instance).await;
-    let plan = plan::build(&spec, &facts)?;
+    let mut plan = plan::build(&spec, &facts)?;
+    if !early_steps.is_empty() && plan.early.is_empty() {
+        plan.early = early_steps;
+        plan.early_done = true;
+    }
     print!(
         "{}",
         match args.output {
@@ -153,7 +163,26 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     if args.dry_run {
         return Ok(());
     }
-    exec::execute(&args.root, &plan, &bus_for(args), run_lock.as_ref(), ec2).await
+    exec::execute(&args.root, &plan, &bus, run_lock.as_ref(), ec2, early).await
+}
+
+/// The steps before discovery (the node's resolvers, `network`), planned from the node's files
+/// and run before the instance and the cluster are read; none without `network`.
+async fn before_discovery(
+    args: &InitArgs,
+    spec: &Spec,
+    bus: &Bus,
+) -> Result<(Vec<plan::Step>, Report)> {
+    if spec.network.is_none() {
+        return Ok(Default::default());
+    }
+    let facts = gather::node(&args.root, spec, None, InstanceTags::Unknown);
+    let steps = plan::before_discovery(spec, &facts)?;
+    for s in &steps {
+        tracing::info!("before discovery: {}", s.describe());
+    }
+    let report = exec::before_discovery(&args.root, &steps, bus).await?;
+    Ok((steps, report))
 }
 
 /// The EC2 client made ready while the node is read, planned and staged (reads only, off the

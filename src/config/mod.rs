@@ -16,6 +16,7 @@ mod kubelet;
 mod lifecycle;
 mod local_storage;
 mod logind;
+mod network;
 mod node_group;
 mod proxy;
 mod registries;
@@ -50,6 +51,7 @@ pub use kubelet::{
 pub use lifecycle::{LifecycleSettings, WarmPool};
 pub use local_storage::{DisabledMount, LocalStorageSettings, LocalStorageStrategy};
 pub use logind::LogindSettings;
+pub use network::NetworkSettings;
 pub use node_group::{NodeGroup, Role};
 pub use proxy::ProxySettings;
 pub use registries::{MirrorDetail, RegistrySettings};
@@ -150,6 +152,10 @@ pub struct Config {
     /// The checks before the hand-off and the proof of the join after it (docs/join.md).
     #[serde(default, skip_serializing_if = "VerifySettings::is_default")]
     pub verify: VerifySettings,
+    /// The node's name servers and search domains (nodeadm's `instance.network`), in force
+    /// before the agent's discovery and checks (docs/config.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSettings>,
 }
 
 /// Versions of the config document this agent reads.

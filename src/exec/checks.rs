@@ -43,7 +43,8 @@ pub(crate) fn record(
             Verdict::Skipped | Verdict::NotRun => Outcome::Skipped(r.detail.clone()),
         },
     });
-    report.steps.splice(0..0, outcomes);
+    let at = report.before_discovery.min(report.steps.len());
+    report.steps.splice(at..at, outcomes);
     results.iter().for_each(log);
     let mut by_record: BTreeMap<&(String, String), Vec<&CheckResult>> = BTreeMap::new();
     for (step, r) in steps.iter().zip(results.iter_mut()) {

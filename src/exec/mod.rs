@@ -79,11 +79,23 @@ pub(crate) async fn execute(
     bus: &Bus,
     lock: Option<&RunLock>,
     ec2: Option<ReadyClient>,
+    early: Report,
 ) -> Result<()> {
     let mut report = Report::start(plan);
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
+    let early = match plan.early_done {
+        true => early,
+        false => match before_discovery(root, &plan.early, bus).await {
+            Ok(r) => r,
+            Err(e) => return Err(failed_run(root, plan, &mut report, "before discovery", e)),
+        },
+    };
+    report.before_discovery = early.steps.len();
+    report.steps = early.steps;
+    report.warnings.extend(early.warnings);
+    report.properties.extend(early.properties);
     let timelines = timelines(plan);
     report.stamp(&timelines, "agent started", report.started_at_unix_ms);
     report.stamp(&timelines, "planned", now_ms());
@@ -97,7 +109,7 @@ pub(crate) async fn execute(
     let tagging = Session::start(plan, ec2);
     let beside = checks_of(plan, When::Beside);
     let (applied, results) = tokio::join!(
-        apply(root, plan, &mut prepared, bus, &mut report),
+        apply(root, &plan.steps, &mut prepared, bus, &mut report),
         checks::run(&beside, root)
     );
     checks::record(&beside, When::Beside, results, &mut report);
@@ -170,6 +182,24 @@ fn timelines(plan: &Plan) -> Vec<String> {
     all.into_iter().collect()
 }
 
+/// The steps before discovery ([`Plan::early`]): each file staged and fsynced, then every step
+/// run in order, as the two phases of [`execute`] run theirs. What they came to goes into the
+/// run's report (given to [`execute`]).
+pub(crate) async fn before_discovery(root: &Path, steps: &[Step], bus: &Bus) -> Result<Report> {
+    let mut report = Report::default();
+    if steps.is_empty() {
+        return Ok(report);
+    }
+    let unchanged = |e: ExecError| anyhow::Error::new(e).context("nothing was changed");
+    let mut prepared = prepare(root, steps).await.map_err(unchanged)?;
+    let files = prepared.files.values_mut().flatten().map(|(_, s)| s);
+    fsutil::sync_all(files).map_err(|e| unchanged(e.into()))?;
+    apply(root, steps, &mut prepared, bus, &mut report)
+        .await
+        .context("the steps before discovery")?;
+    Ok(report)
+}
+
 /// The steps before any change. When one fails, the plan's on-failure steps run and the error
 /// that ends the run comes back: nothing was changed, nothing is handed off.
 async fn first_phase(
@@ -208,7 +238,7 @@ async fn stage_all(
     report: &Report,
 ) -> Result<(Prepared, fsutil::Staged)> {
     let unchanged = |e: ExecError| anyhow::Error::new(e).context("nothing was changed");
-    let mut prepared = prepare(root, plan).await.map_err(unchanged)?;
+    let mut prepared = prepare(root, &plan.steps).await.map_err(unchanged)?;
     let mut staged_report = report
         .stage(root, &plan.secrets)
         .map_err(|e| unchanged(e.into()))?;
@@ -260,9 +290,9 @@ impl Prepared {
 /// The first phase: write every file's new content beside it, open every live value and stage
 /// the hand-off's marker ([`Prepared::sync`] then fsyncs the files). Nothing the node reads has
 /// changed when this returns, whether it failed or not.
-async fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
+async fn prepare(root: &Path, steps: &[Step]) -> Result<Prepared, ExecError> {
     let mut p = Prepared::default();
-    for (i, step) in plan.steps.iter().enumerate() {
+    for (i, step) in steps.iter().enumerate() {
         match step {
             Step::Run(Run {
                 check: Some(argv),
@@ -303,13 +333,13 @@ async fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, ExecError> {
 /// for a rerun's sake are put back first.
 async fn apply(
     root: &Path,
-    plan: &Plan,
+    steps: &[Step],
     prepared: &mut Prepared,
     bus: &Bus,
     report: &mut Report,
 ) -> Result<(), ExecError> {
     let mut removed = Vec::new();
-    for (i, step) in plan.steps.iter().enumerate() {
+    for (i, step) in steps.iter().enumerate() {
         match run_step(root, i, step, prepared, bus, report, &mut removed).await {
             Ok(Some(outcome)) => report.steps.push(StepOutcome {
                 step: step.describe(),
@@ -433,7 +463,7 @@ async fn restart_unit(
     check: &PropertyCheck,
     report: &mut Report,
 ) -> Outcome {
-    let (property, expected) = (check.property, check.expected);
+    let (property, expected) = (check.property, &check.expected);
     let conn = match connect(bus).await {
         Ok(c) => c,
         Err(why) => {
@@ -446,8 +476,8 @@ async fn restart_unit(
             if let Some(key) = check.record_as {
                 report.set_property(key, &v);
             }
-            if v == expected {
-                tracing::info!(unit, property, value = v, "{} took the change", name(unit));
+            if v == *expected {
+                tracing::info!(unit, property, value = %v, "{} took the change", name(unit));
                 return Outcome::DoneWith(format!("{property}={v}"));
             }
             let msg = format!(

@@ -87,6 +87,9 @@ pub(crate) struct Report {
     pub started_at_unix_ms: u64,
     pub finished_at_unix_ms: u64,
     pub steps: Vec<StepOutcome>,
+    /// How many of `steps` ran before discovery: the checks' outcomes go after them.
+    #[serde(skip)]
+    pub before_discovery: usize,
     pub handoff: String,
     pub warnings: Vec<String>,
     /// What the run's steps recorded, by key (`tagging`, `join`, `discovery`, a unit's

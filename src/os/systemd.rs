@@ -1,6 +1,7 @@
 //! systemd over D-Bus, generically: restart a unit through systemd's manager and read a property
 //! back until it holds the expected value. The executor runs this effect for any step that
-//! asks for it (today: logind rereading its drop-ins) without knowing which aspect planned it.
+//! asks for it (logind rereading its drop-ins, systemd-resolved its servers) without knowing
+//! which aspect planned it.
 
 use std::time::Duration;
 
@@ -15,10 +16,35 @@ pub struct PropertyCheck {
     pub path: &'static str,
     pub interface: &'static str,
     pub property: &'static str,
-    pub expected: u64,
+    pub expected: Expected,
     /// The report property that keeps the value read back, if any.
     #[serde(skip)]
     pub record_as: Option<&'static str>,
+}
+
+/// The value a property must reach, by the property's D-Bus type.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Expected {
+    /// A `t`.
+    Number(u64),
+    /// An `a(iiay)` list of (interface index, address family, address), as systemd-resolved's
+    /// `DNS`: the addresses of interface index 0 (the global ones, from its configuration), in
+    /// order; the interfaces' own are left out.
+    Addresses(Vec<String>),
+    /// An `a(isb)` list of (interface index, domain, routing-only), as systemd-resolved's
+    /// `Domains`: those of interface index 0, `~` before a routing-only one, in order.
+    Domains(Vec<String>),
+}
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expected::Number(n) => write!(f, "{n}"),
+            Expected::Addresses(a) | Expected::Domains(a) if a.is_empty() => f.write_str("(none)"),
+            Expected::Addresses(a) | Expected::Domains(a) => f.write_str(&a.join(" ")),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +102,7 @@ pub(crate) async fn restart_and_read(
     unit: &str,
     check: &PropertyCheck,
     wait: Duration,
-) -> Result<u64, SystemdError> {
+) -> Result<Expected, SystemdError> {
     queue(conn, unit, Job::Restart).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
@@ -218,11 +244,11 @@ async fn get(
     reply.body().deserialize().map_err(|e| e.to_string())
 }
 
-/// Read a `u64` property (no property cache).
+/// Read a property of the expected value's type (no property cache).
 pub(crate) async fn read_property(
     conn: &zbus::Connection,
     c: &PropertyCheck,
-) -> Result<u64, SystemdError> {
+) -> Result<Expected, SystemdError> {
     let err = |message: String| SystemdError::Read {
         service: c.service,
         property: c.property,
@@ -231,5 +257,42 @@ pub(crate) async fn read_property(
     let v = get(conn, c.service, c.path, c.interface, c.property)
         .await
         .map_err(err)?;
-    u64::try_from(v).map_err(|e| err(format!("not a u64: {e}")))
+    match c.expected {
+        Expected::Number(_) => u64::try_from(v)
+            .map(Expected::Number)
+            .map_err(|e| err(format!("not a u64: {e}"))),
+        Expected::Addresses(_) => global_addresses(v).map(Expected::Addresses).map_err(err),
+        Expected::Domains(_) => global_domains(v).map(Expected::Domains).map_err(err),
+    }
+}
+
+/// The domains of interface index 0 in an `a(isb)` value.
+fn global_domains(v: OwnedValue) -> Result<Vec<String>, String> {
+    let entries =
+        <Vec<(i32, String, bool)>>::try_from(v).map_err(|e| format!("not an a(isb) list: {e}"))?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| e.0 == 0)
+        .map(|(_, d, route_only)| match route_only {
+            true => format!("~{d}"),
+            false => d,
+        })
+        .collect())
+}
+
+/// The addresses of interface index 0 in an `a(iiay)` value, each as its family's text.
+fn global_addresses(v: OwnedValue) -> Result<Vec<String>, String> {
+    let entries =
+        <Vec<(i32, i32, Vec<u8>)>>::try_from(v).map_err(|e| format!("not an a(iiay) list: {e}"))?;
+    let mut out = Vec::new();
+    for (ifindex, _family, bytes) in entries.into_iter().filter(|e| e.0 == 0) {
+        let a: std::net::IpAddr = match bytes.len() {
+            4 => <[u8; 4]>::try_from(bytes.as_slice()).map(Into::into),
+            16 => <[u8; 16]>::try_from(bytes.as_slice()).map(Into::into),
+            n => return Err(format!("an address of {n} bytes on interface {ifindex}")),
+        }
+        .map_err(|e| e.to_string())?;
+        out.push(a.to_string());
+    }
+    Ok(out)
 }

@@ -30,6 +30,14 @@ pub struct Plan {
     pub instance: Instance,
     pub family: Family,
     pub family_reason: String,
+    /// The steps run before discovery and every check (the node's resolvers, `network`), so
+    /// that every name the agent resolves goes through the servers the node will use. `init`
+    /// runs them before it reads the instance and the cluster ([`before_discovery`]).
+    #[serde(skip)]
+    pub early: Vec<Step>,
+    /// Whether `init` ran [`Plan::early`] already, before discovery (the executor then does not).
+    #[serde(skip)]
+    pub early_done: bool,
     pub steps: Vec<Step>,
     /// The steps after the hand-off ([`step::When::After`]), in the plan's order: the plan
     /// leaves them in this boot's job for the launch-hook unit ([`after`]).
@@ -198,6 +206,8 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         },
         family: family.family,
         family_reason: family.reason,
+        early: out.early,
+        early_done: false,
         steps: out.steps,
         after,
         warnings: out.warnings,
@@ -248,7 +258,11 @@ impl Plan {
     }
 
     pub fn changes(&self) -> usize {
-        self.steps.iter().filter(|s| s.is_change()).count()
+        self.early
+            .iter()
+            .chain(&self.steps)
+            .filter(|s| s.is_change())
+            .count()
     }
 
     /// A stable JSON document, secrets redacted.
@@ -263,6 +277,9 @@ impl Plan {
             "steps": self.steps,
             "warnings": self.warnings,
         });
+        if !self.early.is_empty() {
+            v["beforeDiscovery"] = serde_json::to_value(&self.early).unwrap_or_default();
+        }
         if !self.after.is_empty() {
             v["afterHandoff"] = serde_json::to_value(&self.after).unwrap_or_default();
         }
@@ -305,6 +322,7 @@ impl Plan {
             let _ = writeln!(o, "{line}");
         }
         kubelet::derived::render_text(&mut o, &self.derived);
+        self.render_early(&mut o);
         let after = self.after.iter().filter_map(|a| match a {
             step::After::Check(c) => Some(c),
             step::After::Run(_) => None,
@@ -320,14 +338,18 @@ impl Plan {
                 "no changes: tags, sysctls and files are already as configured"
             );
         }
+        let first = self.early.len() + 1;
+        if !self.early.is_empty() && !self.steps.is_empty() {
+            let _ = writeln!(o, "\nthen, with the facts read and the checks run:");
+        }
         for (n, s) in self.steps.iter().enumerate() {
-            render_step(&mut o, n + 1, s);
+            render_step(&mut o, first + n, s);
         }
         if !self.after.is_empty() {
             let _ = writeln!(o, "\n{AFTER}:");
         }
         for (n, s) in self.after.iter().enumerate() {
-            render_step(&mut o, self.steps.len() + n + 1, &Step::from(s.clone()));
+            render_step(&mut o, first + self.steps.len() + n, &Step::from(s.clone()));
         }
         if self.first_phase() && !self.on_failure.is_empty() {
             let _ = writeln!(
@@ -345,6 +367,45 @@ impl Plan {
             }
         }
         redact(&self.secrets, &o)
+    }
+}
+
+impl Plan {
+    /// The steps before discovery, first: what they make of the node's resolvers is in force
+    /// for every name the agent resolves after them.
+    fn render_early(&self, o: &mut String) {
+        if self.early.is_empty() {
+            return;
+        }
+        let when = match self.early_done {
+            true => "run before discovery and every check (done)",
+            false => "run first, before discovery and every check",
+        };
+        let _ = writeln!(
+            o,
+            "{when}: the node's resolvers, so every name below (the API server, AWS) is resolved through them:"
+        );
+        for (n, s) in self.early.iter().enumerate() {
+            render_step(o, n + 1, s);
+        }
+        o.push('\n');
+    }
+}
+
+/// The steps before discovery (the node's resolvers): planned from the node's files alone,
+/// before the instance and the cluster are read. Findings of its own stop the run.
+pub fn before_discovery(spec: &Spec, facts: &Facts) -> Result<Vec<Step>, Invalid> {
+    let mut out = Out::default();
+    let handoff = aspects::intent(spec, facts, &mut crate::base::findings::Findings::default());
+    let input = Input {
+        spec,
+        facts,
+        handoff: &handoff,
+    };
+    (aspects::resolver::ASPECT.plan)(&input, &mut out);
+    match out.findings.is_empty() {
+        true => Ok(out.early),
+        false => Err(Invalid(out.findings.0)),
     }
 }
 

@@ -10,6 +10,8 @@ use crate::plan::step::{File, Mode, Remove, Step};
 #[derive(Debug, Default)]
 pub(crate) struct Out {
     pub steps: Vec<Step>,
+    /// Steps run before discovery and every check ([`crate::plan::Plan::early`]).
+    pub early: Vec<Step>,
     pub warnings: Vec<String>,
     pub findings: Findings,
     /// Values the aspect put into a step that must never be shown (the cluster CA).

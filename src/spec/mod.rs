@@ -16,6 +16,7 @@ pub mod lifecycle;
 mod local_storage;
 pub mod logind;
 pub mod name_tag;
+pub mod network;
 pub mod nodeconfig;
 pub mod pod_capacity;
 pub mod proxy;
@@ -72,6 +73,8 @@ pub struct Spec {
     pub local_storage: Option<crate::config::LocalStorageSettings>,
     /// The checks before the hand-off and the proof after it (`verify`).
     pub verify: verify::VerifySpec,
+    /// The node's name servers and search domains (`network`), in force before discovery.
+    pub network: Option<network::NetworkSpec>,
 }
 
 impl Spec {
@@ -140,6 +143,7 @@ pub fn resolve(c: &Config) -> (Spec, Findings) {
         host: host::spec(c.host.as_ref(), &mut f),
         local_storage: local_storage::spec(c.local_storage.as_ref(), &mut f),
         verify: verify::spec(&c.verify, &mut f),
+        network: network::spec(c.network.as_ref(), &mut f),
     };
     if spec.registration.startup_taint.is_some() && spec.verify.join_deadline.is_none() {
         f.push(

@@ -132,6 +132,33 @@ fn merge_node_config(dst: &mut Value, src: &Value, path: &str) {
     }
 }
 
+/// What nodeadm's config phase writes to `/run/systemd/resolved.conf.d/40-eks.conf` for the
+/// merged NodeConfig `nc` (internal/system/resolve.go and its template): nothing when
+/// `spec.instance.network` names neither servers nor domains; else `[Resolve]`, a line with
+/// `DNS=` and the servers joined by single spaces (empty without servers), the same for
+/// `Domains=`, each line ended by a newline.
+pub fn nodeadm_resolve_file(nc: &Value) -> Option<String> {
+    let words = |k: &str| -> Vec<String> {
+        nc["spec"]["instance"]["network"][k]
+            .as_array()
+            .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
+    };
+    let (servers, domains) = (words("nameservers"), words("domains"));
+    if servers.is_empty() && domains.is_empty() {
+        return None;
+    }
+    let line = |key: &str, v: &[String]| match v.is_empty() {
+        true => String::new(),
+        false => format!("{key}={}", v.join(" ")),
+    };
+    Some(format!(
+        "[Resolve]\n{}\n{}\n",
+        line("DNS", &servers),
+        line("Domains", &domains)
+    ))
+}
+
 /// mergo's "empty": a value that does not override.
 fn is_empty(v: &Value) -> bool {
     match v {

@@ -34,6 +34,7 @@ mod pod_capacity;
 mod props;
 mod proxy;
 mod registries;
+mod resolver;
 mod retire;
 mod same_output;
 mod tagging;

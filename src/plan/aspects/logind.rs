@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::facts::{Facts, Family};
-use crate::os::systemd::PropertyCheck;
+use crate::os::systemd::{Expected, PropertyCheck};
 use crate::plan::step::{IfFailed, Mode, Step, Unit, UnitJob};
 use crate::spec::Spec;
 
@@ -81,7 +81,7 @@ fn plan(i: &Input, out: &mut Out) {
                     interface: "org.freedesktop.login1.Manager",
                     property: "InhibitDelayMaxUSec",
                     // ≤ a day in seconds: the product fits easily.
-                    expected: sec.saturating_mul(1_000_000),
+                    expected: Expected::Number(sec.saturating_mul(1_000_000)),
                     // What the graceful shutdown gets, for the report.
                     record_as: Some("logindInhibitDelayMaxUsec"),
                 },

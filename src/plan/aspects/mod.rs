@@ -31,6 +31,7 @@ pub mod pod_capacity;
 pub mod preflight;
 pub mod proxy;
 pub mod registration;
+pub mod resolver;
 pub mod resource_managers;
 pub mod shutdown;
 pub mod swap;
@@ -111,6 +112,7 @@ pub(crate) const CONTAINERD_HANDOFF: Aspect = Aspect {
 
 /// The aspects, in the order their steps run.
 pub(crate) const REGISTRY: &[Aspect] = &[
+    resolver::ASPECT,
     preflight::ASPECT,
     hardening::ASPECT,
     accelerators::ASPECT,

@@ -293,8 +293,24 @@ pub fn document(h: &HandoffIntent) -> Value {
     if !k.is_empty() {
         spec_doc.insert("kubelet".into(), Value::Object(k));
     }
+    let mut instance = Map::new();
     if let Some(ls) = &h.local_storage {
-        spec_doc.insert("instance".into(), json!({ "localStorage": ls }));
+        instance.insert("localStorage".into(), json!(ls));
+    }
+    if let Some(n) = &h.network {
+        // The same values as the resolver file the agent wrote before discovery: nodeadm's
+        // config phase writes it again from the merge, the same bytes.
+        let mut network = Map::new();
+        if !n.nameservers.is_empty() {
+            network.insert("nameservers".into(), json!(n.nameserver_texts()));
+        }
+        if !n.domains.is_empty() {
+            network.insert("domains".into(), json!(n.domains));
+        }
+        instance.insert("network".into(), Value::Object(network));
+    }
+    if !instance.is_empty() {
+        spec_doc.insert("instance".into(), Value::Object(instance));
     }
     if let Some(c) = crate::plan::aspects::containerd::pull::inline_config(
         &h.containerd.pull,
@@ -380,17 +396,31 @@ mod tests {
             .exists(CONFIG_UNIT_DROPINS[0], true)
     }
 
-    #[test]
-    fn local_storage_goes_as_nodeadms_instance_local_storage() {
-        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID10","mountPath":"/data","disabledMounts":["PodLogs","SOCI"]}}"#;
+    /// The drop-in's `spec.instance` for config `c`.
+    fn instance_block(c: &str) -> Value {
         let out = run(&ASPECT, &spec(c), &node().absent([DROPIN]).build());
         let Step::File(f) = &out.steps[0] else {
             panic!("{:?}", out.steps)
         };
         let doc: Value = serde_json::from_str(&f.new).unwrap();
+        doc["spec"]["instance"].clone()
+    }
+
+    #[test]
+    fn local_storage_goes_as_nodeadms_instance_local_storage() {
+        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID10","mountPath":"/data","disabledMounts":["PodLogs","SOCI"]}}"#;
         assert_eq!(
-            doc["spec"]["instance"],
+            instance_block(c),
             serde_json::json!({"localStorage": {"strategy": "RAID10", "mountPath": "/data", "disabledMounts": ["PodLogs", "SOCI"]}})
+        );
+    }
+
+    #[test]
+    fn the_resolvers_go_beside_the_instance_store_as_nodeadms_instance_network() {
+        let c = r#"{"cluster":{"name":"prod"},"localStorage":{"strategy":"RAID0"},"network":{"nameservers":["10.0.0.53","FD00:EC2::253"],"domains":["corp.example"]}}"#;
+        assert_eq!(
+            instance_block(c),
+            serde_json::json!({"localStorage": {"strategy": "RAID0"}, "network": {"nameservers": ["10.0.0.53", "fd00:ec2::253"], "domains": ["corp.example"]}})
         );
     }
 

@@ -54,6 +54,8 @@ pub struct HandoffIntent {
     pub kubelet: KubeletIntent,
     /// The instance store's disks, set up by bootstrap.sh or nodeadm.
     pub local_storage: Option<LocalStorageSettings>,
+    /// The node's resolvers (`network`), for nodeadm's `instance.network`.
+    pub network: Option<crate::spec::network::NetworkSpec>,
     /// containerd's settings the hand-off leaves on the node.
     pub containerd: ContainerdIntent,
     /// `kubelet.nodeName` for nodeadm's `InstanceIdNodeName` gate, when the config says.
@@ -71,6 +73,7 @@ impl HandoffIntent {
             cluster: facts.cluster.clone(),
             kubelet: KubeletIntent::default(),
             local_storage: spec.local_storage.clone(),
+            network: spec.network.clone(),
             containerd: ContainerdIntent::default(),
             instance_id_node_name: spec
                 .registration

@@ -305,7 +305,7 @@ fn logind_change_noop_and_later_dropin() {
         Step::Unit(eks_nodeinit::plan::step::Unit {
             job: eks_nodeinit::plan::step::UnitJob::Restart { verify, .. },
             ..
-        }) if verify.expected == 90_000_000
+        }) if verify.expected == eks_nodeinit::os::systemd::Expected::Number(90_000_000)
     ));
     // No-op.
     let mut f = al2023(&[CLUSTER_TAG, ("Name", "g-10x0x12x34")]);

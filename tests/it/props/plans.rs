@@ -217,7 +217,7 @@ fn check_logind(want: &Want, plan: &Plan, files: &Files) -> Result<(), TestCaseE
         "{sec} s < the grace period"
     );
     let notified = plan.steps.iter().any(|s| {
-        matches!(s, Step::Unit(eks_nodeinit::plan::step::Unit { job: eks_nodeinit::plan::step::UnitJob::Restart { verify, .. }, .. }) if verify.expected == sec * 1_000_000)
+        matches!(s, Step::Unit(eks_nodeinit::plan::step::Unit { job: eks_nodeinit::plan::step::UnitJob::Restart { verify, .. }, .. }) if verify.expected == eks_nodeinit::os::systemd::Expected::Number(sec * 1_000_000))
     });
     prop_assert!(notified, "logind told {sec} s");
     Ok(())
