@@ -247,6 +247,17 @@ mod tests {
                     mig: Some(false),
                     nvidia_smi: "/usr/bin/nvidia-smi".into(),
                 })),
+                step(crate::verify::Check::new(
+                    crate::verify::nodeadm::NodeadmConfig {
+                        program: "/usr/bin/nodeadm".into(),
+                        sources: vec!["imds://user-data".into()],
+                        env: [(
+                            "AWS_EC2_METADATA_SERVICE_ENDPOINT".into(),
+                            "http://[fd00:ec2::254]".into(),
+                        )]
+                        .into(),
+                    },
+                )),
             ],
         };
         let kinds: Vec<&str> = crate::verify::LOADERS

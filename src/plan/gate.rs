@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::base::findings::Findings;
 use crate::facts::Facts;
 use crate::plan::out::Out;
-use crate::plan::step::{CheckStep, Handoff, Step, Unit, When};
+use crate::plan::step::{CheckStep, Handoff, Step, Unit, UnitJob, When};
 
 /// This boot's checks before the kubelet starts, for the gate unit.
 pub const GATE_JOB: &str = "/run/eks-nodeinit/gate.json";
@@ -85,10 +85,27 @@ pub(crate) fn plan(facts: &Facts, gate: &[CheckStep], out: &mut Out) {
         let purpose = format!("this boot's {n} check(s) before the kubelet starts, for {UNIT}");
         (purpose, job.to_text())
     });
+    let at = out.steps.len();
     if out.boot_job(facts, FIELD, GATE_JOB, job) {
         let why = "it runs the checks before nodeadm-run starts the kubelet";
         out.steps.push(Unit::start(UNIT, why));
     }
+    // A run that starts nodeadm-run itself (a warm pool's release) starts the gate first:
+    // systemd orders two jobs only while both are queued.
+    let gate: Vec<Step> = out.steps.drain(at..).collect();
+    let first = out
+        .steps
+        .iter()
+        .position(starts_what_the_gate_precedes)
+        .unwrap_or(out.steps.len());
+    out.steps.splice(first..first, gate);
+}
+
+/// The units the gate unit is ordered before (its `Before=`).
+pub const BEFORE: [&str; 2] = ["nodeadm-run.service", "kubelet.service"];
+
+fn starts_what_the_gate_precedes(s: &Step) -> bool {
+    matches!(s, Step::Unit(Unit { job: UnitJob::Start { unit }, .. }) if BEFORE.contains(&unit.as_str()))
 }
 
 #[cfg(test)]
@@ -125,5 +142,39 @@ mod tests {
         });
         let (now, job) = split(vec![gate(), exec], &mut findings);
         assert_eq!((now.len(), job), (2, None));
+    }
+
+    #[test]
+    fn the_gate_starts_before_a_start_of_what_its_unit_precedes() {
+        let job = match gate() {
+            Step::Check(c) => vec![c],
+            _ => unreachable!(),
+        };
+        let facts = crate::facts::Facts::builder(crate::facts::Family::Al2023)
+            .absent([GATE_JOB])
+            .build();
+        let mut out = Out::default();
+        out.steps.push(Unit::start(
+            "nodeadm-run.service",
+            "the warm pool's release",
+        ));
+        plan(&facts, &job, &mut out);
+        let described: Vec<String> = out.steps.iter().map(Step::describe).collect();
+        assert_eq!(
+            described,
+            [
+                format!("write {GATE_JOB}"),
+                format!("start {UNIT}"),
+                "start nodeadm-run.service".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn before_is_the_packaged_units_ordering() {
+        let unit = include_str!("../../systemd/eks-nodeinit-gate.service");
+        let line = unit.lines().find(|l| l.starts_with("Before=")).unwrap();
+        let units: Vec<&str> = line["Before=".len()..].split_whitespace().collect();
+        assert_eq!(units, BEFORE);
     }
 }

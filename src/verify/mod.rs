@@ -14,6 +14,7 @@ pub mod hardening;
 pub mod kube;
 pub mod name;
 pub mod net;
+pub mod nodeadm;
 pub mod outcome;
 pub mod preflight;
 pub mod proof;
@@ -129,7 +130,11 @@ pub fn launch_of(
 /// The probes a job (after the hand-off, before the kubelet) may hold, by kind, a list per
 /// module: a check planned for a job is read back through them (a kind in none is refused when
 /// the plan is built).
-pub const LOADERS: &[&[(&str, check::Loader)]] = &[&hardening::LOADERS, &accelerators::LOADERS];
+pub const LOADERS: &[&[(&str, check::Loader)]] = &[
+    &hardening::LOADERS,
+    &accelerators::LOADERS,
+    &nodeadm::LOADERS,
+];
 
 /// Why a check failed: a code (`status` and docs/join.md name them), what was seen, what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -161,6 +161,8 @@ pub(crate) struct Run<'a> {
     pub(crate) extra: &'a [&'a str],
     /// What the node's root holds before the proof (the run's report).
     pub(crate) prep: fn(&Path),
+    /// Whether the proof ends in a join after all (the command succeeds).
+    pub(crate) joins: bool,
 }
 
 impl Default for Run<'_> {
@@ -174,6 +176,7 @@ impl Default for Run<'_> {
             job: |_| {},
             extra: &[],
             prep: |_| {},
+            joins: false,
         }
     }
 }
@@ -253,7 +256,11 @@ pub(crate) fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String
     };
     let extra = [once, r.extra].concat();
     let (out, _) = complete_hook(root.path(), &bus.address, &env, &extra);
-    assert!(!out.status.success(), "the node did not join");
+    assert_eq!(
+        out.status.success(),
+        r.joins,
+        "the node joined, or not, as the run says"
+    );
     let units = units.lock().unwrap();
     let units = units.iter().map(|c| (c.0.clone(), c.1.clone())).collect();
     (root, units)

@@ -176,3 +176,39 @@ fn an_unfit_node_nothing_would_retire_is_kept_as_a_mismatch_not_held_for_ever() 
         "{conditions}"
     );
 }
+
+#[test]
+fn nodeadms_check_without_a_result_counts_against_nothing() {
+    let Some(w) = two_like_peers_joined() else {
+        return;
+    };
+    // The gate held only nodeadm's check of the merge, whose failures never count (the image's
+    // or the config's): recording nothing is no fault either.
+    let prep = |r: &Path| {
+        let probe = eks_nodeinit::verify::nodeadm::NodeadmConfig {
+            program: "/usr/bin/nodeadm".into(),
+            sources: vec![
+                "imds://user-data".into(),
+                "file:///etc/eks/nodeadm.d/".into(),
+            ],
+            env: Default::default(),
+        };
+        let check = eks_nodeinit::verify::Check::new(probe);
+        let when = eks_nodeinit::plan::step::When::Gate;
+        let step = eks_nodeinit::plan::step::CheckStep::new(check, when, Duration::from_secs(30));
+        let job = eks_nodeinit::plan::gate::GateJob { steps: vec![step] };
+        let path = eks_nodeinit::plan::gate::GATE_JOB;
+        super::join_proof::write(r, path, &job.to_text());
+    };
+    let r = Run {
+        joins: true,
+        ..run(prep)
+    };
+    let (root, units) = failed_proof(&w, r);
+    assert!(!stopped(&units), "{units:?}");
+    let join = join_of(root.path());
+    assert_eq!(join["verdict"], "joined", "{join:#}");
+    let calls = w.calls();
+    assert_eq!(calls.len(), 1, "marked joined, nothing else: {calls:?}");
+    assert_eq!(calls[0].0, "CreateTags", "{calls:?}");
+}

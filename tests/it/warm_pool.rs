@@ -336,18 +336,26 @@ fn al2023_in_service_after_a_held_run_releases_the_hold_and_starts_nodeadm_run()
     assert!(!r.join(&HOLD_MARKER[1..]).exists());
     assert_eq!(
         calls.lock().unwrap().clone(),
-        vec![(
-            "StartUnit".into(),
-            "nodeadm-run.service".into(),
-            "replace".into()
-        )]
+        vec![
+            // The gate first (nodeadm's check of the merge): systemd orders the two jobs.
+            (
+                "StartUnit".into(),
+                "eks-nodeinit-gate.service".into(),
+                "replace".into()
+            ),
+            (
+                "StartUnit".into(),
+                "nodeadm-run.service".into(),
+                "replace".into()
+            )
+        ]
     );
     assert!(mark_done(r).status.success());
     assert!(r.join(DONE).exists());
     // Released: a rerun has nothing to do.
     let again = stdout(&init(&s, r, &cfg, &["--system-bus-address", &bus.address]));
     assert!(again.contains("no changes"), "{again}");
-    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert_eq!(calls.lock().unwrap().len(), 2);
 }
 
 #[test]
@@ -360,7 +368,7 @@ fn a_held_unit_that_cannot_be_started_fails_the_run_and_says_how() {
     assert!(!out.status.success());
     let e = common::stderr(&out);
     assert!(e.contains("nodeadm-run.service"), "{e}");
-    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert_eq!(calls.lock().unwrap().len(), 2, "the gate, then nodeadm-run");
     // The marker is back, so a rerun releases again: never a silent non-join. Without a bus to
     // ask, the same failure, saying what to run.
     assert!(r.join(&HOLD_MARKER[1..]).exists());

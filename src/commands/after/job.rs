@@ -95,6 +95,8 @@ fn unrun_gate(c: &Completer, earlier: &mut Vec<CheckResult>) {
         let why = format!("no result in the report: {UNIT} did not run it, was stopped before its end, or could not record it; see `journalctl -u {UNIT}`");
         let mut r = CheckResult::other(step.check.probe.as_ref(), Verdict::Failed, why);
         r.cause = Some("gate-unrun".into());
+        // A check whose failures never count (nodeadm's own check) is advisory unrun too.
+        r.advisory = !step.check.probe.blocks("gate-unrun");
         (r.phase, r.condition) = (gate, step.condition.clone());
         earlier.push(r);
     }

@@ -113,6 +113,7 @@ pub(crate) fn plan(i: &Input, out: &mut Out) {
                     .as_ref()
                     .map(|from| (from.entries.len(), from.source.clone())),
             })));
+        nodeadm_d::nodeadm_check(i, out);
     }
     user_data_warnings(spec, facts, user_data, config_unit_reads_dropins, out);
     if !facts.exists(&spec.nodeconfig.nodeadm_path) {
@@ -465,8 +466,9 @@ mod tests {
             .file(DROPIN, &render(&crate::plan::handoff_intent(&s, &facts)))
             .build();
         let out = run(&ASPECT, &s, &facts);
+        // The hand-off, and nodeadm's check of the merge for the gate (a boot's job).
         assert!(
-            matches!(out.steps[..], [Step::Handoff(Handoff::Dropin(_))]),
+            matches!(out.steps[..], [Step::Handoff(Handoff::Dropin(_)), Step::Check(ref c)] if c.when == crate::plan::step::When::Gate),
             "{:?}",
             out.steps
         );

@@ -11,9 +11,38 @@
 
 use serde_json::{json, Value};
 
+use crate::config::CheckMode;
 use crate::facts::Facts;
 use crate::instance::userdata::{Conflict, AGENT_DROPIN};
 use crate::plan::out::Out;
+use crate::plan::step::{CheckStep, Step, When};
+use crate::verify::nodeadm::NodeadmConfig;
+use crate::verify::Check;
+
+/// The sources `nodeadm-run.service` reads, in its order.
+const SOURCES: [&str; 2] = ["imds://user-data", "file:///etc/eks/nodeadm.d/"];
+
+/// How long nodeadm's check may take.
+const CHECK_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// nodeadm's own check of what it will merge, the agent's drop-in among it, before the kubelet
+/// ([`crate::verify::nodeadm`]): where nodeadm is on the node, the hand-off is not held and the
+/// join's checks are not off.
+pub(super) fn nodeadm_check(i: &super::Input, out: &mut Out) {
+    let (spec, facts) = (i.spec, i.facts);
+    let nodeadm = &spec.nodeconfig.nodeadm_path;
+    if i.handoff.hold.is_some() || spec.verify.preflight == CheckMode::Off || !facts.exists(nodeadm)
+    {
+        return;
+    }
+    let probe = NodeadmConfig {
+        program: nodeadm.display().to_string(),
+        sources: SOURCES.map(String::from).to_vec(),
+        env: super::sdk_env(facts),
+    };
+    let step = CheckStep::new(Check::new(probe), When::Gate, CHECK_BUDGET);
+    out.steps.push(Step::Check(step));
+}
 
 /// Paths another check already names: max pods and kube-reserved (`kubelet.maxPods`,
 /// `kubelet.kubeReserved`).

@@ -78,6 +78,11 @@ pub(super) fn check(
         (Some("gate"), Some("gpu-missing"), Some(true)),
         "[{name}] {gate:#}"
     );
+    // nodeadm's own check of what it will merge ran in the same gate (the stand-in's `config
+    // check`: the user data from IMDS, then the drop-ins) and passed.
+    let nodeadm = &r["checks"]["nodeadm config check of the NodeConfigs it will merge"];
+    let seen = (nodeadm["phase"].as_str(), nodeadm["result"].as_str());
+    assert_eq!(seen, (Some("gate"), Some("passed")), "[{name}] {r:#}");
     let join = &r["join"];
     let verdict = (join["verdict"].as_str(), join["blame"].as_str());
     assert_eq!(verdict, (Some("unfit"), Some("node")), "[{name}] {join:#}");

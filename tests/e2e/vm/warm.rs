@@ -127,8 +127,9 @@ fn check_stopped(sc: &Scenario, run: &Run) {
         "[{name}] first boot done"
     );
     let r2 = report(run, 2);
-    // The hand-off's company aside: the preflight's checks and the proof's per-boot job (and
-    // the start of its unit), which change nothing the node is configured with.
+    // The hand-off's company aside: the preflight's checks and the per-boot jobs of the proof
+    // and the gate (and the start of their units), which change nothing the node is
+    // configured with.
     let changes: Vec<&serde_json::Value> = r2["steps"]
         .as_array()
         .unwrap()
@@ -137,7 +138,8 @@ fn check_stopped(sc: &Scenario, run: &Run) {
             let step = s["step"].as_str().unwrap_or("");
             !(step.starts_with("check ")
                 || step.starts_with("write /run/eks-nodeinit/")
-                || step == "start eks-nodeinit-launch-hook.service")
+                || step == "start eks-nodeinit-launch-hook.service"
+                || step == "start eks-nodeinit-gate.service")
         })
         .collect();
     assert!(changes.is_empty(), "[{name}] no other change: {r2:#}");

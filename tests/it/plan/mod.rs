@@ -87,6 +87,7 @@ fn node(family: Family, tags: &[(&str, &str)]) -> Facts {
         logind::DROPIN_PATH,
         logind::MAIN_CONF,
         eks_nodeinit::plan::after::AFTER_JOB,
+        eks_nodeinit::plan::gate::GATE_JOB,
     ];
     if family == Family::Al2023 {
         files.push(nodeconfig::DROPIN);
@@ -358,9 +359,19 @@ fn handoffs_per_family_and_undetected_family() {
             "write /etc/systemd/system/containerd.service.d/90-eks-nodeinit-pin.conf",
             "reload systemd's units",
             "write /etc/eks/nodeadm.d/10-eks-nodeinit.json",
+            "write /run/eks-nodeinit/gate.json",
+            "start eks-nodeinit-gate.service",
             "nodeadm reads /etc/eks/nodeadm.d/10-eks-nodeinit.json"
         ]
     );
+    // nodeadm's own check of the merge, before the kubelet: this boot's gate job.
+    let gate = p.steps.iter().find_map(|s| match s {
+        Step::File(f) if f.path.ends_with("gate.json") => Some(f.new.clone()),
+        _ => None,
+    });
+    let gate = gate.unwrap();
+    assert!(gate.contains("\"check\": \"nodeadm-config\""), "{gate}");
+    f.set_file(eks_nodeinit::plan::gate::GATE_JOB, file(&gate));
     let text = nodeconfig::render(&eks_nodeinit::plan::handoff_intent(&s, &configured(&s, &f)));
     f.set_file(nodeconfig::DROPIN, file(&text));
     let pin = eks_nodeinit::plan::aspects::containerd::pause::dropin_text(Family::Al2023);
