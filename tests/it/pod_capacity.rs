@@ -10,6 +10,67 @@ use std::path::Path;
 use eks_nodeinit::base::podcap::{self, table, Ceiling, Cni, Mode};
 
 /// The embedded table read by this test's own parser: (type, ENIs, IPv4 per ENI).
+/// Each type's vCPUs, where the embedded table has them.
+fn vcpus() -> std::collections::BTreeMap<String, i64> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/base/podcap/instance-info.jsonl"
+    ))
+    .unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let n = v["defaultVCpus"].as_i64()?;
+            Some((v["instanceType"].as_str().unwrap().to_string(), n))
+        })
+        .collect()
+}
+
+#[test]
+fn a_second_capture_fills_only_the_vcpus_the_table_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("table.jsonl");
+    std::fs::write(
+        &table,
+        "{\"instanceType\":\"a1.large\",\"defaultMaxENIs\":3,\"ipv4AddressesPerInterface\":10}\n\
+         {\"instanceType\":\"b1.large\",\"defaultMaxENIs\":4,\"ipv4AddressesPerInterface\":15,\"defaultVCpus\":2}\n",
+    )
+    .unwrap();
+    // A capture keyed by type, gzip: other ENI numbers for a1 (the table's kept, and named), a
+    // vCPU count for b1 the table has already (the table's kept).
+    let capture = serde_json::json!({
+        "a1.large": {"InstanceType": "a1.large", "VCpuInfo": {"DefaultVCpus": 2},
+            "NetworkInfo": {"NetworkCards": [{"NetworkCardIndex": 0, "MaximumNetworkInterfaces": 9}], "Ipv4AddressesPerInterface": 10}},
+        "b1.large": {"InstanceType": "b1.large", "VCpuInfo": {"DefaultVCpus": 64},
+            "NetworkInfo": {"NetworkCards": [{"NetworkCardIndex": 0, "MaximumNetworkInterfaces": 4}], "Ipv4AddressesPerInterface": 15}},
+    });
+    let gz = dir.path().join("capture.json.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut enc, capture.to_string().as_bytes()).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tools/instance-table.py"
+        ))
+        .arg("--vcpus-from")
+        .arg(&gz)
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "{\"instanceType\":\"a1.large\",\"defaultMaxENIs\":3,\"ipv4AddressesPerInterface\":10,\"defaultVCpus\":2}\n\
+         {\"instanceType\":\"b1.large\",\"defaultMaxENIs\":4,\"ipv4AddressesPerInterface\":15,\"defaultVCpus\":2}\n"
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("a1.large: ENIs (9, 10) in") && err.contains("(3, 10) kept"),
+        "{err}"
+    );
+}
+
 fn rows() -> Vec<(String, i64, i64)> {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -229,11 +290,13 @@ fn the_generator_rebuilds_the_embedded_table_from_describe_instance_types() {
     // DescribeInstanceTypes output for every type in the table, out of order, each with a
     // second network card the generator must not count; one more type whose default card is
     // its second, and one with no ENI (left out).
+    // The vCPUs where the table has them (VCpuInfo.DefaultVCpus).
+    let vcpus = vcpus();
     let mut types: Vec<serde_json::Value> = rows()
         .iter()
         .rev()
         .map(|(t, enis, ips)| {
-            serde_json::json!({"InstanceType": t, "NetworkInfo": {
+            let mut v = serde_json::json!({"InstanceType": t, "NetworkInfo": {
                 "DefaultNetworkCardIndex": 0,
                 "MaximumNetworkInterfaces": enis * 2,
                 "NetworkCards": [
@@ -241,7 +304,11 @@ fn the_generator_rebuilds_the_embedded_table_from_describe_instance_types() {
                     {"NetworkCardIndex": 1, "MaximumNetworkInterfaces": enis + 1}
                 ],
                 "Ipv4AddressesPerInterface": ips
-            }})
+            }});
+            if let Some(n) = vcpus.get(t) {
+                v["VCpuInfo"] = serde_json::json!({"DefaultVCpus": n});
+            }
+            v
         })
         .collect();
     types.push(

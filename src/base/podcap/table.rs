@@ -54,11 +54,19 @@ struct Row {
     #[serde(rename = "defaultMaxENIs")]
     default_max_enis: u32,
     ipv4_addresses_per_interface: u32,
+    /// `VCpuInfo.DefaultVCpus`, where the table's source had them.
+    #[serde(default, rename = "defaultVCpus")]
+    default_vcpus: Option<u64>,
 }
 
 /// One row, when it parses and has at least one ENI and one address.
+#[cfg(test)]
 fn row(line: &str) -> Option<(String, TypeInfo)> {
     let r: Row = serde_json::from_str(line).ok()?;
+    typed(r)
+}
+
+fn typed(r: Row) -> Option<(String, TypeInfo)> {
     let info = TypeInfo {
         enis: r.default_max_enis,
         ipv4_per_eni: r.ipv4_addresses_per_interface,
@@ -72,17 +80,26 @@ pub(crate) fn parse(text: &str) -> std::collections::HashMap<String, TypeInfo> {
     text.lines().filter_map(row).collect()
 }
 
-/// The type's numbers, when the embedded table has it: the one line that names it is parsed
-/// (the table is written by `tools/instance-table.py`, one compact object per line).
-pub fn lookup(instance_type: &str) -> Option<TypeInfo> {
+/// The type's row of the embedded table: the one line that names it is parsed (the table is
+/// written by `tools/instance-table.py`, one compact object per line).
+fn table_row(instance_type: &str) -> Option<Row> {
     let key = serde_json::to_string(instance_type).ok()?;
     let prefix = format!("{{\"instanceType\":{key},");
     TABLE
         .lines()
         .filter(|l| l.starts_with(&prefix))
-        .find_map(row)
-        .filter(|(t, _)| t == instance_type)
-        .map(|(_, info)| info)
+        .find_map(|l| serde_json::from_str::<Row>(l).ok())
+        .filter(|r| r.instance_type == instance_type)
+}
+
+/// The type's numbers, when the embedded table has it.
+pub fn lookup(instance_type: &str) -> Option<TypeInfo> {
+    typed(table_row(instance_type)?).map(|(_, info)| info)
+}
+
+/// The type's vCPUs (`VCpuInfo.DefaultVCpus`), when the embedded table has them.
+pub fn vcpus(instance_type: &str) -> Option<u64> {
+    table_row(instance_type)?.default_vcpus
 }
 
 /// Whether `instance_type` is a name EC2 could give a type: a family, a dot, a size, each of
