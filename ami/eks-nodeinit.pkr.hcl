@@ -132,6 +132,9 @@ build {
       "  sudo systemctl start containerd",
       "  sudo /usr/bin/eks-nodeinit bake-images ${local.cache_args}",
       "fi",
+      # The checks that read only the node, on what the next boot sets and mounts (sysctl.d,
+      # the mounts, SELinux, FIPS): a failure names its cause and stops the build.
+      "sudo /usr/bin/eks-nodeinit check --root /",
       "rm -f /tmp/eks-nodeinit.rpm /tmp/eks-nodeinit-config.json",
     ]
   }

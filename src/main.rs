@@ -81,6 +81,7 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Init(a) => commands::init(a).await,
             Command::Validate(a) => commands::validate_cmd(&a.config),
+            Command::Check(a) => commands::check(a).await,
             Command::MaxPods(a) => commands::max_pods(a),
             Command::MarkDone(a) => commands::mark_done(&a.root),
             Command::AwaitService(a) => commands::await_service(a).await,

@@ -44,6 +44,10 @@ pub enum Command {
     Init(InitArgs),
     /// Check a config file without touching anything; exit 0 when valid, 3 when not.
     Validate(ValidateArgs),
+    /// Run the checks that read only the node (kernel settings, noexec mounts, SELinux, FIPS),
+    /// as the next boot will see it, changing nothing; exit 0 when none failed, 1 when one did.
+    /// Where the AMI is built (the Packer template runs it).
+    Check(CheckArgs),
     /// Print the max pods and kube-reserved a node of this type would get, offline: the same
     /// computation as `init` (the VPC CNI's calculator, bootstrap.sh's reservation).
     MaxPods(MaxPodsArgs),
@@ -349,6 +353,19 @@ mod tests {
     fn cli_is_consistent() {
         Cli::command().debug_assert();
     }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The agent's config, as the node will read it; absent: the checks of the defaults.
+    #[arg(long, default_value = crate::config::DEFAULT_CONFIG_PATH)]
+    pub config: PathBuf,
+    /// Root of the node's filesystem: `/` on the build instance, or a node image's root.
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// `text` (one line a check) or `json`.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
 }
 
 #[derive(Debug, clap::Args)]

@@ -4,6 +4,7 @@
 pub mod after;
 pub mod await_service;
 pub mod bake_images;
+pub mod check;
 pub mod cli;
 pub mod gate;
 pub mod pin_sandbox;
@@ -13,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+
+pub use check::check;
 
 use crate::aws::ec2::{TagResult, TaggingRecord};
 use crate::base::findings::Invalid;
@@ -152,6 +155,9 @@ pub async fn init(args: &InitArgs) -> Result<()> {
     if !early_steps.is_empty() && plan.early.is_empty() {
         plan.early = early_steps;
         plan.early_done = true;
+    }
+    if args.dry_run {
+        plan.results = exec::checks::local(&args.root, &plan).await;
     }
     print!(
         "{}",

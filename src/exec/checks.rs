@@ -14,6 +14,26 @@ use crate::verify::{CheckResult, Verdict};
 /// The report property that has every check's result by its name.
 pub const CHECKS: &str = "checks";
 
+/// The plan's checks that read only the node ([`crate::verify::check::Probe::local`]) and are
+/// not skipped here, before the hand-off and after it: what `init --dry-run` runs (they change
+/// nothing), together under the largest of their budgets.
+pub(crate) async fn local(root: &Path, plan: &crate::plan::Plan) -> Vec<CheckResult> {
+    use crate::plan::step::{After, Step};
+    let now = plan.steps.iter().filter_map(|s| match s {
+        Step::Check(c) => Some(c),
+        _ => None,
+    });
+    let after = plan.after.iter().filter_map(|a| match a {
+        After::Check(c) => Some(c),
+        After::Run(_) => None,
+    });
+    let steps: Vec<&CheckStep> = now
+        .chain(after)
+        .filter(|c| c.check.skip.is_none() && c.check.probe.local())
+        .collect();
+    run(&steps, root).await.unwrap_or_default()
+}
+
 /// Run `steps` (the checks of one phase; none: no results) under the largest of their budgets.
 pub(crate) async fn run(steps: &[&CheckStep], root: &Path) -> Option<Vec<CheckResult>> {
     let budget = steps.iter().map(|c| c.budget_ms).max()?;

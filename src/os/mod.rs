@@ -6,4 +6,5 @@ pub mod fsutil;
 pub mod lock;
 pub mod marker;
 pub(crate) mod procsys;
+pub mod sysctl_d;
 pub mod systemd;

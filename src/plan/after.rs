@@ -224,6 +224,7 @@ mod tests {
                 step(crate::verify::Check::new(KernelDefaults {
                     protected_by: "x".into(),
                     agent_sets: [("kernel.panic".into(), "10".into())].into(),
+                    next_boot: false,
                 })),
                 step(crate::verify::Check::new(Exec {
                     dirs: [("/opt/cni/bin".into(), "CNI".into())].into(),

@@ -8,6 +8,7 @@ pub mod gate;
 pub mod handoff;
 pub mod join;
 pub mod kubelet;
+pub mod local;
 pub mod out;
 pub mod step;
 
@@ -61,6 +62,10 @@ pub struct Plan {
     /// run then changes nothing and hands nothing off.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub on_failure: Vec<Step>,
+    /// What `init --dry-run` found running the checks that read only the node (none in a run
+    /// that applies: its report has every result).
+    #[serde(skip)]
+    pub results: Vec<crate::verify::CheckResult>,
     /// The report's properties as the plan knows them before the run (what each aspect
     /// records), by key.
     #[serde(skip)]
@@ -214,6 +219,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Result<Plan, Invalid> {
         notes: out.notes,
         derived: handoff.kubelet.derived,
         on_failure: out.on_failure,
+        results: Vec::new(),
         record: out.record,
         timelines: out.timelines,
         secrets: {
@@ -292,6 +298,14 @@ impl Plan {
         if !self.derived.is_empty() {
             v["derived"] = kubelet::derived::to_json(&self.derived);
         }
+        if !self.results.is_empty() {
+            // Without their times: the same node prints the same plan.
+            let mut r = serde_json::to_value(&self.results).unwrap_or_default();
+            for one in r.as_array_mut().into_iter().flatten() {
+                one.as_object_mut().map(|o| o.remove("ms"));
+            }
+            v["checkResults"] = r;
+        }
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
         s.push('\n');
         redact(&self.secrets, &s)
@@ -332,6 +346,7 @@ impl Plan {
             _ => None,
         });
         render_checks(&mut o, now.chain(after).collect());
+        render_results(&mut o, &self.results);
         if self.changes() == 0 {
             let _ = writeln!(
                 o,
@@ -520,6 +535,25 @@ fn render_checks(o: &mut String, checks: Vec<&step::CheckStep>) {
     }
     for (why, n) in reasons {
         let _ = writeln!(o, "checks not run here ({n}): {why}");
+    }
+}
+
+/// What the dry run found running the checks that read only the node.
+fn render_results(o: &mut String, results: &[crate::verify::CheckResult]) {
+    if results.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "checks run by this dry run (each reads only the node under the root):"
+    );
+    for r in results {
+        let verdict = match r.result {
+            crate::verify::Verdict::Passed => "passed",
+            crate::verify::Verdict::Failed => "failed",
+            _ => "not run",
+        };
+        let _ = writeln!(o, "  - {verdict}: {}", r.line());
     }
 }
 

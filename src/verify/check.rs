@@ -64,6 +64,11 @@ pub trait Probe: std::fmt::Debug + Send + Sync {
     fn blocks(&self, _code: &str) -> bool {
         true
     }
+    /// Whether it reads only the node under the root (files, `/proc`, `/sys`; no instance, no
+    /// cluster, no network, no program run): `init --dry-run` runs it and prints its result.
+    fn local(&self) -> bool {
+        false
+    }
     /// Whether a failure with `code` is a fault of this instance's own (its hardware: a device
     /// missing or unbound), which a replacement does not meet; otherwise it is the image's, the
     /// config's or the fleet's. Only a check before the kubelet's own fault can retire a node

@@ -48,21 +48,39 @@ pub struct KernelDefaults {
     /// The values of these keys the agent sets before the hand-off (`sysctls`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agent_sets: BTreeMap<String, String>,
+    /// Judge what the next boot sets (the last sysctl.d assignment) before the live value:
+    /// `eks-nodeinit check`, where the image is built.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub next_boot: bool,
 }
 
 impl KernelDefaults {
     pub const KIND: &'static str = "kernelDefaults";
 
-    /// Each demanded setting the kubelet would not find: `key is v (where), not n`.
+    /// Each demanded setting the kubelet would not find: `key is v (where), not n`. A root
+    /// without a live kernel (a node image) is judged by what its next boot sets: the last
+    /// sysctl.d assignment of each key; a key no file sets keeps the kernel's built-in value,
+    /// which is not read here.
     fn differences(&self, root: &Path) -> Result<Vec<String>, Stop> {
         let mut out = Vec::new();
+        let live = root == Path::new("/")
+            || crate::os::procsys::read_live(root, KERNEL_DEFAULTS[0].0).is_ok();
+        let boot =
+            |key| crate::os::sysctl_d::at_boot(root, key).filter(|_| self.next_boot || !live);
+        let (mut unset, mut missing) = (0, None);
         for (key, want) in KERNEL_DEFAULTS {
-            let (value, whose) = match self.agent_sets.get(key) {
-                Some(v) => (v.clone(), "the agent's sysctls"),
-                None => match crate::os::procsys::read_live(root, key) {
-                    Ok(v) => (v.trim().to_string(), "live"),
+            let (value, whose) = match (self.agent_sets.get(key), boot(key)) {
+                (Some(v), _) => (v.clone(), "the agent's sysctls".to_string()),
+                (None, Some((v, file))) => (v, format!("{} at boot", file.display())),
+                (None, None) if !live => {
+                    unset += 1;
+                    continue;
+                }
+                (None, None) => match crate::os::procsys::read_live(root, key) {
+                    Ok(v) => (v.trim().to_string(), "live".to_string()),
                     Err(e) if root != Path::new("/") => {
-                        return Err(Stop::NotRun(format!("{e}: the root holds no live kernel")))
+                        missing = Some(format!("{e}: the root holds no live kernel"));
+                        continue;
                     }
                     Err(e) => {
                         out.push(format!("{key} cannot be read ({e})"));
@@ -77,11 +95,23 @@ impl KernelDefaults {
                 ));
             }
         }
+        match missing {
+            Some(why) if out.is_empty() => return Err(Stop::NotRun(why)),
+            _ => {}
+        }
+        if unset == KERNEL_DEFAULTS.len() {
+            return Err(Stop::NotRun(
+                "the root holds no live kernel and no sysctl.d file sets any of them".into(),
+            ));
+        }
         Ok(out)
     }
 }
 
 impl Probe for KernelDefaults {
+    fn local(&self) -> bool {
+        true
+    }
     fn kind(&self) -> &'static str {
         Self::KIND
     }
@@ -114,6 +144,24 @@ fn mounts(root: &Path) -> Option<Vec<(String, bool)>> {
         let point = unescape(f.get(4)?);
         let noexec = f.get(5)?.split(',').any(|o| o == "noexec");
         Some((point, noexec))
+    });
+    Some(mounts.collect())
+}
+
+/// A node image's mounts at its next boot, from its `/etc/fstab`: each mount point with whether
+/// its options hold `noexec`, in the file's order (swap and `none` left out). Mount units are
+/// not read.
+fn fstab(root: &Path) -> Option<Vec<(String, bool)>> {
+    let text = std::fs::read_to_string(under(root, "/etc/fstab")).ok()?;
+    let mounts = text.lines().filter_map(|l| {
+        let l = l.trim();
+        if l.starts_with('#') {
+            return None;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let point = unescape(f.get(1)?);
+        let noexec = f.get(3)?.split(',').any(|o| o == "noexec");
+        point.starts_with('/').then_some((point, noexec))
     });
     Some(mounts.collect())
 }
@@ -217,6 +265,9 @@ fn noexec_mount(root: &Path, mounts: &[(String, bool)], path: &str) -> Option<St
 }
 
 impl Probe for Exec {
+    fn local(&self) -> bool {
+        true
+    }
     fn kind(&self) -> &'static str {
         Self::KIND
     }
@@ -231,7 +282,14 @@ impl Probe for Exec {
             let mounts = match mounts(&env.root) {
                 Some(m) => m,
                 None if env.root == Path::new("/") => Vec::new(),
-                None => return Err(Stop::NotRun("the root has no /proc/self/mountinfo".into())),
+                // A node image: what its next boot mounts.
+                None => match fstab(&env.root) {
+                    Some(m) => m,
+                    None => {
+                        let why = "the root has neither /proc/self/mountinfo nor /etc/fstab";
+                        return Err(Stop::NotRun(why.into()));
+                    }
+                },
             };
             let wrong = self.problems(&env.root, &mounts);
             if wrong.is_empty() {
@@ -258,6 +316,9 @@ impl Selinux {
 }
 
 impl Probe for Selinux {
+    fn local(&self) -> bool {
+        true
+    }
     fn kind(&self) -> &'static str {
         Self::KIND
     }
@@ -300,11 +361,33 @@ fn container_module(root: &Path, policy: &str) -> bool {
         .any(|p| p.path().join("container").is_dir())
 }
 
+/// The mode `/etc/selinux/config` gives the next boot (`SELINUX=`), lowercased.
+fn boot_mode(root: &Path) -> Option<String> {
+    let config = read(root, "/etc/selinux/config")?;
+    config.lines().find_map(|l| {
+        let v = l.trim().strip_prefix("SELINUX=")?;
+        Some(v.trim().trim_matches('"').to_ascii_lowercase())
+    })
+}
+
 fn selinux(root: &Path) -> Result<String, Cause> {
     match read(root, "/sys/fs/selinux/enforce").as_deref() {
         Some("1") => {}
         Some(_) => return Ok("SELinux is not enforcing".into()),
-        None => return Ok("SELinux is off (no /sys/fs/selinux)".into()),
+        None if root == Path::new("/") => return Ok("SELinux is off (no /sys/fs/selinux)".into()),
+        // A node image: the mode its next boot takes.
+        None => match boot_mode(root).as_deref() {
+            Some("enforcing") => {}
+            Some(m) => {
+                return Ok(format!(
+                    "SELinux {} at boot (/etc/selinux/config)",
+                    printable(m)
+                ))
+            }
+            None => {
+                return Ok("SELinux is off (no /sys/fs/selinux, no /etc/selinux/config)".into())
+            }
+        },
     }
     let t = policy_type(root);
     if container_module(root, &t) {
@@ -329,6 +412,9 @@ impl Fips {
 }
 
 impl Probe for Fips {
+    fn local(&self) -> bool {
+        true
+    }
     fn kind(&self) -> &'static str {
         Self::KIND
     }
@@ -365,205 +451,5 @@ impl Probe for Fips {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::verify::check::run;
-    use crate::verify::{Check, Verdict};
-
-    fn write(root: &Path, path: &str, text: &str) {
-        let p = under(root, path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-
-    async fn one(root: &Path, probe: impl Probe + 'static) -> crate::verify::CheckResult {
-        let checks = [Check::new(probe)];
-        let budget = std::time::Duration::from_secs(5);
-        run(&checks, budget, root.to_path_buf()).await.remove(0)
-    }
-
-    const MOUNTS: &str = "\
-22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/root rw
-30 22 0:26 / /opt rw,nosuid,nodev,noexec shared:2 - xfs /dev/opt rw
-31 22 0:27 / /var/lib/kube\\040let rw,noexec shared:3 - tmpfs tmpfs rw
-32 30 0:28 / /opt/cni rw shared:4 - xfs /dev/cni rw
-";
-
-    #[test]
-    fn the_mount_that_holds_a_path_is_the_deepest_and_escapes_are_read() {
-        let root = tempfile::tempdir().unwrap();
-        write(root.path(), "/proc/self/mountinfo", MOUNTS);
-        let m = mounts(root.path()).unwrap();
-        assert_eq!(
-            mount_of(&m, "/opt/cni/bin"),
-            Some(&("/opt/cni".to_string(), false))
-        );
-        assert_eq!(
-            mount_of(&m, "/opt/other"),
-            Some(&("/opt".to_string(), true))
-        );
-        assert_eq!(mount_of(&m, "/optional"), Some(&("/".to_string(), false)));
-        assert_eq!(
-            mount_of(&m, "/var/lib/kube let/x"),
-            Some(&("/var/lib/kube let".to_string(), true))
-        );
-    }
-
-    #[tokio::test]
-    async fn noexec_directories_and_programs_without_execute_bits_are_named() {
-        let root = tempfile::tempdir().unwrap();
-        let r = root.path();
-        write(r, "/proc/self/mountinfo", MOUNTS);
-        write(r, "/usr/bin/kubelet", "");
-        std::fs::set_permissions(
-            under(r, "/usr/bin/kubelet"),
-            std::fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-        write(r, "/opt/tool", "");
-        std::fs::set_permissions(
-            under(r, "/opt/tool"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .unwrap();
-        let probe = Exec {
-            dirs: BTreeMap::from([
-                ("/opt/cni/bin".into(), "CNI".into()),
-                ("/opt/x".into(), "x".into()),
-            ]),
-            programs: BTreeMap::from([
-                ("/usr/bin/kubelet".into(), "kubelet".into()),
-                ("/opt/tool".into(), "tool".into()),
-                ("/usr/bin/absent".into(), "absent".into()),
-            ]),
-        };
-        let r = one(r, probe).await;
-        assert_eq!(
-            (r.result, r.cause.as_deref()),
-            (Verdict::Failed, Some("noexec"))
-        );
-        assert_eq!(
-            r.detail,
-            "/opt/x is on the noexec mount /opt (x); tool (/opt/tool) is on the noexec mount /opt; kubelet (/usr/bin/kubelet) is not executable (mode 0644)"
-        );
-        assert!(r.todo.unwrap().contains("without noexec"));
-    }
-
-    #[tokio::test]
-    async fn the_kernel_settings_are_judged_as_the_kubelet_reads_them() {
-        let root = tempfile::tempdir().unwrap();
-        let r = root.path();
-        for (k, v) in KERNEL_DEFAULTS {
-            write(
-                r,
-                &format!("/proc/sys/{}", k.replace('.', "/")),
-                &format!("{v}\n"),
-            );
-        }
-        let probe = || KernelDefaults {
-            protected_by: "nodeadm's generated kubelet config".into(),
-            agent_sets: BTreeMap::new(),
-        };
-        assert_eq!(one(r, probe()).await.result, Verdict::Passed);
-        // A STIG-like value, and one larger than demanded: the kubelet wants each equal.
-        write(r, "/proc/sys/kernel/panic", "0\n");
-        write(r, "/proc/sys/kernel/keys/root_maxkeys", "2000000\n");
-        let failed = one(r, probe()).await;
-        assert_eq!(failed.cause.as_deref(), Some("kernel-defaults"));
-        assert!(failed.detail.starts_with("kernel.panic is 0 (live), not 10; kernel.keys.root_maxkeys is 2000000 (live), not 1000000;"), "{}", failed.detail);
-        assert!(!failed.advisory);
-        // What the agent sets itself before the hand-off counts instead of the live value.
-        let mut fixed = probe();
-        fixed.agent_sets.insert("kernel.panic".into(), "10".into());
-        fixed
-            .agent_sets
-            .insert("kernel.keys.root_maxkeys".into(), "1000000".into());
-        assert_eq!(one(r, fixed).await.result, Verdict::Passed);
-        // A root without a live kernel: not run, not failed.
-        let empty = tempfile::tempdir().unwrap();
-        assert_eq!(one(empty.path(), probe()).await.result, Verdict::NotRun);
-    }
-
-    #[tokio::test]
-    async fn selinux_enforcing_needs_the_container_module_and_fips_is_advisory() {
-        let root = tempfile::tempdir().unwrap();
-        let r = root.path();
-        assert_eq!(one(r, Selinux {}).await.result, Verdict::Passed);
-        write(r, "/sys/fs/selinux/enforce", "1");
-        write(
-            r,
-            "/etc/selinux/config",
-            "SELINUX=enforcing\nSELINUXTYPE=targeted\n",
-        );
-        let failed = one(r, Selinux {}).await;
-        assert_eq!(failed.cause.as_deref(), Some("selinux"));
-        write(
-            r,
-            "/var/lib/selinux/targeted/active/modules/200/container/cil",
-            "",
-        );
-        assert_eq!(one(r, Selinux {}).await.result, Verdict::Passed);
-        write(
-            r,
-            "/var/lib/selinux/targeted/active/modules/disabled/container",
-            "",
-        );
-        assert_eq!(one(r, Selinux {}).await.result, Verdict::Failed);
-        write(r, "/proc/sys/crypto/fips_enabled", "1\n");
-        let fips = one(r, Fips {}).await;
-        if std::env::var_os("AWS_USE_FIPS_ENDPOINT").is_none() {
-            assert_eq!(
-                (fips.result, fips.advisory),
-                (Verdict::Failed, true),
-                "{fips:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn each_probe_reads_back_from_a_job_as_it_was_planned() {
-        let checks = vec![
-            Check::new(KernelDefaults {
-                protected_by: "x".into(),
-                agent_sets: BTreeMap::from([("kernel.panic".into(), "10".into())]),
-            }),
-            Check::new(Exec {
-                dirs: BTreeMap::from([("/opt/cni/bin".into(), "CNI".into())]),
-                programs: BTreeMap::new(),
-            }),
-            Check::new(Selinux {}),
-            Check::new(Fips {}),
-        ];
-        let text = serde_json::to_string(&checks).unwrap();
-        let back: Vec<Check> = serde_json::from_str(&text).unwrap();
-        assert_eq!(back, checks);
-        let e = serde_json::from_str::<Check>(
-            r#"{"check":"exec","dirs":{},"programs":{},"shell":"x"}"#,
-        );
-        assert!(e.unwrap_err().to_string().contains("shell"));
-    }
-
-    /// On the node itself the kernel says: a real `noexec` tmpfs, mounted for the test (root).
-    #[test]
-    fn on_the_node_a_noexec_mount_is_found_by_the_kernel_through_a_missing_path() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIP: mounting a noexec tmpfs needs root");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().to_str().unwrap().to_string();
-        let mount = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "noexec,size=1m", "tmpfs", &d])
-            .status();
-        if !mount.is_ok_and(|s| s.success()) {
-            eprintln!("SKIP: mount -t tmpfs failed here");
-            return;
-        }
-        let below = format!("{d}/cni/bin");
-        let found = noexec_mount(Path::new("/"), &[], &below);
-        let exec_dir = noexec_mount(Path::new("/"), &[], "/usr/bin");
-        let _ = std::process::Command::new("umount").arg(&d).status();
-        assert_eq!(found.as_deref(), Some("(not in mountinfo)"));
-        assert_eq!(exec_dir, None);
-    }
-}
+#[path = "hardening_tests.rs"]
+mod tests;

@@ -152,6 +152,9 @@ pub struct ServiceCidr {
 }
 
 impl Probe for ServiceCidr {
+    fn local(&self) -> bool {
+        true
+    }
     fn advice(&self, code: &str) -> Option<&'static str> {
         join_advice(code)
     }
@@ -178,6 +181,9 @@ pub struct ClusterDns {
 }
 
 impl Probe for ClusterDns {
+    fn local(&self) -> bool {
+        true
+    }
     fn advice(&self, code: &str) -> Option<&'static str> {
         join_advice(code)
     }

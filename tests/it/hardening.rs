@@ -180,3 +180,84 @@ fn a_check_after_the_hand_off_runs_in_the_units_job_and_its_failure_fails_the_un
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(step(&report(r)).starts_with("done"), "{:#}", report(r));
 }
+
+/// A node image's root (no live kernel: no /proc/sys), with the AMI's `99-amazon.conf` and,
+/// when `hardened`, a STIG file after it setting `kernel.panic = 0`.
+fn image_root(hardened: bool) -> tempfile::TempDir {
+    let root = sample_root("al2023-root");
+    let r = root.path();
+    std::fs::remove_dir_all(r.join("proc/sys")).unwrap();
+    let d = r.join("etc/sysctl.d");
+    std::fs::create_dir_all(&d).unwrap();
+    let ami = "vm.overcommit_memory=1\nkernel.panic=10\nkernel.panic_on_oops=1\n";
+    std::fs::write(d.join("99-amazon.conf"), ami).unwrap();
+    if hardened {
+        std::fs::write(d.join("99-stig.conf"), "# STIG\nkernel.panic = 0\n").unwrap();
+    }
+    root
+}
+
+#[test]
+fn the_dry_run_runs_the_checks_that_read_only_the_node_and_names_a_hardening_file() {
+    let root = image_root(true);
+    let r = root.path();
+    // No sysctls of its own: the image root has no live kernel to set them on.
+    let cfg = config_with(r, "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["sysctls"] = json!({});
+    });
+    let before = crate::common::snapshot(r);
+    let out = init(r, &cfg, &["--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let o = stdout(&out);
+    let section = o
+        .split("checks run by this dry run (each reads only the node under the root):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{o}"));
+    let line = section
+        .lines()
+        .find(|l| l.contains("kernel settings protectKernelDefaults demands"))
+        .unwrap_or_else(|| panic!("{o}"));
+    assert!(
+        line.starts_with("  - failed: ") && line.contains("(kernel-defaults)"),
+        "{line}"
+    );
+    assert!(
+        line.contains("kernel.panic is 0 (/etc/sysctl.d/99-stig.conf at boot), not 10; the kubelet's protectKernelDefaults is on (nodeadm's generated kubelet config)"),
+        "{line}"
+    );
+    assert_eq!(
+        crate::common::snapshot(r),
+        before,
+        "a dry run changes nothing"
+    );
+
+    let out = init(r, &cfg, &["--dry-run", "--output", "json"]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let results = plan["checkResults"].as_array().unwrap();
+    let kernel = results
+        .iter()
+        .find(|c| c["cause"] == "kernel-defaults")
+        .unwrap_or_else(|| panic!("{plan:#}"));
+    assert_eq!(kernel["result"], "failed");
+    assert!(kernel.get("ms").is_none(), "no times: {kernel}");
+    // Only checks that read the node: none of the join's (they need the instance or cluster).
+    assert!(
+        results
+            .iter()
+            .all(|c| !c["check"].as_str().unwrap().starts_with("API server")),
+        "{plan:#}"
+    );
+
+    // The image as shipped: the AMI's file alone passes.
+    let root = image_root(false);
+    let cfg = config_with(root.path(), "c.json", |v| {
+        v["tagging"] = json!({"enabled": false});
+        v["sysctls"] = json!({});
+    });
+    let o = stdout(&init(root.path(), &cfg, &["--dry-run"]));
+    assert!(
+        o.contains("  - passed: kernel settings protectKernelDefaults demands: "),
+        "{o}"
+    );
+}

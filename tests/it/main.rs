@@ -7,6 +7,7 @@ mod common;
 
 mod accelerators;
 mod al2_containerd;
+mod check;
 mod concurrency;
 mod control_plane;
 mod crash;

@@ -81,6 +81,7 @@ fn plan(i: &Input, out: &mut Out) {
         checks.push(Check::new(KernelDefaults {
             protected_by: by,
             agent_sets: sets.collect(),
+            next_boot: false,
         }));
     }
     let dirs = DIRS.iter().map(|(d, w)| (d.to_string(), w.to_string()));

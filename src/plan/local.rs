@@ -1,0 +1,32 @@
+//! The checks that read only the node ([`crate::verify::check::Probe::local`]), planned as a
+//! run would plan them but without an instance or a cluster: what `eks-nodeinit check` runs on
+//! an image where it is built. Pure, as the plan is.
+
+use crate::base::findings::Findings;
+use crate::facts::Facts;
+use crate::plan::aspects::{self, Input, REGISTRY};
+use crate::plan::out::Out;
+use crate::plan::step::{CheckStep, Step};
+use crate::spec::Spec;
+
+/// Every aspect's checks that read only the node and are not skipped here, in the plan's
+/// order; the findings of planning without an instance are not these checks' and are dropped.
+pub fn checks(spec: &Spec, facts: &Facts) -> Vec<CheckStep> {
+    let mut out = Out::default();
+    let handoff = aspects::intent(spec, facts, &mut Findings::default());
+    let input = Input {
+        spec,
+        facts,
+        handoff: &handoff,
+    };
+    for aspect in REGISTRY {
+        (aspect.plan)(&input, &mut out);
+    }
+    out.steps
+        .into_iter()
+        .filter_map(|s| match s {
+            Step::Check(c) if c.check.skip.is_none() && c.check.probe.local() => Some(c),
+            _ => None,
+        })
+        .collect()
+}
