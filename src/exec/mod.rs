@@ -85,17 +85,9 @@ pub(crate) async fn execute(
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    let early = match plan.early_done {
-        true => early,
-        false => match before_discovery(root, &plan.early, bus).await {
-            Ok(r) => r,
-            Err(e) => return Err(failed_run(root, plan, &mut report, "before discovery", e)),
-        },
-    };
-    report.before_discovery = early.steps.len();
-    report.steps = early.steps;
-    report.warnings.extend(early.warnings);
-    report.properties.extend(early.properties);
+    if let Err(e) = lead_with_early(root, plan, bus, early, &mut report).await {
+        return Err(failed_run(root, plan, &mut report, "before discovery", e));
+    }
     let timelines = timelines(plan);
     report.stamp(&timelines, "agent started", report.started_at_unix_ms);
     report.stamp(&timelines, "planned", now_ms());
@@ -180,6 +172,26 @@ fn timelines(plan: &Plan) -> Vec<String> {
     let all: std::collections::BTreeSet<String> =
         plan.timelines.iter().cloned().chain(checks).collect();
     all.into_iter().collect()
+}
+
+/// The steps before discovery lead the report: those `init` ran already (`early`), or, when it
+/// did not, run now.
+async fn lead_with_early(
+    root: &Path,
+    plan: &Plan,
+    bus: &Bus,
+    early: Report,
+    report: &mut Report,
+) -> Result<()> {
+    let early = match plan.early_done {
+        true => early,
+        false => before_discovery(root, &plan.early, bus).await?,
+    };
+    report.before_discovery = early.steps.len();
+    report.steps = early.steps;
+    report.warnings.extend(early.warnings);
+    report.properties.extend(early.properties);
+    Ok(())
 }
 
 /// The steps before discovery ([`Plan::early`]): each file staged and fsynced, then every step

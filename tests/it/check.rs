@@ -10,6 +10,17 @@ use serde_json::Value;
 
 use crate::common::{cmd, run, sample_root, stderr, stdout};
 
+/// [`image`] with a hardening file after the AMI's: `kernel.panic = 0`.
+fn hardened() -> tempfile::TempDir {
+    let root = image();
+    write(
+        root.path(),
+        "etc/sysctl.d/99-hardening.conf",
+        "kernel.panic = 0\n",
+    );
+    root
+}
+
 /// The AL2023 example as a node image: no /proc/sys, the AMI's `99-amazon.conf`.
 fn image() -> tempfile::TempDir {
     let root = sample_root("al2023-root");
@@ -64,12 +75,7 @@ fn an_image_as_the_eks_amis_ship_it_and_the_example_roots_pass() {
 #[test]
 fn each_hardening_that_stops_the_node_at_boot_is_named_and_fails_the_build() {
     // kernel.panic 0 from a hardening file read after the AMI's, under protectKernelDefaults.
-    let root = image();
-    write(
-        root.path(),
-        "etc/sysctl.d/99-hardening.conf",
-        "kernel.panic = 0\n",
-    );
+    let root = hardened();
     let out = check(root.path(), &[]);
     assert_eq!(out.status.code(), Some(1));
     let o = stdout(&out);
@@ -140,12 +146,7 @@ fn each_hardening_that_stops_the_node_at_boot_is_named_and_fails_the_build() {
 
 #[test]
 fn the_json_output_has_each_check_and_how_many_failed() {
-    let root = image();
-    write(
-        root.path(),
-        "etc/sysctl.d/99-hardening.conf",
-        "kernel.panic = 0\n",
-    );
+    let root = hardened();
     let out = check(root.path(), &["--output", "json"]);
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();

@@ -55,6 +55,15 @@ fn kept_as_mismatch(w: &World, r: Run, says: &str) -> (tempfile::TempDir, serde_
     (root, join)
 }
 
+/// This boot's gate job holding `check`, and no result of it in a report.
+fn gate_job(root: &Path, check: eks_nodeinit::verify::Check) {
+    let when = eks_nodeinit::plan::step::When::Gate;
+    let step = eks_nodeinit::plan::step::CheckStep::new(check, when, Duration::from_secs(5));
+    let job = eks_nodeinit::plan::gate::GateJob { steps: vec![step] };
+    let path = eks_nodeinit::plan::gate::GATE_JOB;
+    super::join_proof::write(root, path, &job.to_text());
+}
+
 /// A group of three, two of which joined: the like peers an `unfit` verdict is judged by.
 fn two_like_peers_joined() -> Option<World> {
     let w = world(true, false, 3)?;
@@ -145,12 +154,7 @@ fn a_gate_that_recorded_nothing_is_no_pass_and_counts_no_peer() {
             mig: None,
             nvidia_smi: "/usr/bin/nvidia-smi".into(),
         };
-        let check = eks_nodeinit::verify::Check::new(probe);
-        let when = eks_nodeinit::plan::step::When::Gate;
-        let step = eks_nodeinit::plan::step::CheckStep::new(check, when, Duration::from_secs(5));
-        let job = eks_nodeinit::plan::gate::GateJob { steps: vec![step] };
-        let path = eks_nodeinit::plan::gate::GATE_JOB;
-        super::join_proof::write(r, path, &job.to_text());
+        gate_job(r, eks_nodeinit::verify::Check::new(probe));
     };
     let says = "before the kubelet, accelerators of p5.48xlarge: no result in the report";
     kept_as_mismatch(&w, run(prep), says);
@@ -193,12 +197,7 @@ fn nodeadms_check_without_a_result_counts_against_nothing() {
             ],
             env: Default::default(),
         };
-        let check = eks_nodeinit::verify::Check::new(probe);
-        let when = eks_nodeinit::plan::step::When::Gate;
-        let step = eks_nodeinit::plan::step::CheckStep::new(check, when, Duration::from_secs(30));
-        let job = eks_nodeinit::plan::gate::GateJob { steps: vec![step] };
-        let path = eks_nodeinit::plan::gate::GATE_JOB;
-        super::join_proof::write(r, path, &job.to_text());
+        gate_job(r, eks_nodeinit::verify::Check::new(probe));
     };
     let r = Run {
         joins: true,
