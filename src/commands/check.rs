@@ -1,13 +1,15 @@
 //! `eks-nodeinit check`: the checks that read only the node, run where the image is built
 //! (the Packer template runs it after the agent and its config are installed). A node image
 //! root (no live kernel, no mounts) is judged by what its next boot sets: its sysctl.d files
-//! in systemd-sysctl's order, its `/etc/fstab`. One line a check, as `status` prints them;
+//! in systemd-sysctl's order, its `/etc/fstab`. The findings planning makes of the config on
+//! this node count as failures too. One line a check, as `status` prints them;
 //! `--output json` for pipelines. Exit 0 when none that counts failed, 1 otherwise.
 
 use std::path::Path;
 
 use anyhow::Result;
 
+use crate::base::findings::Finding;
 use crate::commands::cli::{CheckArgs, Output};
 use crate::facts::InstanceTags;
 use crate::plan::step::CheckStep;
@@ -16,7 +18,7 @@ use crate::verify::{CheckResult, Verdict};
 
 /// Checks that failed and count: the build must stop.
 #[derive(Debug, thiserror::Error)]
-#[error("{failed} check(s) of the node under {root} failed: fix the image before it ships (each cause above says how)")]
+#[error("{failed} check(s) or finding(s) of the node under {root} failed: fix the image or the config before it ships (each cause above says how)")]
 pub struct ChecksFailed {
     pub failed: usize,
     pub root: String,
@@ -42,7 +44,8 @@ pub async fn check(args: &CheckArgs) -> Result<()> {
     if let Err(e) = &facts.family {
         anyhow::bail!("{e}");
     }
-    let steps = next_boot(crate::plan::local::checks(&spec, &facts));
+    let (steps, findings) = crate::plan::local::checks(&spec, &facts);
+    let steps = next_boot(steps);
     let refs: Vec<_> = steps.iter().collect();
     let results = crate::exec::checks::run(&refs, &args.root)
         .await
@@ -50,10 +53,11 @@ pub async fn check(args: &CheckArgs) -> Result<()> {
     let failed = results
         .iter()
         .filter(|r| r.result == Verdict::Failed && !r.advisory)
-        .count();
+        .count()
+        + findings.len();
     match args.output {
-        Output::Json => println!("{}", json(&results, &from, failed)),
-        Output::Text => print!("{}", text(&results, &from)),
+        Output::Json => println!("{}", json(&results, &findings, &from, failed)),
+        Output::Text => print!("{}", text(&results, &findings, &from)),
     }
     match failed {
         0 => Ok(()),
@@ -93,15 +97,18 @@ fn verdict(r: &CheckResult) -> &'static str {
     }
 }
 
-fn text(results: &[CheckResult], from: &str) -> String {
+fn text(results: &[CheckResult], findings: &[Finding], from: &str) -> String {
     let mut o = format!("checks of the node ({from}): {}\n", results.len());
     for r in results {
         o.push_str(&format!("{}: {}\n", verdict(r), r.line()));
     }
+    for f in findings {
+        o.push_str(&format!("finding: {f}\n"));
+    }
     o
 }
 
-fn json(results: &[CheckResult], from: &str, failed: usize) -> String {
+fn json(results: &[CheckResult], findings: &[Finding], from: &str, failed: usize) -> String {
     let mut checks = serde_json::to_value(results).unwrap_or_default();
     for one in checks.as_array_mut().into_iter().flatten() {
         one.as_object_mut().map(|o| o.remove("ms"));
@@ -112,6 +119,7 @@ fn json(results: &[CheckResult], from: &str, failed: usize) -> String {
         "config": from,
         "failed": failed,
         "checks": checks,
+        "findings": findings,
     });
     serde_json::to_string_pretty(&v).unwrap_or_default()
 }

@@ -89,7 +89,7 @@ fn each_hardening_that_stops_the_node_at_boot_is_named_and_fails_the_build() {
         "{l}"
     );
     assert!(
-        stderr(&out).contains("1 check(s) of the node under"),
+        stderr(&out).contains("1 check(s) or finding(s) of the node under"),
         "{}",
         stderr(&out)
     );
@@ -171,4 +171,45 @@ fn the_json_output_has_each_check_and_how_many_failed() {
     );
     assert_eq!(checks[0]["cause"], "kernel-defaults");
     assert!(checks.iter().all(|c| c.get("ms").is_none()), "{v:#}");
+}
+
+#[test]
+fn a_credential_provider_the_images_kubelet_refuses_is_a_finding_that_fails_the_build() {
+    let root = image();
+    let r = root.path();
+    write(r, "etc/eks/kubelet-version.txt", "Kubernetes v1.33.1\n");
+    let plugin = r.join("etc/eks/image-credential-provider/registry-token");
+    write(r, "etc/eks/image-credential-provider/registry-token", "");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let provider = serde_json::json!({
+        "name": "registry-token", "matchImages": ["registry.corp.example"],
+        "defaultCacheDuration": "1h",
+        "tokenAttributes": {"serviceAccountTokenAudience": "registry.corp.example",
+                            "requireServiceAccount": true, "cacheType": "Token"}
+    });
+    let config = serde_json::json!({"cluster": {"name": "prod"},
+        "kubelet": {"credentialProviders": [provider]}});
+    let cfg = r.join("config.json");
+    std::fs::write(&cfg, config.to_string()).unwrap();
+    let out = run(cmd()
+        .args(["check", "--root"])
+        .arg(r)
+        .arg("--config")
+        .arg(&cfg));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let o = stdout(&out);
+    let l = line(
+        &o,
+        "finding: kubelet.credentialProviders[0].tokenAttributes",
+    );
+    assert!(l.contains("the node's kubelet (kubelet v1.33.1"), "{l}");
+    // The image's kubelet takes them from 1.34 on.
+    write(r, "etc/eks/kubelet-version.txt", "Kubernetes v1.34.2\n");
+    let out = run(cmd()
+        .args(["check", "--root"])
+        .arg(r)
+        .arg("--config")
+        .arg(&cfg));
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
