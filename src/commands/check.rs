@@ -88,19 +88,10 @@ fn next_boot(steps: Vec<CheckStep>) -> Vec<CheckStep> {
         .collect()
 }
 
-fn verdict(r: &CheckResult) -> &'static str {
-    match r.result {
-        Verdict::Passed => "passed",
-        Verdict::Failed if r.advisory => "advisory",
-        Verdict::Failed => "failed",
-        Verdict::Skipped | Verdict::NotRun => "not run",
-    }
-}
-
 fn text(results: &[CheckResult], findings: &[Finding], from: &str) -> String {
     let mut o = format!("checks of the node ({from}): {}\n", results.len());
     for r in results {
-        o.push_str(&format!("{}: {}\n", verdict(r), r.line()));
+        o.push_str(&format!("{}: {}\n", r.word(), r.line()));
     }
     for f in findings {
         o.push_str(&format!("finding: {f}\n"));
@@ -109,10 +100,7 @@ fn text(results: &[CheckResult], findings: &[Finding], from: &str) -> String {
 }
 
 fn json(results: &[CheckResult], findings: &[Finding], from: &str, failed: usize) -> String {
-    let mut checks = serde_json::to_value(results).unwrap_or_default();
-    for one in checks.as_array_mut().into_iter().flatten() {
-        one.as_object_mut().map(|o| o.remove("ms"));
-    }
+    let checks = CheckResult::timeless(results);
     let v = serde_json::json!({
         "apiVersion": "eks-nodeinit/v1",
         "kind": "Checks",

@@ -299,12 +299,7 @@ impl Plan {
             v["derived"] = kubelet::derived::to_json(&self.derived);
         }
         if !self.results.is_empty() {
-            // Without their times: the same node prints the same plan.
-            let mut r = serde_json::to_value(&self.results).unwrap_or_default();
-            for one in r.as_array_mut().into_iter().flatten() {
-                one.as_object_mut().map(|o| o.remove("ms"));
-            }
-            v["checkResults"] = r;
+            v["checkResults"] = crate::verify::CheckResult::timeless(&self.results);
         }
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
         s.push('\n');
@@ -548,12 +543,7 @@ fn render_results(o: &mut String, results: &[crate::verify::CheckResult]) {
         "checks run by this dry run (each reads only the node under the root):"
     );
     for r in results {
-        let verdict = match r.result {
-            crate::verify::Verdict::Passed => "passed",
-            crate::verify::Verdict::Failed => "failed",
-            _ => "not run",
-        };
-        let _ = writeln!(o, "  - {verdict}: {}", r.line());
+        let _ = writeln!(o, "  - {}: {}", r.word(), r.line());
     }
 }
 

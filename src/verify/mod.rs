@@ -279,6 +279,26 @@ impl CheckResult {
         }
     }
 
+    /// How a list of results names it: `passed`, `failed`, `advisory` (failed, not counting),
+    /// `not run`.
+    pub fn word(&self) -> &'static str {
+        match self.result {
+            Verdict::Passed => "passed",
+            Verdict::Failed if self.advisory => "advisory",
+            Verdict::Failed => "failed",
+            Verdict::Skipped | Verdict::NotRun => "not run",
+        }
+    }
+
+    /// `results` as JSON without their times: the same node prints the same output.
+    pub fn timeless(results: &[CheckResult]) -> serde_json::Value {
+        let mut v = serde_json::to_value(results).unwrap_or_default();
+        for one in v.as_array_mut().into_iter().flatten() {
+            one.as_object_mut().map(|o| o.remove("ms"));
+        }
+        v
+    }
+
     /// `failed: API server https://… (tls-untrusted): … — what to do`.
     pub fn line(&self) -> String {
         let advisory = match self.advisory {

@@ -1,5 +1,5 @@
 //! A Node Ready whose check before the kubelet found a fault of the instance's own (a GPU
-//! missing): `unfit`, judged with the fleet's guard. Against moto as in `retire.rs`: two like
+//! missing): `unfit`, judged with the fleet's guard. Against moto as in `retire/`: two like
 //! peers joined (they passed the same check), the node retires with the cause on its console
 //! and its startup condition `False`; no like peer joined (a wrong expectation every instance
 //! meets), it is kept as a `mismatch`, never retired. A check before the kubelet that failed for
