@@ -182,6 +182,40 @@ fn an_unfit_node_nothing_would_retire_is_kept_as_a_mismatch_not_held_for_ever() 
 }
 
 #[test]
+fn an_unfit_node_the_launch_hook_did_not_take_is_kept_as_a_mismatch() {
+    let Some(w) = two_like_peers_joined() else {
+        return;
+    };
+    // A launch hook job, but no launch waits on that hook (timed out, completed already, or
+    // not the group's): ABANDON takes nothing, and no retirement is asked. The verdict was
+    // `unfit`, `Joined=False` and the taint with nothing to end them.
+    let r = Run {
+        hook: Some("not-the-groups"),
+        job: |j| {
+            j.as_object_mut().unwrap().remove("retire");
+        },
+        ..run(|r| gate_failed(r, "gpu-missing", true))
+    };
+    let (root, units) = failed_proof(&w, r);
+    // The cause was tagged for the budget before ABANDON was tried (as every abandoning node
+    // does): the only call. Not retired, kubelet left running.
+    let calls = w.calls();
+    assert!(calls.iter().all(|c| c.0 == "CreateTags"), "{calls:?}");
+    assert!(!stopped(&units), "{units:?}");
+    let join = join_of(root.path());
+    assert_eq!(join["verdict"], "mismatch", "{join:#}");
+    let causes = join["causes"].to_string();
+    assert!(causes.contains("no launch hook took it"), "{causes}");
+    let hook = join["hook"].as_str().unwrap_or("");
+    assert!(hook.contains("not taken"), "{join:#}");
+    let conditions = join["conditions"].to_string();
+    assert!(
+        conditions.contains("eks-nodeinit.io/Joined=True"),
+        "{conditions}"
+    );
+}
+
+#[test]
 fn nodeadms_check_without_a_result_counts_against_nothing() {
     let Some(w) = two_like_peers_joined() else {
         return;

@@ -139,11 +139,16 @@ async fn prove_join(c: &Completer, job: &JoinJob, boot: &job::Boot) -> Result<()
         }
         join.guard = guard;
     })?;
-    let outcome = verdict(&proof, result);
     if result == HookResult::Abandon && hook.is_some() {
         settle::abandoning(c, job, &ctx, &proof).await;
     }
-    let abandoned = told(c, &ctx, boot, result, &proof).await?;
+    let told = told(c, &ctx, boot, result, &proof).await;
+    if !matches!(told, Ok(true)) && job.retire.is_none() && proof.verdict == JoinVerdict::Unfit {
+        let settled = (ready_as_planned, &ran);
+        kept_after_all(c, job, &ctx, &mut own, &mut proof, settled).await?;
+    }
+    let outcome = verdict(&proof, result);
+    let abandoned = told?;
     if outcome::waits_to_initialise(proof.verdict) {
         let refused = failed.is_some().then_some(&set[..]);
         let watch = (&mut own, active_at);
@@ -162,6 +167,28 @@ async fn prove_join(c: &Completer, job: &JoinJob, boot: &job::Boot) -> Result<()
         JoinVerdict::InitDeadline => verdict(&proof, result),
         _ => outcome,
     }
+}
+
+/// An `unfit` node the launch hook did not take (no launch waited on it, it had timed out, or it
+/// could not be told) and nothing retires: it would stay tainted with `Joined=False` for ever. It
+/// is kept as a `mismatch` after all, its conditions set again, saying why.
+async fn kept_after_all(
+    c: &Completer,
+    job: &JoinJob,
+    ctx: &Context,
+    own: &mut OwnNode,
+    proof: &mut Proof,
+    (ready_as_planned, ran): (bool, &Ran),
+) -> Result<(), CompleteError> {
+    settle::kept_unless_it_leaves(proof, false);
+    let set = fit::decided(proof, (ready_as_planned, job.hold_mismatch), ran);
+    let failed = own.set_logged(ctx, &set, None).await;
+    record(c, proof, ran)?;
+    update_join(c, |join| {
+        if !set.is_empty() {
+            join.conditions = fit::said(&set, failed.as_ref());
+        }
+    })
 }
 
 /// The hook told `result`, if there is one: whether the launch was abandoned (only when Auto

@@ -80,7 +80,7 @@ pub(super) async fn judge(
 pub(super) fn kept_unless_it_leaves(p: &mut Proof, leaves: bool) {
     if p.verdict == JoinVerdict::Unfit && !leaves {
         p.verdict = JoinVerdict::Mismatch;
-        p.causes.push("nothing would make this node leave (`verify.onFailure: report`, and no launch hook waits on it): it is kept as a `mismatch`".into());
+        p.causes.push("nothing would make this node leave (`verify.onFailure: report`, and no launch hook took it): it is kept as a `mismatch`".into());
     }
 }
 

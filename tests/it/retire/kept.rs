@@ -67,7 +67,7 @@ fn a_launch_the_hook_abandons_is_tagged_for_the_budget_and_not_retired_again() {
     };
     w.joined(2);
     let run = Run {
-        hook: true,
+        hook: Some("other"),
         ..Run::default()
     };
     let (root, units) = failed_proof(&w, run);
@@ -79,8 +79,6 @@ fn a_launch_the_hook_abandons_is_tagged_for_the_budget_and_not_retired_again() {
     assert!(!stopped(&units), "{units:?}");
 }
 
-/// A Node NotReady for a reason of its own while two like peers joined retires; NotReady because
-/// the network plugin is not (a CNI or a subnet out of addresses) is the fleet's, whatever joined.
 /// The check before the hand-off that says whether this node's joined tag can be written (the
 /// fleet guard counts it): CreateTags with DryRun, which changes nothing; denied, a failure
 /// naming the statement.

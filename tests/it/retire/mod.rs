@@ -158,8 +158,9 @@ pub(crate) struct Run<'a> {
     /// kubelet.service's state: `active`, or `failed` (never starts).
     pub(crate) kubelet: &'a str,
     pub(crate) api: Api,
-    /// The launch hook `other` of the group waits.
-    pub(crate) hook: bool,
+    /// The launch hook the job names: `other`, which the group has and which waits, or one
+    /// the group lacks (nothing waits on it).
+    pub(crate) hook: Option<&'a str>,
     pub(crate) job: fn(&mut Value),
     pub(crate) extra: &'a [&'a str],
     /// What the node's root holds before the proof (the run's report).
@@ -175,7 +176,7 @@ impl Default for Run<'_> {
             retire: "unhealthy",
             kubelet: "failed",
             api: Api::Stalls,
-            hook: false,
+            hook: None,
             job: |_| {},
             extra: &[],
             prep: |_| {},
@@ -236,9 +237,9 @@ pub(crate) fn failed_proof(w: &World, r: Run) -> (tempfile::TempDir, Vec<(String
     (r.job)(&mut job);
     write(root.path(), JOIN_JOB, &job.to_string());
     (r.prep)(root.path());
-    if r.hook {
+    if let Some(hook) = r.hook {
         let job = LaunchHookJob {
-            hook: "other".into(),
+            hook: hook.into(),
             group: r.group.map(String::from),
             instance_id: w.ids[0].clone(),
             region: "us-east-1".into(),

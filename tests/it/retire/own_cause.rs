@@ -148,6 +148,8 @@ fn a_refused_termination_is_tried_again_and_powers_off_only_where_that_terminate
     }
 }
 
+/// A Node NotReady for a reason of its own while two like peers joined retires; NotReady because
+/// the network plugin is not (a CNI or a subnet out of addresses) is the fleet's, whatever joined.
 #[test]
 fn a_node_not_ready_retires_for_its_own_reason_and_never_for_the_network_plugin() {
     let Some(w) = world(true, false, 3) else {
