@@ -44,7 +44,7 @@ pub(crate) fn spec(c: Option<&NetworkSettings>, f: &mut Findings) -> Option<Netw
         let field = format!("network.domains[{i}]");
         if let Err(why) = domain(d) {
             f.push(field, format!("`{}` {why}", printable(d)));
-        } else if c.domains[..i].iter().any(|e| e.eq_ignore_ascii_case(d)) {
+        } else if c.domains[..i].iter().any(|e| same_domain(e, d)) {
             f.push(field, format!("`{}` is given twice", printable(d)));
         }
     }
@@ -57,12 +57,9 @@ pub(crate) fn spec(c: Option<&NetworkSettings>, f: &mut Findings) -> Option<Netw
 /// An address systemd-resolved reaches without an interface named: not the unspecified
 /// address, not its own stub listeners (a loop), not an IPv6 link-local address.
 fn nameserver(s: &str) -> Result<IpAddr, &'static str> {
-    let a: IpAddr = s.trim().parse().map_err(|_| {
-        "is not an IP address: give the server's IPv4 or IPv6 address (no port, no name)"
+    let a: IpAddr = s.parse().map_err(|_| {
+        "is not an IP address: give the server's IPv4 or IPv6 address (no port, no name, no spaces)"
     })?;
-    if s.trim() != s {
-        return Err("has spaces around it");
-    }
     match a {
         a if a.is_unspecified() => Err("is the unspecified address"),
         IpAddr::V4(v4) if matches!(v4.octets(), [127, 0, 0, 53] | [127, 0, 0, 54]) => Err(
@@ -73,6 +70,15 @@ fn nameserver(s: &str) -> Result<IpAddr, &'static str> {
         ),
         a => Ok(a),
     }
+}
+
+/// Whether two domains name the same entry: letters in any case, a final dot or not.
+fn same_domain(a: &str, b: &str) -> bool {
+    let bare = |d: &str| match d {
+        "~." => d.to_string(),
+        _ => d.strip_suffix('.').unwrap_or(d).to_ascii_lowercase(),
+    };
+    bare(a) == bare(b)
 }
 
 /// A domain as `Domains=` takes it: a DNS name (labels of letters, digits, `-` and `_`, each at
@@ -148,7 +154,7 @@ mod tests {
                 "",
                 "~",
                 "Corp.example",
-                "corp.EXAMPLE",
+                "corp.EXAMPLE.",
             ],
         );
         assert!(s.is_none());

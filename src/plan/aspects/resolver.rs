@@ -70,7 +70,7 @@ fn read_back(n: &NetworkSpec) -> PropertyCheck {
 
 fn normalised(d: &str) -> String {
     match d {
-        "~." | "." => d.to_string(),
+        "~." => d.to_string(),
         _ => d.strip_suffix('.').unwrap_or(d).to_string(),
     }
 }
@@ -80,14 +80,36 @@ fn plan(i: &Input, out: &mut Out) {
     let Some(n) = &spec.network else {
         return;
     };
-    if facts.family() == Some(Family::Al2) {
-        out.findings.push(
+    match facts.family() {
+        Some(Family::Al2023) => {
+            merged_beside(n, facts, out);
+            early(n, facts, out)
+        }
+        Some(Family::Al2) => out.findings.push(
             "network",
             "sets systemd-resolved's servers (nodeadm's instance.network), and AL2 runs no systemd-resolved: its resolver is /etc/resolv.conf from DHCP; set the servers in the VPC's DHCP options set, or use an AL2023 image",
-        );
-        return;
+        ),
+        // The family's own finding stops the run: nothing is changed before it.
+        None => {}
     }
-    early(n, facts, out);
+}
+
+/// A field `network` leaves empty that another NodeConfig sets: nodeadm's merge keeps that
+/// one beside the agent's, and its config phase writes another file than the one in force for
+/// discovery and the checks.
+fn merged_beside(n: &NetworkSpec, facts: &Facts, out: &mut Out) {
+    let Some(nc) = &facts.node_configs else {
+        return;
+    };
+    let fields = [
+        ("nameservers", n.nameservers.is_empty()),
+        ("domains", n.domains.is_empty()),
+    ];
+    for (field, empty) in fields {
+        if empty && nc.sets(&format!("spec.instance.network.{field}")) {
+            out.warnings.push(format!("another NodeConfig sets instance.network.{field}, which `network` leaves empty: nodeadm merges it beside the agent's servers and domains, so its config phase writes another {DROPIN_PATH} than the one in force for the agent's discovery and checks; set `network.{field}` too"));
+        }
+    }
 }
 
 /// The file and the restart, as the plan's steps before discovery.
@@ -193,6 +215,41 @@ mod tests {
             verify.expected,
             Expected::Domains(vec!["corp.example".into(), "~.".into()])
         );
+    }
+
+    #[test]
+    fn a_node_whose_family_is_not_known_gets_nothing_before_discovery() {
+        let s = network(r#"{"nameservers":["10.0.0.2"]}"#);
+        let mut facts = absent();
+        facts.family = Err(crate::facts::FamilyError::NoBootstrap {
+            bootstrap: "/etc/eks/bootstrap.sh".into(),
+        });
+        let out = run(&ASPECT, &s, &facts);
+        assert!(
+            out.early.is_empty() && out.steps.is_empty(),
+            "{:?}",
+            out.early
+        );
+    }
+
+    #[test]
+    fn a_field_another_nodeconfig_sets_beside_the_agents_is_a_warning() {
+        let s = network(r#"{"nameservers":["10.0.0.2"]}"#);
+        let other = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  instance:\n    network:\n      domains: [corp.example]\n";
+        let facts = Facts::builder(Family::Al2023)
+            .absent([DROPIN_PATH])
+            .dropin("20-corp.yaml", other)
+            .build();
+        let out = run(&ASPECT, &s, &facts);
+        assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+        assert!(
+            out.warnings[0].contains("instance.network.domains"),
+            "{:?}",
+            out.warnings
+        );
+        // Both fields set: the agent's values stand for both, no warning.
+        let s = network(r#"{"nameservers":["10.0.0.2"],"domains":["a.example"]}"#);
+        assert!(run(&ASPECT, &s, &facts).warnings.is_empty());
     }
 
     #[test]
