@@ -2,7 +2,7 @@
 //! run would plan them but without an instance or a cluster: what `eks-nodeinit check` runs on
 //! an image where it is built. Pure, as the plan is.
 
-use crate::base::findings::{Finding, Findings};
+use crate::base::findings::Finding;
 use crate::facts::Facts;
 use crate::plan::aspects::{self, Input, REGISTRY};
 use crate::plan::out::Out;
@@ -15,7 +15,7 @@ use crate::spec::Spec;
 /// agent cannot keep), as `init` reports them when the config itself is wrong.
 pub fn checks(spec: &Spec, facts: &Facts) -> (Vec<CheckStep>, Vec<Finding>) {
     let mut out = Out::default();
-    let handoff = aspects::intent(spec, facts, &mut Findings::default());
+    let handoff = aspects::intent(spec, facts, &mut out.findings);
     let input = Input {
         spec,
         facts,

@@ -38,6 +38,12 @@ fn read(root: &Path, node_path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Whether the root has a live kernel (`/proc/sys`): a node, or a test root standing for one;
+/// without, a node image, judged by what its next boot sets.
+fn live(root: &Path) -> bool {
+    root == Path::new("/") || under(root, "/proc/sys").is_dir()
+}
+
 /// The kernel settings `protectKernelDefaults` demands, each as the kubelet will find it: the
 /// value the agent sets itself, else the live one.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -63,8 +69,7 @@ impl KernelDefaults {
     /// which is not read here.
     fn differences(&self, root: &Path) -> Result<Vec<String>, Stop> {
         let mut out = Vec::new();
-        let live = root == Path::new("/")
-            || crate::os::procsys::read_live(root, KERNEL_DEFAULTS[0].0).is_ok();
+        let live = live(root);
         let boot =
             |key| crate::os::sysctl_d::at_boot(root, key).filter(|_| self.next_boot || !live);
         let (mut unset, mut missing) = (0, None);
@@ -430,7 +435,12 @@ impl Probe for Fips {
     }
     fn run<'a>(&'a self, env: &'a Env) -> Outcome<'a> {
         Box::pin(async move {
-            if read(&env.root, "/proc/sys/crypto/fips_enabled").as_deref() != Some("1") {
+            let enabled = read(&env.root, "/proc/sys/crypto/fips_enabled");
+            if enabled.is_none() && !live(&env.root) {
+                let why = "the root holds no live kernel: FIPS mode is the boot's kernel command line's (not read)";
+                return Err(Stop::NotRun(why.into()));
+            }
+            if enabled.as_deref() != Some("1") {
                 return Ok("the kernel is not in FIPS mode".to_string().into());
             }
             let conf = aws_config::provider_config::ProviderConfig::default();

@@ -14,8 +14,9 @@ use super::check::{Env, Outcome, Probe, Stop};
 use super::Cause;
 use crate::os::fsutil::under;
 
-/// How long nodeadm may take (it reads the user data from IMDS).
-const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long nodeadm may take (it reads the user data from IMDS): under the check's budget
+/// (`CHECK_BUDGET` of its plan, 30 s), so that its own timeout, not the budget's, says so.
+const TIMEOUT: Duration = Duration::from_secs(25);
 
 /// `nodeadm config check` over `sources`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -71,6 +72,7 @@ impl Probe for NodeadmConfig {
     fn advice(&self, code: &str) -> Option<&'static str> {
         match code {
             "nodeadm-refused" => Some("nodeadm's config phase fails on the same NodeConfigs and the node does not join: fix the file or the user data its message names (docs/nodeadm.md#the-other-drop-ins)"),
+            "nodeadm-timeout" => Some("nodeadm reads the user data from IMDS: see its log (`journalctl -u eks-nodeinit-gate`); nodeadm's own units read the same"),
             _ => Some("nodeadm must run on the node: the image's"),
         }
     }
@@ -92,7 +94,7 @@ impl Probe for NodeadmConfig {
                 }
                 Err(_) => {
                     let why = format!("{} did not answer within {TIMEOUT:?}", self.program);
-                    return Err(Stop::Failed(Cause::new("nodeadm-absent", why)));
+                    return Err(Stop::Failed(Cause::new("nodeadm-timeout", why)));
                 }
             };
             if !out.status.success() {

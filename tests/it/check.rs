@@ -65,6 +65,9 @@ fn an_image_as_the_eks_amis_ship_it_and_the_example_roots_pass() {
         line(&o, "kernel settings protectKernelDefaults demands").starts_with("passed: "),
         "{o}"
     );
+    // FIPS mode is the boot's kernel command line: not judged from an image root.
+    let fips = line(&o, "FIPS endpoints in FIPS mode");
+    assert!(fips.starts_with("not run: "), "{fips}");
     for example in ["al2023-root", "al2-root"] {
         let root = sample_root(example);
         let out = check(root.path(), &[]);

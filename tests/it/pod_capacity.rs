@@ -9,7 +9,6 @@ use std::path::Path;
 
 use eks_nodeinit::base::podcap::{self, table, Ceiling, Cni, Mode};
 
-/// The embedded table read by this test's own parser: (type, ENIs, IPv4 per ENI).
 /// Each type's vCPUs, where the embedded table has them.
 fn vcpus() -> std::collections::BTreeMap<String, i64> {
     let text = std::fs::read_to_string(concat!(
@@ -71,6 +70,7 @@ fn a_second_capture_fills_only_the_vcpus_the_table_lacks() {
     );
 }
 
+/// The embedded table read by this test's own parser: (type, ENIs, IPv4 per ENI).
 fn rows() -> Vec<(String, i64, i64)> {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
