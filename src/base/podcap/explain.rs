@@ -188,9 +188,9 @@ mod tests {
             e.starts_with("m5.huge\\u{1b} is not in") && e.contains("--enis"),
             "{e}"
         );
-        let e = explain(&q("g4ad.xlarge", None)).unwrap_err().to_string();
+        let e = explain(&q("cr1.8xlarge", None)).unwrap_err().to_string();
         assert!(
-            e.contains("does not hold for g4ad.xlarge") && e.contains("--vcpus"),
+            e.contains("does not hold for cr1.8xlarge") && e.contains("--vcpus"),
             "{e}"
         );
     }
